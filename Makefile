@@ -1,0 +1,55 @@
+# Two commands do all the set-up on a fresh machine: `make load-test` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PLAN ?= default
+# Empty means the version pinned in loadtests/binaries.py.
+KUBE_VERSION ?=
+KUBE_FLAG := $(if $(KUBE_VERSION),--kube-version $(KUBE_VERSION),)
+FROM ?=
+TO ?=
+
+.PHONY: setup venv binaries browser load-test test unit-test lint benchmark upgrade-rehearsal report clean-clusters
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+binaries: venv
+	$(BIN)/loadtest setup $(KUBE_FLAG)
+
+# Headless Chromium checks that reports render; installed from Debian's packages when we may.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing chromium (report rendering tests)"; \
+	    (apt-get install -y -qq chromium >/dev/null 2>&1 || \
+	     (apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null)); \
+	  else echo "chromium not found: install Debian's chromium package for the report rendering test"; fi; }
+
+setup: venv binaries
+
+load-test: setup
+	$(BIN)/loadtest run --plan $(PLAN) $(KUBE_FLAG)
+
+test: setup browser
+	$(BIN)/pytest
+
+unit-test: venv
+	$(BIN)/pytest tests/unit
+
+lint: venv
+	$(BIN)/ruff check loadtests tests benchmarks
+
+benchmark: setup
+	$(BIN)/python benchmarks/node_ramp.py
+
+upgrade-rehearsal: venv
+	@test -n "$(FROM)" -a -n "$(TO)" || { echo "usage: make upgrade-rehearsal FROM=v1.36.3 TO=v1.37.2 [PLAN=...]"; exit 2; }
+	$(BIN)/loadtest setup --kube-version $(FROM)
+	$(BIN)/loadtest setup --kube-version $(TO)
+	$(BIN)/loadtest rehearse --plan $(PLAN) --from $(FROM) --to $(TO)

@@ -1,0 +1,177 @@
+"""`loadtest`: set up binaries, bring a control plane up/down, scale nodes, run plans, build and compare reports."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+from loadtests import binaries
+from loadtests.errors import LoadTestError
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def _local(args: argparse.Namespace) -> Any:
+    from loadtests.target.local import LocalControlPlane, LocalOptions
+
+    return LocalControlPlane(LocalOptions(
+        name=args.name,
+        kube_version=getattr(args, "kube_version", None) or binaries.DEFAULT_KUBE_VERSION,
+        heartbeat_factor=getattr(args, "heartbeat_factor", 1.0),
+        events_etcd=getattr(args, "events_etcd", False),
+        apiserver_port=getattr(args, "port", None),
+    ))
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    binaries.provide(args.kube_version, log=_say)
+    _say(f"ready: Kubernetes {args.kube_version}, etcd {binaries.ETCD_VERSION}, kwok {binaries.KWOK_VERSION} "
+         f"in {binaries.cache_root() / 'bin'}")
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    plane = _local(args)
+    info = plane.up(log=_say)
+    if args.nodes:
+        _scale(info.access, args.nodes)
+    _say(f"control plane {args.name!r} is up: {info.access.server} (Kubernetes {info.versions['kubernetes']})")
+    _say(f"kubectl --kubeconfig {info.access.kubeconfig} get nodes")
+    return 0
+
+
+def _scale(access: Any, nodes: int) -> None:
+    from loadtests.fleet import Fleet
+    from loadtests.k8sclient import RestClient
+
+    client = RestClient(access)
+    try:
+        ramp = Fleet(client).scale_nodes(nodes, progress=_say)
+    finally:
+        client.close()
+    _say(f"{ramp.nodes} nodes Ready in {ramp.seconds:.1f} s (created {ramp.created}, deleted {ramp.deleted}; "
+         f"harness CPU {ramp.harness_cpu_s:.1f} s)")
+
+
+def cmd_nodes(args: argparse.Namespace) -> int:
+    plane = _local(args)
+    _scale(plane.access(), args.count)
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    result = _local(args).down()
+    stopped = ", ".join(result["stopped"]) or "nothing was running"
+    _say(f"stopped: {stopped}" + (f" (killed after timeout: {', '.join(result['killed'])})" if result["killed"]
+                                   else ""))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    status = _local(args).status()
+    if args.json:
+        print(json.dumps(status, indent=1))
+        return 0 if status["running"] else 1
+    if not status["running"]:
+        _say(f"cluster {args.name!r}: not running")
+        return 1
+    _say(f"cluster {status['name']!r}: {'ready' if status['ready'] else 'starting'} at {status['server']}")
+    _say("versions: " + ", ".join(f"{k} {v}" for k, v in status["versions"].items()))
+    for comp in status["components"]:
+        _say(f"  {comp['component']:<24} pid {comp['pid']:<8} {'running' if comp['alive'] else 'STOPPED'}")
+    _say("ports: " + ", ".join(f"{k}={v}" for k, v in status["ports"].items()))
+    _say(f"etcd metrics: {status['etcd_metrics_url']}")
+    _say(f"kubeconfig: {status['kubeconfig']}")
+    return 0
+
+
+def cmd_kubeconfig(args: argparse.Namespace) -> int:
+    status = _local(args).status()
+    if not status.get("kubeconfig"):
+        raise LoadTestError(f"no cluster named {args.name!r}; start one: loadtest up --name {args.name}")
+    print(status["kubeconfig"])
+    return 0
+
+
+def _add_cluster_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", default=os.environ.get("LOADTEST_CLUSTER", "default"),
+                        help="name of the local control plane (default: default)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="loadtest", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("setup", help="provide pinned control-plane binaries (cache, download, or Go build)")
+    p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or binaries.DEFAULT_KUBE_VERSION)
+    p.set_defaults(func=cmd_setup)
+
+    p = sub.add_parser("up", help="start a local control plane on 127.0.0.1 (TLS, client-cert auth)")
+    _add_cluster_args(p)
+    p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or binaries.DEFAULT_KUBE_VERSION)
+    p.add_argument("--nodes", type=int, default=0, help="fake nodes to create once it is up")
+    p.add_argument("--port", type=int, default=None, help="apiserver port (default: a free one)")
+    p.add_argument("--heartbeat-factor", type=float, default=1.0,
+                   help="multiply node heartbeat/lease intervals (1 = like a real kubelet)")
+    p.add_argument("--events-etcd", action="store_true", help="store Events in a second etcd")
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser("down", help="stop every process of a local control plane and free its ports")
+    _add_cluster_args(p)
+    p.set_defaults(func=cmd_down)
+
+    p = sub.add_parser("status", help="what runs, where, which versions")
+    _add_cluster_args(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("kubeconfig", help="print the admin kubeconfig path (last line)")
+    _add_cluster_args(p)
+    p.set_defaults(func=cmd_kubeconfig)
+
+    p = sub.add_parser("nodes", help="scale the fake fleet to COUNT Ready nodes")
+    _add_cluster_args(p)
+    p.add_argument("count", type=int)
+    p.set_defaults(func=cmd_nodes)
+
+    _add_run_commands(sub)
+    return parser
+
+
+def _add_run_commands(sub: Any) -> None:
+    """run / report / compare / rehearse live in loadtests.runcli, loaded only when present."""
+    try:
+        from loadtests import runcli
+    except ImportError:
+        return
+    runcli.add_commands(sub)
+
+
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except LoadTestError as error:
+        print(f"loadtest: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("loadtest: interrupted; everything it started has been stopped", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

@@ -1,0 +1,172 @@
+"""The fake fleet: kwok nodes scaled up or down concurrently, and a steady population of pods on them.
+
+Readiness is observed through a watch (not by re-LISTing thousands of nodes), and the ramp is timed so a
+report can say how long the control plane took to absorb the new nodes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from loadtests import objects
+from loadtests.errors import TargetError
+from loadtests.k8sclient import ApiError, RestClient
+
+CREATE_CONCURRENCY = 16  # enough to keep the apiserver busy, few enough to spread joins over seconds
+
+
+@dataclass
+class RampResult:
+    nodes: int
+    seconds: float  # from the first create to all nodes Ready
+    created: int
+    deleted: int
+    harness_cpu_s: float  # CPU the harness process spent during the ramp
+
+
+def _is_ready(node: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in node.get("status", {}).get("conditions", []))
+
+
+class NodeWatch:
+    """Keeps the set of Ready kwok nodes current from a LIST then WATCH, in a background thread."""
+
+    def __init__(self, client: RestClient) -> None:
+        self.client = client
+        self.ready: set[str] = set()
+        self.present: set[str] = set()
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._error: Exception | None = None
+        self._thread = threading.Thread(target=self._run, name="node-watch", daemon=True)
+        self._synced = threading.Event()
+
+    def start(self) -> NodeWatch:
+        self._thread.start()
+        if not self._synced.wait(60):
+            raise TargetError("could not list nodes within 60 s")
+        return self
+
+    def _apply(self, kind: str, node: dict) -> None:
+        name = node["metadata"]["name"]
+        with self._cond:
+            if kind == "DELETED":
+                self.present.discard(name)
+                self.ready.discard(name)
+            else:
+                self.present.add(name)
+                (self.ready.add if _is_ready(node) else self.ready.discard)(name)
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                items, rv = self.client.list_all("/api/v1/nodes", labelSelector=objects.NODE_SELECTOR)
+                with self._cond:
+                    self.present = {n["metadata"]["name"] for n in items}
+                    self.ready = {n["metadata"]["name"] for n in items if _is_ready(n)}
+                    self._cond.notify_all()
+                self._synced.set()
+                while not self._stop.is_set():
+                    for kind, obj, _ in self.client.watch("/api/v1/nodes", rv, timeout_s=30,
+                                                          labelSelector=objects.NODE_SELECTOR):
+                        if self._stop.is_set():
+                            return
+                        if kind == "ERROR":
+                            raise ApiError(obj.get("code", 0), str(obj.get("message")), "WATCH", "nodes")
+                        rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                        if kind != "BOOKMARK":
+                            self._apply(kind, obj)
+            except Exception as error:  # noqa: BLE001 - re-list after any watch failure
+                self._error = error
+                if self._stop.wait(0.5):
+                    return
+
+    def wait(self, predicate: Callable[[NodeWatch], bool], timeout_s: float, what: str,
+             progress: Callable[[str], None] | None = None) -> None:
+        deadline = time.monotonic() + timeout_s
+        last_report = 0.0
+        with self._cond:
+            while not predicate(self):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TargetError(f"{what}: not reached within {timeout_s:.0f} s "
+                                      f"({len(self.ready)} Ready of {len(self.present)} nodes)")
+                self._cond.wait(min(remaining, 1.0))
+                if progress and time.monotonic() - last_report >= 2:
+                    last_report = time.monotonic()
+                    progress(f"{len(self.ready)}/{len(self.present)} nodes Ready")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class Fleet:
+    """Scale the fake nodes and the steady pod population of a step."""
+
+    def __init__(self, client: RestClient) -> None:
+        self.client = client
+
+    def ensure_namespaces(self) -> None:
+        for name in objects.NAMESPACES:
+            self.client.create("/api/v1/namespaces", objects.namespace_manifest(name), exist_ok=True)
+
+    def scale_nodes(self, count: int, *, timeout_s: float = 300.0,
+                    progress: Callable[[str], None] | None = None) -> RampResult:
+        """Create or delete kwok nodes until exactly `count` exist, then wait until all are Ready."""
+        import psutil
+
+        cpu_before = sum(psutil.Process().cpu_times()[:2])
+        watch = NodeWatch(self.client).start()
+        try:
+            started = time.monotonic()
+            wanted = {objects.node_name(i) for i in range(count)}
+            existing = set(watch.present)
+            to_create = sorted(wanted - existing)
+            to_delete = sorted(existing - wanted, reverse=True)
+            with ThreadPoolExecutor(CREATE_CONCURRENCY, thread_name_prefix="fleet") as pool:
+                list(pool.map(lambda n: self.client.create("/api/v1/nodes", objects.node_manifest(n),
+                                                           exist_ok=True), to_create))
+                list(pool.map(lambda n: self.client.delete(f"/api/v1/nodes/{n}"), to_delete))
+            watch.wait(lambda w: wanted <= w.ready and not (w.present - wanted), timeout_s,
+                       f"{count} nodes Ready", progress)
+            seconds = time.monotonic() - started
+        finally:
+            watch.stop()
+        cpu_after = sum(psutil.Process().cpu_times()[:2])
+        return RampResult(count, seconds, len(to_create), len(to_delete), cpu_after - cpu_before)
+
+    def scale_pods(self, replicas: int, *, timeout_s: float = 300.0,
+                   progress: Callable[[str], None] | None = None) -> float:
+        """Set the fleet Deployment to `replicas` Running pods; returns the seconds it took."""
+        started = time.monotonic()
+        path = f"/apis/apps/v1/namespaces/{objects.NS_FLEET}/deployments"
+        self.client.create(path, objects.deployment_manifest("fleet", objects.NS_FLEET, replicas), exist_ok=True)
+        self.client.patch(f"{path}/fleet", {"spec": {"replicas": replicas}})
+        deadline = started + timeout_s
+        last_report = 0.0
+        while True:
+            deployment = self.client.get(f"{path}/fleet")
+            status = deployment.get("status", {})
+            ready = status.get("readyReplicas", 0) or 0
+            total = status.get("replicas", 0) or 0
+            if (deployment["metadata"].get("generation") == status.get("observedGeneration")
+                    and ready == replicas and total == replicas):
+                return time.monotonic() - started
+            if time.monotonic() > deadline:
+                raise TargetError(f"fleet pods: {ready} of {replicas} Running after {timeout_s:.0f} s")
+            if progress and time.monotonic() - last_report >= 2:
+                last_report = time.monotonic()
+                progress(f"{ready}/{replicas} fleet pods Running")
+            time.sleep(0.25)  # polling one small object; the condition above is what we wait on
+
+    def delete_all(self) -> None:
+        """Remove everything the harness created: its namespaces (with their pods) and its nodes."""
+        for name in objects.NAMESPACES:
+            self.client.delete(f"/api/v1/namespaces/{name}")
+        self.client.request("DELETE", "/api/v1/nodes", params={"labelSelector": objects.NODE_SELECTOR})

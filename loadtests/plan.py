@@ -1,0 +1,217 @@
+"""The plan: what a run does, validated before anything starts.
+
+A bad plan is refused with the path of the offending field and the reason, e.g.
+`plan.yaml: steps[1].nodes: must be an integer >= 1 (got 'many')`.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from loadtests.binaries import DEFAULT_KUBE_VERSION, check_kube_version
+from loadtests.errors import PlanError, SetupError
+
+PLANS_DIR = Path(__file__).parent / "plans"
+
+# SIG Scalability SLO thresholds (seconds). Namespace LISTs: 30 s since 2022 (ClusterLoader2 still flags > 5 s).
+DEFAULT_SLO = {
+    "mutating_p99_s": 1.0,
+    "read_resource_p99_s": 1.0,
+    "read_namespace_p99_s": 30.0,
+    "read_cluster_p99_s": 30.0,
+    "pod_startup_p99_s": 5.0,
+    "min_samples": 1,
+}
+
+# Scenario parameters and their defaults. A plan names scenarios under load.scenarios; unknown names and
+# unknown keys are refused so a typo never silently runs a different test.
+SCENARIO_DEFAULTS: dict[str, dict[str, Any]] = {
+    # creates bare pods at `rate`/s and deletes them after `lifetime_s`; scales a Deployment every
+    # `deployment_scale_every_s` seconds between `deployment_min` and `deployment_max` replicas (0 = off)
+    "pod_churn": {
+        "rate": 5.0,
+        "lifetime_s": 10.0,
+        "users": 2,
+        "deployment_scale_every_s": 0.0,
+        "deployment_min": 0,
+        "deployment_max": 10,
+    },
+    # one watch per fake node on pods with fieldSelector=spec.nodeName=<node>, like kubelets; at most max_watchers
+    "kubelet_watchers": {"per_node": 1.0, "max_watchers": 2000},
+    # LIST then WATCH from its resourceVersion with bookmarks, re-LIST on 410 Gone
+    "informers": {"count": 4, "resource": "pods", "namespace": ""},
+    # periodic LISTs; resource_version "0" is served from the watch cache, "" goes to etcd
+    "list_pollers": {"rate": 1.0, "users": 2, "resource": "pods", "resource_version": "0", "namespace": "",
+                     "limit": 500},
+}
+
+_RESOURCES = {"pods", "nodes", "configmaps", "services", "endpointslices", "leases", "events", "namespaces"}
+
+
+@dataclass
+class Target:
+    kind: str = "local"  # local | cluster
+    kube_version: str = DEFAULT_KUBE_VERSION
+    heartbeat_factor: float = 1.0
+    events_etcd: bool = False  # store Events in a second etcd, as large clusters do
+    kubeconfig: str | None = None
+    context: str | None = None
+
+
+@dataclass
+class Step:
+    nodes: int
+    pods_per_node: int = 0
+    warmup_s: float = 5.0
+    duration_s: float = 60.0
+    name: str = ""
+
+
+@dataclass
+class Plan:
+    name: str
+    target: Target
+    steps: list[Step]
+    load: dict[str, dict[str, Any]]
+    slo: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SLO))
+    gate: bool = True
+    workers: int = 0
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("source")
+        return data
+
+    def estimated_seconds(self) -> float:
+        return sum(s.warmup_s + s.duration_s for s in self.steps)
+
+
+def _fail(source: str, path: str, reason: str) -> PlanError:
+    return PlanError(f"{source}: {path}: {reason}")
+
+
+def _number(source: str, path: str, value: Any, *, minimum: float, integer: bool = False) -> Any:
+    ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
+    if isinstance(value, bool) or not ok_type or value < minimum:
+        kind = "an integer" if integer else "a number"
+        raise _fail(source, path, f"must be {kind} >= {minimum:g} (got {value!r})")
+    return value
+
+
+def _mapping(source: str, path: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _fail(source, path, f"must be a mapping (got {type(value).__name__})")
+    return value
+
+
+def _no_unknown(source: str, path: str, data: dict[str, Any], known: set[str]) -> None:
+    unknown = sorted(set(data) - known)
+    if unknown:
+        where = f"{path}.{unknown[0]}" if path else unknown[0]
+        raise _fail(source, where, f"unknown field; expected one of: {', '.join(sorted(known))}")
+
+
+def parse(data: Any, source: str = "plan") -> Plan:
+    """Validate a plan mapping and fill in defaults."""
+    data = _mapping(source, "(top level)", data)
+    _no_unknown(source, "", data, {"name", "target", "steps", "load", "slo", "gate", "workers"})
+
+    name = data.get("name", Path(source).stem)
+    if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
+        raise _fail(source, "name", f"must be letters, digits, - or _ (got {name!r})")
+
+    target_data = _mapping(source, "target", data.get("target"))
+    _no_unknown(source, "target", target_data, set(Target.__dataclass_fields__))
+    target = Target(**target_data)
+    if target.kind not in ("local", "cluster"):
+        raise _fail(source, "target.kind", f"must be 'local' or 'cluster' (got {target.kind!r})")
+    try:
+        check_kube_version(str(target.kube_version))
+    except SetupError as error:
+        raise _fail(source, "target.kube_version", str(error)) from None
+    _number(source, "target.heartbeat_factor", target.heartbeat_factor, minimum=0.1)
+    if target.kind == "cluster" and not target.kubeconfig:
+        raise _fail(source, "target.kubeconfig", "required when target.kind is 'cluster'")
+
+    raw_steps = data.get("steps")
+    if not isinstance(raw_steps, list) or not raw_steps:
+        raise _fail(source, "steps", "must be a non-empty list of steps (each with at least `nodes`)")
+    steps = []
+    for i, raw in enumerate(raw_steps):
+        path = f"steps[{i}]"
+        raw = _mapping(source, path, raw)
+        _no_unknown(source, path, raw, set(Step.__dataclass_fields__))
+        if "nodes" not in raw:
+            raise _fail(source, f"{path}.nodes", "is required")
+        step = Step(**raw)
+        _number(source, f"{path}.nodes", step.nodes, minimum=1, integer=True)
+        _number(source, f"{path}.pods_per_node", step.pods_per_node, minimum=0, integer=True)
+        if step.pods_per_node > 110:
+            raise _fail(source, f"{path}.pods_per_node", "must be <= 110 (the Kubernetes per-node limit)")
+        _number(source, f"{path}.warmup_s", step.warmup_s, minimum=0)
+        _number(source, f"{path}.duration_s", step.duration_s, minimum=1)
+        step.name = str(step.name or f"{step.nodes} nodes")
+        steps.append(step)
+
+    load_data = _mapping(source, "load", data.get("load"))
+    _no_unknown(source, "load", load_data, {"scenarios"})
+    scenarios_data = _mapping(source, "load.scenarios", load_data.get("scenarios"))
+    load: dict[str, dict[str, Any]] = {}
+    for scenario, params in scenarios_data.items():
+        path = f"load.scenarios.{scenario}"
+        if scenario not in SCENARIO_DEFAULTS:
+            raise _fail(source, path, f"unknown scenario; expected one of: {', '.join(sorted(SCENARIO_DEFAULTS))}")
+        params = _mapping(source, path, params)
+        defaults = SCENARIO_DEFAULTS[scenario]
+        _no_unknown(source, path, params, set(defaults))
+        merged = {**copy.deepcopy(defaults), **params}
+        for key, default in defaults.items():
+            value = merged[key]
+            if isinstance(default, int | float) and not isinstance(default, bool):
+                _number(source, f"{path}.{key}", value, minimum=0, integer=isinstance(default, int))
+            elif isinstance(default, str) and not isinstance(value, str):
+                raise _fail(source, f"{path}.{key}", f"must be a string (got {value!r})")
+        if "resource" in merged and merged["resource"] not in _RESOURCES:
+            raise _fail(source, f"{path}.resource", f"must be one of: {', '.join(sorted(_RESOURCES))}")
+        load[scenario] = merged
+
+    slo_data = _mapping(source, "slo", data.get("slo"))
+    _no_unknown(source, "slo", slo_data, set(DEFAULT_SLO))
+    slo = {**DEFAULT_SLO, **slo_data}
+    for key, value in slo.items():
+        _number(source, f"slo.{key}", value, minimum=0)
+
+    gate = data.get("gate", True)
+    if not isinstance(gate, bool):
+        raise _fail(source, "gate", f"must be true or false (got {gate!r})")
+    workers = _number(source, "workers", data.get("workers", 0), minimum=0, integer=True)
+
+    return Plan(name=name, target=target, steps=steps, load=load, slo=slo, gate=gate, workers=workers,
+                source=source)
+
+
+def load(path: str | Path) -> Plan:
+    """Read and validate a plan file; a name without a path is looked up among the bundled plans."""
+    candidate = Path(path)
+    if not candidate.exists() and (PLANS_DIR / f"{path}.yaml").exists():
+        candidate = PLANS_DIR / f"{path}.yaml"
+    try:
+        text = candidate.read_text()
+    except OSError as error:
+        bundled = ", ".join(sorted(p.stem for p in PLANS_DIR.glob("*.yaml")))
+        raise PlanError(f"{path}: cannot read the plan ({error.strerror}); bundled plans: {bundled}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "?"
+        raise PlanError(f"{candidate}: {where}: not valid YAML ({getattr(error, 'problem', error)})") from None
+    return parse(data, source=str(candidate))

@@ -1,0 +1,234 @@
+"""The results of a run: the one format every later stage reads (report, JUnit, compare).
+
+A results folder holds `results.json`. It is rewritten after every finished step (write to a temp file, then
+rename), so a crash loses no finished step. Only measurements are stored; verdicts and charts are computed
+from them by the report, so nothing is stored twice.
+
+Schema (version 1), all times in seconds, sizes in bytes, rates per second:
+
+    schema_version: 1
+    run_id, status ("running" | "complete" | "aborted"), error (one line or null)
+    started_at, finished_at: ISO-8601 UTC
+    plan: the validated plan as a mapping (see loadtests/plan.py); plan_digest: sha256 of its steps+load
+    environment: versions (kubernetes, etcd, kwok, locust, python), target, machine (cpus, memory, platform)
+    steps: list of StepResult, in order:
+        index, name, nodes, pods_per_node, started_at, duration_s (measured window)
+        ramp: nodes_ready_s, pods_running_s (time to reach the step's scale)
+        client: list of ClientStat (Locust, per request type+name)
+        rates: list of RateResult (per scenario: asked vs achieved per second)
+        server: list of ServerLatency (apiserver_request_sli_duration_seconds deltas per verb/resource/scope)
+        requests_by_code: {"200": n, "429": n, ...} from apiserver_request_total deltas
+        apiserver: scalar gauges and counters (watchers, inflight, watch events, ...)
+        storage_objects: {"pods": n, ...} from apiserver_storage_objects
+        etcd: db_size_bytes, db_size_in_use_bytes, keys_total, quota_bytes, fsync/commit p99
+        pod_startup: Distribution (create -> Running, seen by a watch)
+        watch_delay: Distribution (write -> event at a watcher)
+        processes: list of ProcessStat (CPU and RSS per component and for the load generator)
+        notes: list of strings (warnings measured during the step, e.g. load generator CPU-bound)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import typing
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+RESULTS_FILE = "results.json"
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class Distribution:
+    """Quantiles of a sample of durations, in seconds."""
+
+    count: int = 0
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    source: str = ""
+
+    @classmethod
+    def of(cls, samples: list[float], source: str) -> Distribution:
+        if not samples:
+            return cls(count=0, source=source)
+        ordered = sorted(samples)
+
+        def q(fraction: float) -> float:
+            # nearest-rank: the smallest sample with at least `fraction` of the samples at or below it
+            rank = max(1, math.ceil(round(fraction * len(ordered), 9)))
+            return ordered[min(len(ordered), rank) - 1]
+
+        return cls(count=len(ordered), p50=q(0.50), p90=q(0.90), p99=q(0.99), max=ordered[-1], source=source)
+
+
+@dataclass
+class ClientStat:
+    """Client-side latency of one request kind, as Locust measured it (milliseconds, as Locust reports)."""
+
+    type: str
+    name: str
+    count: int
+    failures: int
+    rps: float
+    p50_ms: float | None
+    p90_ms: float | None
+    p99_ms: float | None
+    max_ms: float | None
+    avg_ms: float | None = None
+
+
+@dataclass
+class RateResult:
+    """What a scenario was asked to do per second, and what it achieved."""
+
+    scenario: str
+    asked_per_s: float | None
+    achieved_per_s: float
+    unit: str = "requests"
+
+
+@dataclass
+class ServerLatency:
+    """Server-side latency of one verb+resource+scope over the step, from apiserver histogram deltas."""
+
+    verb: str
+    resource: str
+    scope: str
+    subresource: str
+    group: str
+    count: int
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    metric: str = "apiserver_request_sli_duration_seconds"
+
+
+@dataclass
+class ProcessStat:
+    """CPU and memory of one process (or process group) over the step, measured with psutil."""
+
+    component: str
+    cpu_percent: float  # average over the step, 100 = one full core
+    cpu_seconds: float
+    rss_max_bytes: int
+    rss_end_bytes: int
+    pids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class EtcdStats:
+    db_size_bytes: float | None = None
+    db_size_in_use_bytes: float | None = None
+    keys_total: float | None = None
+    quota_bytes: float | None = None
+    wal_fsync_p99_s: float | None = None
+    backend_commit_p99_s: float | None = None
+    source: str = "etcd /metrics"
+
+
+@dataclass
+class StepResult:
+    index: int
+    name: str
+    nodes: int
+    pods_per_node: int
+    started_at: str
+    duration_s: float
+    ramp: dict[str, float | None] = field(default_factory=dict)
+    client: list[ClientStat] = field(default_factory=list)
+    rates: list[RateResult] = field(default_factory=list)
+    server: list[ServerLatency] = field(default_factory=list)
+    requests_by_code: dict[str, int] = field(default_factory=dict)
+    apiserver: dict[str, float] = field(default_factory=dict)
+    storage_objects: dict[str, float] = field(default_factory=dict)
+    etcd: EtcdStats = field(default_factory=EtcdStats)
+    pod_startup: Distribution = field(default_factory=Distribution)
+    watch_delay: Distribution = field(default_factory=Distribution)
+    processes: list[ProcessStat] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    plan: dict[str, Any]
+    environment: dict[str, Any]
+    started_at: str = field(default_factory=utc_now)
+    finished_at: str | None = None
+    status: str = "running"
+    error: str | None = None
+    steps: list[StepResult] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def plan_digest(self) -> str:
+        return plan_digest(self.plan)
+
+
+def plan_digest(plan: dict[str, Any]) -> str:
+    """Identity of what a plan asks for (steps and load), ignoring the target, gating and name.
+
+    Two runs with the same digest can be compared figure by figure, even across Kubernetes versions.
+    """
+    relevant = {"steps": plan.get("steps"), "load": plan.get("load")}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def to_dict(run: RunResult) -> dict[str, Any]:
+    data = dataclasses.asdict(run)
+    data["plan_digest"] = run.plan_digest
+    return data
+
+
+def _build(cls: Any, data: Any) -> Any:
+    """Rebuild a dataclass tree from JSON data (unknown keys are ignored, so newer files still load)."""
+    if dataclasses.is_dataclass(cls) and isinstance(data, dict):
+        hints = typing.get_type_hints(cls)
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            if f.name in data:
+                kwargs[f.name] = _build(hints[f.name], data[f.name])
+        return cls(**kwargs)
+    origin = typing.get_origin(cls)
+    if origin is list and isinstance(data, list):
+        (item,) = typing.get_args(cls)
+        return [_build(item, x) for x in data]
+    return data
+
+
+def from_dict(data: dict[str, Any]) -> RunResult:
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"results schema version {version!r} is not supported (this tool reads {SCHEMA_VERSION})")
+    return _build(RunResult, data)
+
+
+def save(run: RunResult, folder: Path) -> Path:
+    """Write results.json atomically, so a reader or a crash never sees half a file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / RESULTS_FILE
+    tmp = folder / f".{RESULTS_FILE}.tmp"
+    tmp.write_text(json.dumps(to_dict(run), indent=1))
+    os.replace(tmp, target)
+    return target
+
+
+def load(folder: Path) -> RunResult:
+    path = folder / RESULTS_FILE if folder.is_dir() else folder
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError as error:
+        raise FileNotFoundError(f"no {RESULTS_FILE} in {folder}: is it a run folder (reports/<run-id>)?") from error
+    return from_dict(data)

@@ -1,0 +1,350 @@
+"""A real control plane on this machine: etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok.
+
+Everything listens on 127.0.0.1 only, speaks TLS and requires authentication (client certificates). Processes
+are started directly rather than through kwokctl so the harness knows each pid (to measure CPU and memory and
+to stop exactly what it started), chooses every port itself, and can tear down half-started clusters.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import ssl
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from loadtests import binaries as binaries_mod
+from loadtests.binaries import Binaries
+from loadtests.errors import TargetError
+from loadtests.objects import kwok_configs_dir
+from loadtests.target.base import ClusterAccess, TargetInfo
+from loadtests.target.pki import ClusterPki, create_cluster_pki, write_kubeconfig, write_private
+from loadtests.target.processes import (
+    LOOPBACK,
+    ClusterState,
+    ProcessGroup,
+    free_ports,
+    listening_ports,
+    port_is_free,
+    wait_for,
+)
+
+SERVICE_CIDR = "10.96.0.0/16"
+POD_CIDR = "10.0.0.1/16"  # addresses kwok writes into pod status; never contacted
+NODE_LEASE_SECONDS = 40  # kubelet default; kwok renews at a quarter of it, like a kubelet
+NODE_MONITOR_GRACE_S = 50  # kube-controller-manager default since 1.32
+CLIENT_QPS, CLIENT_BURST = 200, 400  # scheduler and controller-manager; their defaults throttle thousands of nodes
+
+PORT_NAMES = ("etcd", "etcd_peer", "etcd_metrics", "apiserver", "scheduler", "controller_manager", "kwok")
+EVENTS_PORT_NAMES = ("events_etcd", "events_etcd_peer", "events_etcd_metrics")
+
+
+def clusters_root() -> Path:
+    return binaries_mod.cache_root() / "clusters"
+
+
+def cluster_dir(name: str) -> Path:
+    return clusters_root() / name
+
+
+@dataclass
+class LocalOptions:
+    name: str = "default"
+    kube_version: str = binaries_mod.DEFAULT_KUBE_VERSION
+    heartbeat_factor: float = 1.0
+    events_etcd: bool = False
+    apiserver_port: int | None = None  # None: choose a free port
+    directory: Path | None = None  # default: <cache>/clusters/<name>
+
+
+def _ssl_unverified() -> ssl.SSLContext:
+    """For the self-signed /healthz endpoints of scheduler and controller-manager on loopback."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None, expect: bytes | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:  # noqa: S310 - loopback
+            body = response.read()
+            return response.status == 200 and (expect is None or expect in body)
+    except (urllib.error.URLError, OSError, ssl.SSLError):
+        return False
+
+
+class LocalControlPlane:
+    """Bring a local control plane up and down; `up` tears down whatever it started if it fails or is interrupted."""
+
+    def __init__(self, options: LocalOptions, bins: Binaries | None = None) -> None:
+        self.options = options
+        self.directory = options.directory or cluster_dir(options.name)
+        self.bins = bins
+        self.state: ClusterState | None = None
+        self.group: ProcessGroup | None = None
+
+    # -------------------------------------------------------------------------------------------- up
+    def up(self, log: Any = print) -> TargetInfo:
+        existing = ClusterState.load(self.directory)
+        if existing and any(p.alive() for p in existing.processes):
+            raise TargetError(
+                f"cluster {self.options.name!r} is already running ({self.directory}); "
+                f"use it, or stop it first: loadtest down --name {self.options.name}"
+            )
+        bins = self.bins or binaries_mod.find(self.options.kube_version)
+        ports = self._choose_ports()
+        if self.directory.exists():
+            shutil.rmtree(self.directory)
+        self.directory.mkdir(parents=True)
+        self.directory.chmod(0o700)
+        state = ClusterState(name=self.options.name, directory=str(self.directory),
+                             kube_version=bins.kube_version, versions=bins.versions(), ports=ports,
+                             owner_pid=os.getpid())
+        state.server = f"https://{LOOPBACK}:{ports['apiserver']}"
+        state.etcd_metrics_url = f"http://{LOOPBACK}:{ports['etcd_metrics']}/metrics"
+        state.save()
+        self.state, self.group = state, ProcessGroup(state, self.directory / "logs")
+        try:
+            self._start_all(bins, state, log)
+        except BaseException:
+            # Ctrl-C, a dead component or a timeout: leave nothing running
+            self.group.stop_all()
+            raise
+        state.ready = True
+        state.save()
+        return self.info()
+
+    def _choose_ports(self) -> dict[str, int]:
+        names = PORT_NAMES + (EVENTS_PORT_NAMES if self.options.events_etcd else ())
+        wanted = self.options.apiserver_port
+        if wanted is not None and not port_is_free(wanted):
+            raise TargetError(f"port {wanted} on {LOOPBACK} is in use; choose another with --port, "
+                              "or leave it out to use a free port")
+        chosen = dict(zip(names, free_ports(len(names)), strict=True))
+        if wanted is not None:
+            chosen["apiserver"] = wanted
+        return chosen
+
+    def _start_all(self, bins: Binaries, state: ClusterState, log: Any) -> None:
+        assert self.group is not None
+        pki = create_cluster_pki(self.directory / "pki")
+        ports = state.ports
+        admin_kubeconfig = write_kubeconfig(self.directory / "kubeconfig", state.server, pki.ca.cert, pki.admin,
+                                            "admin")
+        state.kubeconfig = str(admin_kubeconfig)
+        state.save()
+
+        self._start_etcd(bins, pki, "etcd", ports["etcd"], ports["etcd_peer"], ports["etcd_metrics"], log)
+        if self.options.events_etcd:
+            self._start_etcd(bins, pki, "events-etcd", ports["events_etcd"], ports["events_etcd_peer"],
+                             ports["events_etcd_metrics"], log)
+
+        log(f"starting kube-apiserver {bins.kube_version} on {state.server}")
+        apiserver = self.group.start("kube-apiserver", self._apiserver_argv(bins, pki, ports))
+        admin_ctx = self.access().ssl_context()
+        wait_for(lambda: _http_ok(f"{state.server}/readyz", admin_ctx), 120, "kube-apiserver ready",
+                 abort=lambda: self.group.exited(apiserver))
+
+        scheduler_kubeconfig = write_kubeconfig(self.directory / "scheduler.kubeconfig", state.server,
+                                                pki.ca.cert, pki.scheduler, "kube-scheduler")
+        cm_kubeconfig = write_kubeconfig(self.directory / "controller-manager.kubeconfig", state.server,
+                                         pki.ca.cert, pki.controller_manager, "kube-controller-manager")
+        kwok_kubeconfig = write_kubeconfig(self.directory / "kwok.kubeconfig", state.server, pki.ca.cert,
+                                           pki.kwok, "kwok-controller")
+        scheduler_config = self.directory / "scheduler-config.yaml"
+        write_private(scheduler_config, yaml.safe_dump({
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(scheduler_kubeconfig), "qps": CLIENT_QPS, "burst": CLIENT_BURST},
+            "leaderElection": {"leaderElect": False},
+        }).encode())
+
+        log("starting kube-scheduler, kube-controller-manager and kwok")
+        started = [
+            self.group.start("kube-scheduler", [
+                str(bins.kube_scheduler), f"--config={scheduler_config}",
+                f"--authentication-kubeconfig={scheduler_kubeconfig}",
+                f"--authorization-kubeconfig={scheduler_kubeconfig}",
+                f"--bind-address={LOOPBACK}", f"--secure-port={ports['scheduler']}",
+                f"--cert-dir={self.directory / 'scheduler-certs'}",
+            ]),
+            self.group.start("kube-controller-manager", self._controller_manager_argv(bins, pki, ports,
+                                                                                        cm_kubeconfig)),
+            self.group.start("kwok", [
+                str(bins.kwok), f"--kubeconfig={kwok_kubeconfig}", f"--config={self._write_kwok_config()}",
+                "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                f"--node-ip={LOOPBACK}", f"--cidr={POD_CIDR}",
+                f"--server-address={LOOPBACK}:{ports['kwok']}", f"--node-port={ports['kwok']}",
+                f"--tls-cert-file={pki.kwok.cert}", f"--tls-private-key-file={pki.kwok.key}",
+                f"--node-lease-duration-seconds={self._scaled(NODE_LEASE_SECONDS)}",
+            ]),
+        ]
+        scheduler, controller_manager, kwok = started
+        insecure = _ssl_unverified()
+
+        def first_exit() -> str | None:
+            return next((r for r in (self.group.exited(p) for p in started) if r), None)
+
+        wait_for(lambda: _http_ok(f"https://{LOOPBACK}:{ports['scheduler']}/healthz", insecure), 60,
+                 "kube-scheduler healthy", abort=first_exit)
+        wait_for(lambda: _http_ok(f"https://{LOOPBACK}:{ports['controller_manager']}/healthz", insecure), 60,
+                 "kube-controller-manager healthy", abort=first_exit)
+        wait_for(lambda: _http_ok(f"http://{LOOPBACK}:{ports['kwok']}/healthz")
+                 or _http_ok(f"https://{LOOPBACK}:{ports['kwok']}/healthz", insecure), 60,
+                 "kwok healthy", abort=first_exit)
+        del scheduler, controller_manager, kwok
+
+    def _start_etcd(self, bins: Binaries, pki: ClusterPki, component: str, client: int, peer: int, metrics: int,
+                    log: Any) -> None:
+        assert self.group is not None
+        log(f"starting {component} {binaries_mod.ETCD_VERSION} on https://{LOOPBACK}:{client}")
+        record = self.group.start(component, [
+            str(bins.etcd), f"--name={component}", f"--data-dir={self.directory / component}",
+            f"--listen-client-urls=https://{LOOPBACK}:{client}",
+            f"--advertise-client-urls=https://{LOOPBACK}:{client}",
+            f"--listen-peer-urls=http://{LOOPBACK}:{peer}",
+            f"--initial-advertise-peer-urls=http://{LOOPBACK}:{peer}",
+            f"--initial-cluster={component}=http://{LOOPBACK}:{peer}",
+            f"--listen-metrics-urls=http://{LOOPBACK}:{metrics}",
+            f"--cert-file={pki.etcd_server.cert}", f"--key-file={pki.etcd_server.key}",
+            f"--trusted-ca-file={pki.ca.cert}", "--client-cert-auth=true",
+            "--log-level=warn",
+        ])
+        wait_for(lambda: _http_ok(f"http://{LOOPBACK}:{metrics}/health", expect=b'"health":"true"'), 60,
+                 f"{component} healthy", abort=lambda: self.group.exited(record))
+
+    def _apiserver_argv(self, bins: Binaries, pki: ClusterPki, ports: dict[str, int]) -> list[str]:
+        argv = [
+            str(bins.kube_apiserver),
+            f"--etcd-servers=https://{LOOPBACK}:{ports['etcd']}",
+            f"--etcd-cafile={pki.ca.cert}",
+            f"--etcd-certfile={pki.apiserver_etcd_client.cert}",
+            f"--etcd-keyfile={pki.apiserver_etcd_client.key}",
+            f"--bind-address={LOOPBACK}", f"--advertise-address={LOOPBACK}",
+            f"--secure-port={ports['apiserver']}",
+            f"--tls-cert-file={pki.apiserver.cert}", f"--tls-private-key-file={pki.apiserver.key}",
+            f"--client-ca-file={pki.ca.cert}",
+            "--authorization-mode=Node,RBAC",
+            "--anonymous-auth=false",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki.service_account_pub}",
+            f"--service-account-signing-key-file={pki.service_account_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--cert-dir={self.directory / 'apiserver-certs'}",
+            "--allow-privileged=true",
+            # the advertise address is loopback, which the lease endpoint reconciler refuses
+            "--endpoint-reconciler-type=none",
+            "--profiling=false",
+        ]
+        if self.options.events_etcd:
+            argv.append(f"--etcd-servers-overrides=/events#https://{LOOPBACK}:{ports['events_etcd']}")
+        return argv
+
+    def _controller_manager_argv(self, bins: Binaries, pki: ClusterPki, ports: dict[str, int],
+                                 kubeconfig: Path) -> list[str]:
+        return [
+            str(bins.kube_controller_manager), f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
+            f"--bind-address={LOOPBACK}", f"--secure-port={ports['controller_manager']}",
+            f"--cert-dir={self.directory / 'controller-manager-certs'}",
+            "--leader-elect=false", "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={pki.service_account_key}",
+            f"--root-ca-file={pki.ca.cert}",
+            f"--cluster-signing-cert-file={pki.ca.cert}", f"--cluster-signing-key-file={pki.ca.key}",
+            f"--kube-api-qps={CLIENT_QPS}", f"--kube-api-burst={CLIENT_BURST}",
+            f"--node-monitor-grace-period={self._scaled(NODE_MONITOR_GRACE_S)}s",
+        ]
+
+    def _scaled(self, seconds: float) -> int:
+        return max(1, round(seconds * self.options.heartbeat_factor))
+
+    def _write_kwok_config(self) -> Path:
+        """kwok's configuration plus the Stages from kwok-configs/stages, heartbeat delays scaled by the factor."""
+        docs: list[dict[str, Any]] = [{
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokConfiguration",
+            "options": {
+                "nodeLeaseDurationSeconds": self._scaled(NODE_LEASE_SECONDS),
+                # kwok's own defaults (4) fall behind renewing thousands of leases every 10 s
+                "nodeLeaseParallelism": 16,
+                "nodePlayStageParallelism": 8,
+                "podPlayStageParallelism": 8,
+                "podsOnNodeSyncParallelism": 4,
+            },
+        }]
+        for stage_file in sorted((kwok_configs_dir() / "stages").glob("*.yaml")):
+            stage = yaml.safe_load(stage_file.read_text())
+            delay = stage.get("spec", {}).get("delay")
+            if delay and stage["metadata"]["name"].startswith("node-heartbeat"):
+                for key in ("durationMilliseconds", "jitterDurationMilliseconds"):
+                    if key in delay:
+                        delay[key] = int(delay[key] * self.options.heartbeat_factor)
+            docs.append(stage)
+        path = self.directory / "kwok.yaml"
+        path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        return path
+
+    # -------------------------------------------------------------------------------------------- observe
+    def _loaded_state(self) -> ClusterState:
+        state = self.state or ClusterState.load(self.directory)
+        if state is None:
+            raise TargetError(f"no cluster named {self.options.name!r} ({self.directory}); start one: loadtest up")
+        self.state = state
+        return state
+
+    def access(self) -> ClusterAccess:
+        state = self._loaded_state()
+        pki = Path(state.directory) / "pki"
+        return ClusterAccess(server=state.server, kubeconfig=state.kubeconfig, ca_file=str(pki / "ca.crt"),
+                             cert_file=str(pki / "admin.crt"), key_file=str(pki / "admin.key"))
+
+    def info(self) -> TargetInfo:
+        state = self._loaded_state()
+        return TargetInfo(access=self.access(), etcd_metrics_url=state.etcd_metrics_url,
+                          versions=dict(state.versions), pids=state.pids(), kind="local")
+
+    def status(self) -> dict[str, Any]:
+        state = ClusterState.load(self.directory)
+        if state is None:
+            return {"name": self.options.name, "running": False}
+        return {
+            "name": state.name,
+            "running": any(p.alive() for p in state.processes),
+            "ready": state.ready,
+            "server": state.server,
+            "kubeconfig": state.kubeconfig,
+            "etcd_metrics_url": state.etcd_metrics_url,
+            "versions": state.versions,
+            "components": [{"component": p.component, "pid": p.pid, "alive": p.alive(), "log": p.log}
+                           for p in state.processes],
+            "ports": state.ports,
+        }
+
+    def dead_components(self) -> list[str]:
+        """Components that were started and are no longer running (a crashed etcd, say)."""
+        state = self._loaded_state()
+        return [p.component for p in state.processes if not p.alive()]
+
+    # -------------------------------------------------------------------------------------------- down
+    def down(self) -> dict[str, Any]:
+        """Stop every recorded process by pid and check that none of them still holds a port."""
+        state = ClusterState.load(self.directory) if self.state is None else self.state
+        if state is None:
+            return {"stopped": [], "killed": []}
+        pids = [p.pid for p in state.processes]
+        group = self.group or ProcessGroup(state, self.directory / "logs")
+        stopped = [p.component for p in state.processes if p.alive()]
+        killed = group.stop_all()
+        still = [p.component for p in state.processes if p.alive()]
+        if still:
+            raise TargetError(f"could not stop: {', '.join(still)}; see {self.directory}/state.json")
+        bound = listening_ports(pids)
+        if bound:
+            raise TargetError(f"ports still bound after stop: {bound}")
+        return {"stopped": stopped, "killed": killed}

@@ -1,0 +1,166 @@
+"""Certificates and keys for a local control plane: one CA, serving certs for loopback, a client cert each.
+
+Everything is written with mode 0600 under the cluster's own folder, so nothing secret leaves it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+SERVICE_IP = "10.96.0.1"  # first address of the service range; only ever a name in a certificate
+_VALIDITY = datetime.timedelta(days=30)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write a file only its owner can read, without a window where it is world-readable."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    path.chmod(0o600)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+@dataclass(frozen=True)
+class CertPair:
+    cert: Path
+    key: Path
+
+
+class Authority:
+    """A throw-away CA for one cluster; it signs server and client certificates."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "k8s-loadtest-ca")])
+        now = datetime.datetime.now(datetime.UTC)
+        self.cert = (
+            x509.CertificateBuilder()
+            .subject_name(name).issuer_name(name)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + _VALIDITY)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                         content_commitment=False, key_encipherment=False,
+                                         data_encipherment=False, key_agreement=False,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .sign(self.key, hashes.SHA256())
+        )
+        self.pair = CertPair(directory / "ca.crt", directory / "ca.key")
+        write_private(self.pair.cert, self.cert.public_bytes(serialization.Encoding.PEM))
+        write_private(self.pair.key, _key_pem(self.key))
+
+    def issue(self, stem: str, common_name: str, *, organization: str | None = None,
+              server_names: tuple[str, ...] = (), client: bool = True) -> CertPair:
+        """Sign a certificate; server_names (DNS names or IPs) make it a serving certificate too."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+        if organization:
+            attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+        usages = [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
+        now = datetime.datetime.now(datetime.UTC)
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name(attributes)).issuer_name(self.cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + _VALIDITY)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        )
+        if server_names:
+            usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
+            alt: list[x509.GeneralName] = []
+            for entry in server_names:
+                try:
+                    alt.append(x509.IPAddress(ipaddress.ip_address(entry)))
+                except ValueError:
+                    alt.append(x509.DNSName(entry))
+            builder = builder.add_extension(x509.SubjectAlternativeName(alt), critical=False)
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        pair = CertPair(self.directory / f"{stem}.crt", self.directory / f"{stem}.key")
+        write_private(pair.cert, cert.public_bytes(serialization.Encoding.PEM))
+        write_private(pair.key, _key_pem(key))
+        return pair
+
+
+@dataclass(frozen=True)
+class ClusterPki:
+    ca: CertPair
+    apiserver: CertPair
+    etcd_server: CertPair
+    apiserver_etcd_client: CertPair
+    admin: CertPair
+    scheduler: CertPair
+    controller_manager: CertPair
+    kwok: CertPair
+    service_account_key: Path
+    service_account_pub: Path
+
+
+def create_cluster_pki(directory: Path) -> ClusterPki:
+    """Every certificate a local control plane needs, all valid for loopback only."""
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o700)
+    ca = Authority(directory)
+    loopback = ("127.0.0.1", "localhost")
+    apiserver_names = (*loopback, SERVICE_IP, "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                       "kubernetes.default.svc.cluster.local")
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    sa_key_path, sa_pub_path = directory / "sa.key", directory / "sa.pub"
+    write_private(sa_key_path, _key_pem(sa_key))
+    write_private(sa_pub_path, sa_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    return ClusterPki(
+        ca=ca.pair,
+        apiserver=ca.issue("apiserver", "kube-apiserver", server_names=apiserver_names, client=False),
+        etcd_server=ca.issue("etcd-server", "etcd", server_names=loopback),
+        apiserver_etcd_client=ca.issue("apiserver-etcd-client", "kube-apiserver-etcd-client"),
+        admin=ca.issue("admin", "kubernetes-admin", organization="system:masters"),
+        scheduler=ca.issue("scheduler", "system:kube-scheduler"),
+        controller_manager=ca.issue("controller-manager", "system:kube-controller-manager"),
+        # kwok acts for every fake kubelet at once (node status, leases, pod status): it needs broad rights
+        kwok=ca.issue("kwok", "kwok-controller", organization="system:masters", server_names=loopback),
+        service_account_key=sa_key_path,
+        service_account_pub=sa_pub_path,
+    )
+
+
+def write_kubeconfig(path: Path, server: str, ca: Path, client: CertPair, user: str) -> Path:
+    """A kubeconfig that points at files (so it holds no key itself), mode 0600."""
+    text = f"""apiVersion: v1
+kind: Config
+clusters:
+- name: loadtest
+  cluster:
+    server: {server}
+    certificate-authority: {ca}
+users:
+- name: {user}
+  user:
+    client-certificate: {client.cert}
+    client-key: {client.key}
+contexts:
+- name: loadtest
+  context:
+    cluster: loadtest
+    user: {user}
+current-context: loadtest
+"""
+    write_private(path, text.encode())
+    return path

@@ -1,0 +1,209 @@
+"""Start, watch and stop the processes of a local control plane, by pid only.
+
+Each process is recorded (pid and start time) in the cluster's state file the moment it starts, so a later
+`loadtest down`, a signal handler or a crash handler can stop exactly what was started and nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psutil
+
+from loadtests.errors import TargetError
+
+LOOPBACK = "127.0.0.1"
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, *, interval_s: float = 0.2,
+             abort: Callable[[], str | None] | None = None) -> None:
+    """Poll a condition until it holds; `abort` may return a reason to give up early (e.g. a process died)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if condition():
+            return
+        if abort is not None and (reason := abort()):
+            raise TargetError(f"{what}: {reason}")
+        if time.monotonic() > deadline:
+            raise TargetError(f"{what}: not reached within {timeout_s:.0f} s")
+        time.sleep(interval_s)
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct free loopback ports (held open together while choosing, so none is picked twice)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((LOOPBACK, 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def listening_ports(pids: Iterable[int]) -> list[int]:
+    """TCP ports some of these pids still listen on (used to prove teardown freed everything)."""
+    wanted = set(pids)
+    ports = []
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.pid in wanted and conn.status == psutil.CONN_LISTEN and conn.laddr:
+            ports.append(conn.laddr.port)
+    return sorted(ports)
+
+
+@dataclass
+class ProcessRecord:
+    component: str
+    pid: int
+    create_time: float
+    argv: list[str]
+    log: str
+
+    def process(self) -> psutil.Process | None:
+        """The live process, or None if it is gone or the pid now belongs to something else."""
+        try:
+            proc = psutil.Process(self.pid)
+            if abs(proc.create_time() - self.create_time) > 1.0 or proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return proc
+        except psutil.Error:
+            return None
+
+    def alive(self) -> bool:
+        return self.process() is not None
+
+
+@dataclass
+class ClusterState:
+    """What is running for one local cluster; persisted as state.json in the cluster folder."""
+
+    name: str
+    directory: str
+    kube_version: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
+    server: str = ""
+    kubeconfig: str = ""
+    etcd_metrics_url: str = ""
+    processes: list[ProcessRecord] = field(default_factory=list)
+    owner_pid: int = 0  # the process that ran `up`; while it is alive and not done, up is in progress
+    ready: bool = False
+
+    @property
+    def path(self) -> Path:
+        return Path(self.directory) / "state.json"
+
+    def save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        os.replace(tmp, self.path)
+
+    @classmethod
+    def load(cls, directory: Path) -> ClusterState | None:
+        try:
+            data = json.loads((directory / "state.json").read_text())
+        except (OSError, ValueError):
+            return None
+        data["processes"] = [ProcessRecord(**p) for p in data.get("processes", [])]
+        return cls(**data)
+
+    def pids(self) -> dict[str, list[int]]:
+        return {p.component: [p.pid] for p in self.processes if p.alive()}
+
+
+class ProcessGroup:
+    """The processes of one cluster: started in order, stopped in reverse, each by its own pid."""
+
+    def __init__(self, state: ClusterState, log_dir: Path) -> None:
+        self.state = state
+        self.log_dir = log_dir
+        self._popen: dict[int, subprocess.Popen[bytes]] = {}
+
+    def start(self, component: str, argv: list[str], env: dict[str, str] | None = None) -> ProcessRecord:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{component}.log"
+        with open(log_path, "ab") as log:
+            popen = subprocess.Popen(  # noqa: S603 - argv built by the harness from known binaries
+                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,  # a terminal's Ctrl-C reaches us, and we stop them in order
+                env={**os.environ, **(env or {})},
+            )
+        self._popen[popen.pid] = popen
+        try:
+            create_time = psutil.Process(popen.pid).create_time()
+        except psutil.Error:
+            create_time = time.time()
+        record = ProcessRecord(component, popen.pid, create_time, argv, str(log_path))
+        self.state.processes.append(record)
+        self.state.save()
+        return record
+
+    def exited(self, record: ProcessRecord) -> str | None:
+        """Why a process is gone (with the tail of its log), or None while it runs."""
+        popen = self._popen.get(record.pid)
+        code = popen.poll() if popen else (None if record.alive() else "?")
+        if code is None:
+            return None
+        return f"{record.component} exited (code {code}); last log lines:\n{log_tail(Path(record.log))}"
+
+    def stop_all(self, timeout_s: float = 15.0) -> list[str]:
+        """Stop every recorded process, newest first; returns the components that needed SIGKILL."""
+        killed = []
+        for record in reversed(self.state.processes):
+            if stop_process(record, timeout_s):
+                killed.append(record.component)
+            popen = self._popen.pop(record.pid, None)
+            if popen is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    popen.wait(timeout=1)
+        self.state.processes = [r for r in self.state.processes if r.alive()]
+        self.state.ready = False
+        self.state.save()
+        return killed
+
+
+def stop_process(record: ProcessRecord, timeout_s: float) -> bool:
+    """SIGTERM, wait, then SIGKILL; True when SIGKILL was needed. Never touches a reused pid."""
+    proc = record.process()
+    if proc is None:
+        return False
+    with contextlib.suppress(psutil.Error):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+        return False
+    except psutil.TimeoutExpired:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+            proc.wait(timeout=5)
+        return True
+    except psutil.Error:
+        return False
+
+
+def log_tail(path: Path, lines: int = 8) -> str:
+    try:
+        content = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join("    " + line[:300] for line in content[-lines:])
