@@ -148,6 +148,11 @@ def provide(
 ) -> Binaries:
     """Make sure every binary for kube_version is in the cache: cache, then download, then build."""
     check_kube_version(kube_version)
+    if not BinarySet("kube", kube_version, KUBE_BINARIES).is_cached():
+        known = known_kube_versions()
+        if known and kube_version not in known:
+            newest = ", ".join(known[-4:])
+            raise SetupError(f"Kubernetes {kube_version} is not a published release; the newest are: {newest}")
     for binary_set in sets_for(kube_version):
         if binary_set.is_cached():
             log(f"{binary_set.name} {binary_set.version}: cached in {binary_set.directory}")
@@ -204,6 +209,8 @@ def _fetch(url: str) -> bytes:
 
 
 def _download_set(binary_set: BinarySet, dest: Path, base: str | None) -> None:
+    if os.environ.get("LOADTEST_OFFLINE"):
+        raise OSError("not attempted: LOADTEST_OFFLINE is set")
     base = (base or _RELEASE_BASE[binary_set.name]).rstrip("/")
     arch, version = _arch(), binary_set.version
     if binary_set.name == "kube":
@@ -301,10 +308,6 @@ def _build_kube(binary_set: BinarySet, dest: Path, log: Callable[[str], None]) -
     version = binary_set.version
     work = cache_root() / "build" / f"kube-{version}"
     work.mkdir(parents=True, exist_ok=True)
-    known = known_kube_versions()
-    if known and version not in known:
-        newest = ", ".join(v for v in known[-4:])
-        raise SetupError(f"Kubernetes {version} is not a published release; the newest are: {newest}")
     gomod = _module_gomod("k8s.io/kubernetes", version, work, log)
     staging_version = "v0." + version.removeprefix("v1.")
     staging = re.findall(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", gomod, flags=re.MULTILINE)

@@ -39,7 +39,9 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, *, inte
 
 
 def port_is_free(port: int) -> bool:
+    """Whether a server could listen on the port now (connections lingering in TIME_WAIT do not count)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((LOOPBACK, port))
         except OSError:

@@ -1,0 +1,63 @@
+"""Bad input and interruptions around `loadtest up`: one clear line, and nothing left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+from loadtests.target.processes import ProcessRecord, listening_ports, wait_for
+from tests.cli import REPO, error_lines, loadtest
+
+
+def test_port_in_use_is_named(bins, tmp_path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = loadtest("up", "--name", "port-busy", "--port", str(port), env={"LOADTEST_CACHE": _cache(tmp_path)})
+    assert result.returncode == 2
+    lines = error_lines(result)
+    assert len(lines) == 1, result.stderr
+    assert f"port {port}" in lines[0] and "in use" in lines[0]
+
+
+def _cache(tmp_path) -> str:
+    """A cache folder that sees the real binaries but keeps this test's cluster state apart."""
+    from loadtests.binaries import cache_root
+
+    cache = tmp_path / "cache"
+    cache.mkdir(exist_ok=True)
+    (cache / "bin").symlink_to(cache_root() / "bin")
+    return str(cache)
+
+
+def test_sigint_during_up_stops_everything_started(bins, tmp_path) -> None:
+    cache = _cache(tmp_path)
+    state_file = tmp_path / "cache" / "clusters" / "interrupted" / "state.json"
+    proc = subprocess.Popen([sys.executable, "-m", "loadtests.cli", "up", "--name", "interrupted"], cwd=REPO,
+                            env={**os.environ, "LOADTEST_CACHE": cache}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+    def started(n: int) -> bool:
+        try:
+            return len(json.loads(state_file.read_text())["processes"]) >= n
+        except (OSError, ValueError, KeyError):
+            return False
+
+    try:
+        # interrupt once etcd and kube-apiserver have been started, before up has finished
+        wait_for(lambda: started(2), 60, "etcd and kube-apiserver started", interval_s=0.05)
+        records = [ProcessRecord(**p) for p in json.loads(state_file.read_text())["processes"]]
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr
+    assert [r.component for r in records if r.alive()] == []
+    assert listening_ports([r.pid for r in records]) == []

@@ -1,0 +1,69 @@
+"""A plan is validated before anything starts; a bad one is refused with the field's path and the reason."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from loadtests import plan as plan_mod
+from loadtests.errors import PlanError
+
+GOOD = {
+    "name": "t",
+    "steps": [{"nodes": 10, "pods_per_node": 1, "duration_s": 5}],
+    "load": {"scenarios": {"pod_churn": {"rate": 2}}},
+}
+
+
+def test_defaults_are_filled_in() -> None:
+    plan = plan_mod.parse(GOOD, "t.yaml")
+    assert plan.target.kind == "local" and plan.target.heartbeat_factor == 1.0
+    assert plan.slo["mutating_p99_s"] == 1.0 and plan.slo["read_namespace_p99_s"] == 30.0
+    assert plan.slo["pod_startup_p99_s"] == 5.0
+    assert plan.load["pod_churn"]["rate"] == 2 and plan.load["pod_churn"]["lifetime_s"] == 10.0
+    assert plan.steps[0].name == "10 nodes" and plan.gate is True
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"steps": []}, "t.yaml: steps: must be a non-empty list"),
+        ({"steps": [{"nodes": "many"}]}, "t.yaml: steps[0].nodes: must be an integer >= 1 (got 'many')"),
+        ({"steps": [{"nodes": 5}, {"pods_per_node": 3}]}, "t.yaml: steps[1].nodes: is required"),
+        ({"steps": [{"nodes": 5, "pods_per_node": 200}]}, "steps[0].pods_per_node: must be <= 110"),
+        ({"steps": [{"nodes": 5, "nodez": 3}]}, "t.yaml: steps[0].nodez: unknown field"),
+        ({"load": {"scenarios": {"pod_chrun": {}}}}, "load.scenarios.pod_chrun: unknown scenario"),
+        ({"load": {"scenarios": {"pod_churn": {"rate": -1}}}}, "load.scenarios.pod_churn.rate: must be a number >= 0"),
+        ({"load": {"scenarios": {"list_pollers": {"resource": "widgets"}}}}, "list_pollers.resource: must be one of"),
+        ({"target": {"kube_version": "1.37"}}, "target.kube_version: Kubernetes version '1.37' is not of the form"),
+        ({"target": {"kind": "remote"}}, "target.kind: must be 'local' or 'cluster'"),
+        ({"target": {"kind": "cluster"}}, "target.kubeconfig: required when target.kind is 'cluster'"),
+        ({"slo": {"mutating_p99": 1}}, "t.yaml: slo.mutating_p99: unknown field"),
+        ({"gate": "yes"}, "t.yaml: gate: must be true or false"),
+    ],
+)
+def test_bad_plans_name_the_field(change: dict, message: str) -> None:
+    with pytest.raises(PlanError) as error:
+        plan_mod.parse({**GOOD, **change}, "t.yaml")
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: x\nsteps:\n  - nodes: [1\n")
+    with pytest.raises(PlanError, match=r"broken.yaml: line \d+: not valid YAML"):
+        plan_mod.load(path)
+
+
+def test_missing_plan_lists_the_bundled_ones() -> None:
+    with pytest.raises(PlanError, match="bundled plans: .*smoke"):
+        plan_mod.load("no-such-plan")
+
+
+@pytest.mark.parametrize("path", sorted(plan_mod.PLANS_DIR.glob("*.yaml")), ids=lambda p: p.stem)
+def test_bundled_plans_are_valid(path) -> None:
+    plan = plan_mod.load(path)
+    assert plan.steps and yaml.safe_dump(plan.to_dict())
+    nodes = [s.nodes for s in plan.steps]
+    assert nodes == sorted(nodes), "steps grow"
