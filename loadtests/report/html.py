@@ -1,0 +1,229 @@
+"""The run report: one self-contained HTML file (and junit.xml) rebuilt from results.json alone.
+
+Everything shown is read from the results or computed from them here (verdicts, warnings, charts), so a report
+can be regenerated on another machine, with other thresholds, long after the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from loadtests.report import charts, figures, junit, page
+from loadtests.report.redact import REDACTED_NOTE, redact
+from loadtests.report.slo import Verdict, classify, resource_label, thresholds, verdicts
+from loadtests.results import RESULTS_FILE, RunResult, StepResult, load
+
+REPORT_FILE = "report.html"
+
+# A Locust process is single-threaded: past this share of its one core the load generator, not the
+# system under test, sets the pace.
+LOADGEN_CPU_BOUND_PERCENT = 90.0
+# A scenario achieving less than this share of its asked rate did not deliver the load the plan describes.
+RATE_SHORTFALL = 0.9
+ETCD_QUOTA_WARNING = 0.8
+
+
+@dataclass
+class StepWarning:
+    """A warning about one step, recorded during the run (note) or found in its numbers (measured)."""
+
+    step: str
+    text: str
+    origin: str  # "note" | "measured"
+
+
+@dataclass
+class StepView:
+    """A step with what the template needs beside the raw result: verdict per server entry, warnings."""
+
+    step: StepResult
+    server_rows: list[tuple[Any, str, Verdict | None]]
+    warnings: list[StepWarning]
+    codes: list[tuple[str, int, str]]  # code, count, css class
+    pod_startup_verdict: Verdict | None
+    ramp: dict[str, Any] = field(default_factory=dict)
+    apiserver_rows: list[tuple[str, str]] = field(default_factory=list)
+    storage_rows: list[tuple[str, str]] = field(default_factory=list)
+
+
+def step_warnings(step: StepResult) -> list[StepWarning]:
+    """The step's recorded notes, then what its numbers show even when no note was recorded."""
+    found = [StepWarning(step.name, note, "note") for note in step.notes]
+    noted_cpu_bound = any("cpu-bound" in note.lower() for note in step.notes)
+    for proc in step.processes:
+        if proc.component != "loadgen" or noted_cpu_bound:
+            continue
+        cores = max(1, len(proc.pids))
+        per_process = proc.cpu_percent / cores
+        if per_process >= LOADGEN_CPU_BOUND_PERCENT:
+            found.append(StepWarning(step.name, (
+                f"load generator CPU-bound: {proc.cpu_percent:.0f} % CPU over {cores} process(es) "
+                f"({per_process:.0f} % of a core each); achieved rates and client-side latencies show the load "
+                "generator's limit, not the control plane's"), "measured"))
+    for rate in step.rates:
+        if rate.asked_per_s and rate.achieved_per_s < RATE_SHORTFALL * rate.asked_per_s:
+            found.append(StepWarning(step.name, (
+                f"scenario {rate.scenario} achieved {rate.achieved_per_s:.2f} {rate.unit}/s of "
+                f"{rate.asked_per_s:.2f} asked ({rate.achieved_per_s / rate.asked_per_s:.0%})"), "measured"))
+    throttled = sum(n for code, n in step.requests_by_code.items() if str(code) == "429")
+    errors = sum(n for code, n in step.requests_by_code.items() if str(code).startswith("5"))
+    if throttled:
+        found.append(StepWarning(step.name, f"{throttled} requests throttled by the apiserver (HTTP 429)", "measured"))
+    if errors:
+        found.append(StepWarning(step.name, f"{errors} server errors (HTTP 5xx)", "measured"))
+    etcd = step.etcd
+    if etcd.db_size_bytes and etcd.quota_bytes and etcd.db_size_bytes >= ETCD_QUOTA_WARNING * etcd.quota_bytes:
+        found.append(StepWarning(step.name, (
+            f"etcd database at {etcd.db_size_bytes / etcd.quota_bytes:.0%} of its quota: writes stop at 100 %"),
+            "measured"))
+    return found
+
+
+def _code_class(code: str) -> str:
+    if code == "429":
+        return "warn"
+    if code.startswith("5"):
+        return "bad"
+    return ""
+
+
+def _gauge(name: str, value: Any) -> str:
+    """An apiserver figure in the unit its name says it has."""
+    if not isinstance(value, int | float):
+        return page.number(None) if value is None else str(value)
+    if "bytes" in name:
+        return page.size(value)
+    if name.endswith("_s") or "seconds" in name:
+        return page.duration(value)
+    return page.number(value)
+
+
+def step_view(step: StepResult, step_verdicts: list[Verdict]) -> StepView:
+    by_slo = {v.slo: v for v in step_verdicts}
+    rows = []
+    for entry in step.server:
+        kind = classify(entry)
+        rows.append((entry, resource_label(entry), by_slo.get(kind[0]) if kind else None))
+    codes = sorted(((str(c), n, _code_class(str(c))) for c, n in step.requests_by_code.items()),
+                   key=lambda row: row[0])
+    return StepView(step=step, server_rows=rows, warnings=step_warnings(step), codes=codes,
+                    pod_startup_verdict=by_slo.get("pod startup"), ramp=dict(step.ramp),
+                    apiserver_rows=[(k, _gauge(k, v)) for k, v in sorted(step.apiserver.items())],
+                    storage_rows=[(k, page.number(v)) for k, v in sorted(step.storage_objects.items(),
+                                                                         key=lambda kv: (-(kv[1] or 0), kv[0]))])
+
+
+def verdict_matrix(run: RunResult, found: list[Verdict]) -> list[tuple[str, str, list[Verdict | None]]]:
+    """Rows of (SLO, class, verdict per step): the summary table, one column per step."""
+    positions = {step.index: i for i, step in enumerate(run.steps)}
+    rows: dict[str, tuple[str, list[Verdict | None]]] = {}
+    for v in found:
+        cells = rows.setdefault(v.slo, (v.slo_class, [None] * len(run.steps)))[1]
+        cells[positions[v.step_index]] = v
+    return [(slo, cls, cells) for slo, (cls, cells) in rows.items()]
+
+
+def banner(run: RunResult, found: list[Verdict]) -> dict[str, str]:
+    """The headline: ABORTED / INCOMPLETE / FAIL / PASS, with the one line that explains it."""
+    failed = sum(v.passed is False for v in found)
+    passed = sum(v.passed is True for v in found)
+    unjudged = sum(v.passed is None for v in found)
+    counts = f"{passed} SLO checks passed, {failed} failed, {unjudged} not judged over {len(run.steps)} step(s)"
+    if run.status == "aborted":
+        return {"state": "aborted", "label": "ABORTED", "line": run.error or "the run was aborted", "counts": counts}
+    if run.status != "complete":
+        return {"state": "aborted", "label": "INCOMPLETE",
+                "line": f"the run never finished (status {run.status!r}): it may have crashed", "counts": counts}
+    if failed:
+        worst = [f"{v.slo} at {v.step_name} ({page.duration(v.value_s)} > {page.duration(v.threshold_s)})"
+                 for v in found if v.passed is False]
+        more = f" and {len(worst) - 3} more" if len(worst) > 3 else ""
+        return {"state": "fail", "label": "FAIL", "counts": counts,
+                "line": f"{failed} SLO check(s) failed: {'; '.join(worst[:3])}{more}"}
+    return {"state": "pass", "label": "PASS", "line": "every judged SLO held at every step", "counts": counts}
+
+
+def _elapsed(started: str | None, finished: str | None) -> float | None:
+    try:
+        return (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds()
+    except (TypeError, ValueError):
+        return None
+
+
+def flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Nested settings as (dotted.key, text) rows; sizes named *_bytes are shown in MiB/GiB."""
+    if isinstance(value, dict):
+        rows = []
+        for key, item in value.items():
+            rows += flatten(item, f"{prefix}.{key}" if prefix else str(key))
+        return rows
+    if isinstance(value, list | tuple):
+        return [(prefix, ", ".join(str(v) for v in value))]
+    if value is None:
+        return [(prefix, "—")]
+    if prefix.endswith("bytes") and isinstance(value, int | float) and not isinstance(value, bool):
+        return [(prefix, page.size(value))]
+    return [(prefix, str(value))]
+
+
+def metadata(run: RunResult) -> dict[str, Any]:
+    """What the run was and where it ran, secrets removed."""
+    plan = redact(run.plan if isinstance(run.plan, dict) else {})
+    env = redact(run.environment if isinstance(run.environment, dict) else {})
+    versions = env.get("versions") if isinstance(env.get("versions"), dict) else {}
+    others = {k: v for k, v in env.items() if k != "versions"}
+    return {
+        "plan_name": plan.get("name", "—"),
+        "plan_yaml": yaml.safe_dump(plan, sort_keys=False, default_flow_style=False, allow_unicode=True),
+        "target_kind": (plan.get("target") or {}).get("kind", "—") if isinstance(plan.get("target"), dict) else "—",
+        "versions": dict(flatten(versions)),
+        "environment": flatten({"plan target": plan.get("target", {})}) + flatten(others),
+        "elapsed_s": _elapsed(run.started_at, run.finished_at),
+        "redacted_note": REDACTED_NOTE,
+    }
+
+
+def context(run: RunResult) -> dict[str, Any]:
+    """Everything report.html shows, computed from the run."""
+    found = verdicts(run)
+    by_step: dict[int, list[Verdict]] = {}
+    for v in found:
+        by_step.setdefault(v.step_index, []).append(v)
+    nodes = [s.nodes for s in run.steps]
+    labels = [s.name or f"{s.nodes} nodes" for s in run.steps]
+    panels = charts.run_panels(figures.series(run), nodes, labels, figures.chart_sources(run)) if run.steps else []
+    views = [step_view(step, by_step.get(step.index, [])) for step in run.steps]
+    return {
+        "run": run,
+        "digest": run.plan_digest,
+        "banner": banner(run, found),
+        "meta": metadata(run),
+        "slo": thresholds(run),
+        "matrix": verdict_matrix(run, found),
+        "steps": views,
+        "warnings": [w for view in views for w in view.warnings],
+        "panels": panels,
+        "figures": charts.payload(panels),
+        "scale": " → ".join(f"{n:,}" for n in nodes),
+    }
+
+
+def render(run: RunResult) -> str:
+    return page.render("report.html", **context(run))
+
+
+def write_report(run_folder: Path) -> Path:
+    """Write run_folder/report.html and run_folder/junit.xml from run_folder/results.json; return the HTML path."""
+    run_folder = Path(run_folder)
+    run = load(run_folder / RESULTS_FILE)
+    target = run_folder / REPORT_FILE
+    tmp = run_folder / f".{REPORT_FILE}.tmp"
+    tmp.write_text(render(run), encoding="utf-8")
+    tmp.replace(target)
+    junit.write_run(run, run_folder / junit.JUNIT_FILE)
+    return target

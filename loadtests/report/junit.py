@@ -1,0 +1,114 @@
+"""JUnit XML, so CI systems show SLO verdicts and comparisons as test results without reading our JSON.
+
+One writer (`write`) serves both the run report (a suite per step, a case per SLO) and compare (a suite per
+step, a case per compared figure).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loadtests.report.slo import Verdict, verdicts
+from loadtests.results import RunResult
+
+JUNIT_FILE = "junit.xml"
+
+
+@dataclass
+class Case:
+    """One test case: failed when `failure` is set, skipped when `skipped` is set."""
+
+    classname: str
+    name: str
+    failure: str | None = None
+    skipped: str | None = None
+    details: str = ""  # longer text inside <failure>/<system-out>
+    failure_type: str = "SLO"
+
+
+@dataclass
+class Suite:
+    name: str
+    cases: list[Case] = field(default_factory=list)
+    properties: dict[str, str] = field(default_factory=dict)
+    timestamp: str | None = None
+    time_s: float = 0.0
+
+
+def build(name: str, suites: list[Suite]) -> ET.ElementTree:
+    """The XML tree, with totals on <testsuites> and on each <testsuite> as CI parsers expect."""
+    root = ET.Element("testsuites", name=name)
+    totals = {"tests": 0, "failures": 0, "skipped": 0}
+    for suite in suites:
+        counts = {
+            "tests": len(suite.cases),
+            "failures": sum(c.failure is not None for c in suite.cases),
+            "skipped": sum(c.failure is None and c.skipped is not None for c in suite.cases),
+        }
+        for key, value in counts.items():
+            totals[key] += value
+        element = ET.SubElement(root, "testsuite", name=suite.name, errors="0", time=f"{suite.time_s:.3f}",
+                                **{k: str(v) for k, v in counts.items()})
+        if suite.timestamp:
+            element.set("timestamp", suite.timestamp)
+        if suite.properties:
+            props = ET.SubElement(element, "properties")
+            for key, value in suite.properties.items():
+                ET.SubElement(props, "property", name=key, value=value)
+        for case in suite.cases:
+            item = ET.SubElement(element, "testcase", classname=case.classname, name=case.name, time="0")
+            if case.failure is not None:
+                failure = ET.SubElement(item, "failure", message=case.failure, type=case.failure_type)
+                failure.text = case.details or case.failure
+            elif case.skipped is not None:
+                ET.SubElement(item, "skipped", message=case.skipped)
+            elif case.details:
+                ET.SubElement(item, "system-out").text = case.details
+    for key, value in totals.items():
+        root.set(key, str(value))
+    root.set("errors", "0")
+    tree = ET.ElementTree(root)
+    ET.indent(tree)
+    return tree
+
+
+def write(path: Path, name: str, suites: list[Suite]) -> Path:
+    build(name, suites).write(path, encoding="utf-8", xml_declaration=True)
+    return path
+
+
+def _verdict_case(v: Verdict) -> Case:
+    value = "n/a" if v.value_s is None else f"{v.value_s:.3f} s"
+    text = f"p99 {value} vs threshold {v.threshold_s:g} s ({v.count} samples, {v.source})"
+    if v.passed is False:
+        return Case(v.step_name, v.slo, failure=f"p99 {value} > threshold {v.threshold_s:g} s", details=text)
+    if v.passed is None:
+        return Case(v.step_name, v.slo, skipped=v.reason or "not judged", details=text)
+    return Case(v.step_name, v.slo, details=text)
+
+
+def run_suites(run: RunResult) -> list[Suite]:
+    """A suite per recorded step (a case per SLO), then a `run` suite whose one case fails if the run aborted."""
+    by_step: dict[int, list[Verdict]] = {}
+    for v in verdicts(run):
+        by_step.setdefault(v.step_index, []).append(v)
+    suites = [
+        Suite(name=f"step {step.index}: {step.name}", cases=[_verdict_case(v) for v in by_step.get(step.index, [])],
+              properties={"nodes": str(step.nodes), "pods_per_node": str(step.pods_per_node)},
+              timestamp=step.started_at, time_s=step.duration_s)
+        for step in run.steps
+    ]
+    completed = Case("run", "run completed", failure_type="aborted")
+    if run.status == "aborted":
+        completed.failure = run.error or "the run was aborted"
+    elif run.status != "complete":
+        completed.failure = f"the run did not finish (status {run.status!r})"
+    suites.append(Suite(name="run", cases=[completed], properties={"run_id": run.run_id, "status": run.status},
+                        timestamp=run.started_at))
+    return suites
+
+
+def write_run(run: RunResult, path: Path) -> Path:
+    return write(path, f"loadtest {run.run_id}", run_suites(run))

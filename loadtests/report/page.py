@@ -1,0 +1,90 @@
+"""The HTML machinery shared by the run report and compare: templates, number formats, inline plotly.js.
+
+Autoescaping is on; the only unescaped text is plotly.js itself, embedded once so a page opens with no network.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import plotly.offline
+from markupsafe import Markup
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+@functools.cache
+def plotly_js() -> Markup:
+    """The plotly.js bundle that ships with the plotly package (no CDN)."""
+    source = plotly.offline.get_plotlyjs()
+    if "</script" in source.lower():  # would end our <script> element early
+        source = source.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
+    return Markup(source)
+
+
+def duration(seconds: float | None) -> str:
+    """A latency for people: `850 µs`, `12.3 ms`, `1.24 s`."""
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "—"
+    if seconds < 0.001:
+        return f"{seconds * 1e6:,.0f} µs"
+    if seconds < 1:
+        return f"{seconds * 1000:,.1f} ms"
+    if seconds < 120:
+        return f"{seconds:,.2f} s"
+    return f"{seconds / 60:,.1f} min"
+
+
+def millis(ms: float | None) -> str:
+    return "—" if ms is None else duration(ms / 1000.0)
+
+
+def size(nbytes: float | None) -> str:
+    if nbytes is None:
+        return "—"
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return f"{value:,.1f} TiB"
+
+
+def number(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float) and not value.is_integer() and digits == 0 and abs(value) < 100:
+        digits = 2
+    return f"{value:,.{digits}f}"
+
+
+def percent(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{value:,.{digits}f} %"
+
+
+def in_unit(value: float | None, unit: str) -> str:
+    """A figure in the base unit of its chart (see figures.CHARTS)."""
+    return {"s": duration, "bytes": size, "%": percent}.get(unit, number)(value)
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(duration=duration, millis=millis, size=size, number=number, percent=percent,
+                       in_unit=in_unit)
+    env.globals["plotly_js"] = plotly_js
+    return env
+
+
+def render(template: str, **context: Any) -> str:
+    return environment().get_template(template).render(**context)

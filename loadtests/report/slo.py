@@ -1,0 +1,118 @@
+"""SLO verdicts, computed from recorded results (never stored: the thresholds may change, the numbers do not).
+
+Classes follow Kubernetes SIG Scalability:
+
+- mutating API calls (POST, PUT, PATCH, DELETE; server-side APPLY is a PATCH by another name), judged per
+  verb + resource + subresource against `mutating_p99_s`;
+- read-only calls (GET, LIST) judged by scope: `resource` against `read_resource_p99_s`, `namespace` against
+  `read_namespace_p99_s`, `cluster` against `read_cluster_p99_s`; WATCH and CONNECT are streaming and not SLO'd;
+- pod startup (create -> Running, seen by a watch) p99 against `pod_startup_p99_s`.
+
+Latencies are server side, from `apiserver_request_sli_duration_seconds` deltas over the step. An entry with
+fewer than `min_samples` samples is reported as not judged rather than passed or failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from loadtests.plan import DEFAULT_SLO
+from loadtests.results import RunResult, ServerLatency, StepResult
+
+MUTATING_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+READ_VERBS = ("GET", "LIST")
+READ_SCOPES = ("resource", "namespace", "cluster")
+SERVER_SOURCE = "apiserver_request_sli_duration_seconds"
+POD_STARTUP_SOURCE = "watch receive times"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One SLO judged on one step; `passed` is None when the step gave too few samples to judge."""
+
+    step_index: int
+    step_name: str
+    nodes: int
+    slo: str  # e.g. "mutating POST pods", "read LIST pods (cluster)", "pod startup"
+    slo_class: str  # "mutating" | "read resource" | "read namespace" | "read cluster" | "pod startup"
+    value_s: float | None
+    threshold_s: float
+    count: int
+    passed: bool | None
+    source: str
+    reason: str = ""  # why not judged, or how it failed, in words
+
+    @property
+    def outcome(self) -> str:
+        return {True: "pass", False: "fail", None: "not judged"}[self.passed]
+
+
+def thresholds(run: RunResult) -> dict[str, float]:
+    """The run's own thresholds (from its plan), with the SIG Scalability defaults for anything missing."""
+    stored = run.plan.get("slo") if isinstance(run.plan, dict) else None
+    return {**DEFAULT_SLO, **(stored or {})}
+
+
+def resource_label(entry: ServerLatency) -> str:
+    """`resource[.group][/subresource]`: core and other groups can share a resource name (events)."""
+    label = entry.resource
+    if entry.group:
+        label += f".{entry.group}"
+    if entry.subresource:
+        label += f"/{entry.subresource}"
+    return label
+
+
+def classify(entry: ServerLatency) -> tuple[str, str, str] | None:
+    """(SLO name, class, threshold key) for a server entry, or None when the verb carries no SLO."""
+    verb = entry.verb.upper()
+    if verb in MUTATING_VERBS:
+        return f"mutating {verb} {resource_label(entry)}", "mutating", "mutating_p99_s"
+    if verb in READ_VERBS and entry.scope in READ_SCOPES:
+        return (f"read {verb} {resource_label(entry)} ({entry.scope})", f"read {entry.scope}",
+                f"read_{entry.scope}_p99_s")
+    return None
+
+
+def _judge(step: StepResult, slo: str, slo_class: str, value: float | None, threshold: float, count: int,
+           min_samples: float, source: str) -> Verdict:
+    if count < min_samples:
+        passed, reason = None, f"not enough samples ({count} < {min_samples:g})"
+    elif value is None:
+        passed, reason = None, "no p99 recorded"
+    else:
+        passed = value <= threshold
+        reason = "" if passed else f"p99 {value:.3f} s > {threshold:g} s"
+    return Verdict(step_index=step.index, step_name=step.name, nodes=step.nodes, slo=slo, slo_class=slo_class,
+                   value_s=value, threshold_s=threshold, count=count, passed=passed, source=source, reason=reason)
+
+
+def step_verdicts(step: StepResult, limits: dict[str, Any]) -> list[Verdict]:
+    """Every SLO of one step: server entries in recorded order, then pod startup."""
+    min_samples = float(limits["min_samples"])
+    found = []
+    for entry in step.server:
+        kind = classify(entry)
+        if kind is None:
+            continue
+        slo, slo_class, key = kind
+        found.append(_judge(step, slo, slo_class, entry.p99, float(limits[key]), entry.count, min_samples,
+                            SERVER_SOURCE))
+    startup = step.pod_startup
+    found.append(_judge(step, "pod startup", "pod startup", startup.p99, float(limits["pod_startup_p99_s"]),
+                        startup.count, min_samples, startup.source or POD_STARTUP_SOURCE))
+    return found
+
+
+def verdicts(run: RunResult) -> list[Verdict]:
+    """Every SLO verdict of every recorded step, in step order."""
+    limits = thresholds(run)
+    return [v for step in run.steps for v in step_verdicts(step, limits)]
+
+
+def run_passed(run: RunResult) -> bool:
+    """The gate: the run completed (not aborted, not left "running" by a crash) and no SLO failed."""
+    if run.status != "complete":
+        return False
+    return not any(v.passed is False for v in verdicts(run))

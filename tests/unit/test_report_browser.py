@@ -1,0 +1,89 @@
+"""Open generated pages in headless Chromium, offline, and check the charts were drawn without errors.
+
+Set LOADTEST_SCREENSHOT_DIR to also save a screenshot of the sample report there (report-sample.png).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loadtests.report import compare, write_report
+from tests.browser import Chromium, Page, find_chromium
+from tests.unit.reportdata import SAMPLE, copy_run, edited_run, scale_latencies
+
+pytestmark = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (apt-get install chromium)")
+
+DRAWN = "document.body.dataset.charts !== 'pending' && document.body.dataset.charts"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Chromium]:
+    with Chromium() as chromium:
+        yield chromium
+
+
+def open_page(browser: Chromium, html: Path) -> Page:
+    page = browser.new_page()
+    page.navigate(html.as_uri(), timeout=90)
+    assert page.wait_for(DRAWN, timeout=90) == "drawn", page.errors
+    return page
+
+
+def assert_charts_drawn(page: Page) -> int:
+    charts = page.evaluate("document.querySelectorAll('div.chart').length")
+    plotted = page.evaluate("document.querySelectorAll('div.chart.js-plotly-plot').length")
+    svgs = page.evaluate("document.querySelectorAll('.js-plotly-plot .main-svg').length")
+    traces = page.evaluate("document.querySelectorAll('.js-plotly-plot .trace').length")
+    assert charts > 0
+    assert plotted == charts
+    assert svgs >= charts
+    assert traces >= charts
+    return charts
+
+
+def assert_clean(page: Page) -> None:
+    assert page.errors == []
+    fetched = [url for url in page.requests if not url.startswith(("file:", "data:", "about:"))]
+    assert fetched == [], "the page fetched something from the network"
+
+
+def test_report_draws_every_chart_offline(browser: Chromium, tmp_path: Path) -> None:
+    folder = copy_run(SAMPLE, tmp_path / "run")
+    page = open_page(browser, write_report(folder))
+    assert assert_charts_drawn(page) == 12
+    assert page.evaluate("document.querySelector('#verdict .label').textContent") == "PASS"
+    assert_clean(page)
+    shots = os.environ.get("LOADTEST_SCREENSHOT_DIR")
+    if shots:
+        assert page.screenshot(Path(shots) / "report-sample.png").stat().st_size > 10_000
+
+
+def test_compare_draws_overlaid_charts_offline(browser: Chromium, tmp_path: Path) -> None:
+    a = copy_run(SAMPLE, tmp_path / "a")
+    b = edited_run(SAMPLE, tmp_path / "b", scale_latencies(3.0))
+    result = compare(a, b, tmp_path / "out")
+    page = open_page(browser, result.html_path)
+    assert_charts_drawn(page)
+    # A and B are both drawn: twice the traces of a single run, plus threshold lines
+    names = page.evaluate("Array.from(document.querySelectorAll('.legendtext')).map(e => e.textContent)")
+    assert "A: POST pods" in names and "B: POST pods" in names
+    assert page.evaluate("document.querySelector('#verdict .label').textContent") == "REGRESSION"
+    assert_clean(page)
+
+
+def test_driver_sees_errors_and_requests(browser: Chromium, tmp_path: Path) -> None:
+    """The checks above would be vacuous if the driver missed errors: a page that misbehaves must be caught."""
+    bad = tmp_path / "bad.html"
+    bad.write_text("<!DOCTYPE html><html><head><link rel='icon' href='data:,'></head><body data-charts='drawn'>"
+                   "<img src='http://127.0.0.1:9/x.png'>"
+                   "<script>console.error('drawn badly'); throw new Error('boom');</script></body></html>")
+    page = browser.new_page()
+    page.navigate(bad.as_uri())
+    page.wait_for("document.readyState === 'complete'")
+    assert any("drawn badly" in e for e in page.errors)
+    assert any("boom" in e for e in page.errors)
+    assert "http://127.0.0.1:9/x.png" in page.requests

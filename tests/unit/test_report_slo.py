@@ -1,0 +1,121 @@
+"""SLO verdicts from recorded results: classes, thresholds, boundaries, sample floors, the run gate."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from loadtests.plan import DEFAULT_SLO
+from loadtests.report import run_passed, verdicts
+from loadtests.results import Distribution, RunResult, ServerLatency, StepResult, load
+from tests.unit.reportdata import ABORTED, SAMPLE
+
+
+def server(verb: str, resource: str, scope: str, p99: float | None, count: int = 100,
+           subresource: str = "") -> ServerLatency:
+    return ServerLatency(verb=verb, resource=resource, scope=scope, subresource=subresource, group="", count=count,
+                         p50=None if p99 is None else p99 / 4, p90=None if p99 is None else p99 / 2, p99=p99)
+
+
+def run_with(entries: list[ServerLatency], slo: dict | None = None, status: str = "complete",
+             pod_startup: Distribution | None = None) -> RunResult:
+    plan = {"name": "t", "steps": [{"nodes": 10}], "load": {}}
+    if slo is not None:
+        plan["slo"] = slo
+    step = StepResult(index=0, name="10 nodes", nodes=10, pods_per_node=0, started_at="2025-11-28T10:00:00+00:00",
+                      duration_s=60.0, server=entries, pod_startup=pod_startup or Distribution())
+    return RunResult(run_id="t", plan=plan, environment={}, status=status, steps=[step])
+
+
+def by_name(run: RunResult) -> dict[str, object]:
+    return {v.slo: v for v in verdicts(run)}
+
+
+def test_sample_run_passes_with_every_class_judged() -> None:
+    run = load(SAMPLE)
+    found = verdicts(run)
+    classes = {v.slo_class for v in found}
+    assert classes == {"mutating", "read resource", "read namespace", "read cluster", "pod startup"}
+    assert [v.step_index for v in found] == sorted(v.step_index for v in found)
+    assert not any(v.passed is False for v in found)
+    # the plan's min_samples (5) leaves PUT deployments/scale (4) and GET configmaps (3) unjudged in every step
+    unjudged = {v.slo for v in found if v.passed is None}
+    assert unjudged == {"mutating PUT deployments.apps/scale", "read GET configmaps (resource)"}
+    assert run_passed(run)
+
+
+def test_p99_just_above_threshold_fails_and_just_below_passes() -> None:
+    run = run_with([server("POST", "pods", "namespace", 1.001), server("DELETE", "pods", "namespace", 0.999),
+                    server("PATCH", "pods", "namespace", 1.0, subresource="status")])
+    found = by_name(run)
+    assert found["mutating POST pods"].passed is False
+    assert "1.001" in found["mutating POST pods"].reason
+    assert found["mutating DELETE pods"].passed is True
+    assert found["mutating PATCH pods/status"].passed is True  # at the threshold is within it
+    assert not run_passed(run)
+
+
+def test_read_thresholds_depend_on_scope() -> None:
+    run = run_with([server("GET", "pods", "resource", 1.5), server("LIST", "pods", "namespace", 1.5),
+                    server("LIST", "pods", "cluster", 29.0), server("LIST", "nodes", "cluster", 31.0)])
+    found = by_name(run)
+    assert found["read GET pods (resource)"].passed is False
+    assert found["read GET pods (resource)"].threshold_s == DEFAULT_SLO["read_resource_p99_s"]
+    assert found["read LIST pods (namespace)"].passed is True
+    assert found["read LIST pods (cluster)"].passed is True
+    assert found["read LIST nodes (cluster)"].passed is False
+    assert found["read LIST nodes (cluster)"].source == "apiserver_request_sli_duration_seconds"
+
+
+def test_watch_and_connect_are_not_slo_d() -> None:
+    run = run_with([server("WATCH", "pods", "cluster", 300.0), server("CONNECT", "pods", "namespace", 50.0,
+                                                                      subresource="exec")])
+    assert [v.slo for v in verdicts(run)] == ["pod startup"]
+    assert run_passed(run)
+
+
+def test_under_min_samples_is_not_judged() -> None:
+    run = run_with([server("POST", "pods", "namespace", 5.0, count=9), server("DELETE", "pods", "namespace", 5.0,
+                                                                              count=10)],
+                   slo={**DEFAULT_SLO, "min_samples": 10})
+    found = by_name(run)
+    assert found["mutating POST pods"].passed is None
+    assert found["mutating POST pods"].outcome == "not judged"
+    assert "not enough samples" in found["mutating POST pods"].reason
+    assert found["mutating DELETE pods"].passed is False
+
+
+def test_plan_thresholds_override_defaults_and_missing_ones_fall_back() -> None:
+    entries = [server("POST", "pods", "namespace", 0.6)]
+    assert by_name(run_with(entries, slo={"mutating_p99_s": 0.5}))["mutating POST pods"].passed is False
+    assert by_name(run_with(entries))["mutating POST pods"].threshold_s == DEFAULT_SLO["mutating_p99_s"]
+
+
+def test_pod_startup_verdict_and_source() -> None:
+    slow = Distribution(count=200, p50=1.0, p90=3.0, p99=5.2, max=6.0, source="watch receive times")
+    found = by_name(run_with([], pod_startup=slow))["pod startup"]
+    assert found.passed is False
+    assert found.threshold_s == DEFAULT_SLO["pod_startup_p99_s"]
+    assert found.source == "watch receive times"
+    empty = by_name(run_with([]))["pod startup"]
+    assert empty.passed is None
+
+
+@pytest.mark.parametrize("status", ["aborted", "running"])
+def test_run_that_did_not_complete_does_not_pass(status: str) -> None:
+    assert not run_passed(run_with([server("POST", "pods", "namespace", 0.1)], status=status))
+
+
+def test_aborted_fixture_fails_the_gate_even_with_passing_steps() -> None:
+    run = load(ABORTED)
+    assert run.status == "aborted" and len(run.steps) == 1
+    assert not any(v.passed is False for v in verdicts(run))
+    assert not run_passed(run)
+
+
+def test_verdicts_do_not_change_the_run() -> None:
+    run = load(SAMPLE)
+    before = copy.deepcopy(run)
+    verdicts(run)
+    assert run == before
