@@ -1,0 +1,222 @@
+"""All the measurements of one step behind one start()/gather() pair, so the runner needs to know none.
+
+Each probe fails alone: whatever breaks is named in the step's notes and every other figure is still filled.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Iterable
+from typing import Protocol, TypeVar
+
+from loadtests.measure import apiserver, etcd
+from loadtests.measure.processes import ProcessSampler
+from loadtests.measure.prometheus import Snapshot, scrape, scrape_apiserver
+from loadtests.measure.watchers import PodStartupProbe, Watch, WatchDelayProbe
+from loadtests.results import StepResult
+from loadtests.target.base import TargetInfo
+
+T = TypeVar("T")
+
+
+class _Probe(Protocol):
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+P = TypeVar("P", bound=_Probe)
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(f"{type(error).__name__}: {error}".split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+class StepProbes:
+    """Start before the load, gather after it: metric scrapes, process sampling, pod startup and watch delay.
+
+    The scrapes stay available as attributes (start_snapshot, end_snapshot, etcd_start, etcd_end) so the
+    runner can ask further questions, e.g. count_requests() to check client counts against server counts.
+    """
+
+    def __init__(self, target_info: TargetInfo, probe_namespace: str, churn_namespace: str, *,
+                 process_interval_s: float = 1.0, watch_delay_interval_s: float = 0.5,
+                 extra_families: Iterable[str] = ()) -> None:
+        self.target_info = target_info
+        # the scrapes keep only the metric families the probes read (plus any the caller asks for)
+        self.apiserver_families = apiserver.FAMILIES | set(extra_families)
+        self.etcd_families = etcd.FAMILIES | set(extra_families)
+        self.probe_namespace = probe_namespace
+        self.churn_namespace = churn_namespace
+        self.process_interval_s = process_interval_s
+        self.watch_delay_interval_s = watch_delay_interval_s
+        self.start_snapshot: Snapshot | None = None
+        self.end_snapshot: Snapshot | None = None
+        self.etcd_start: Snapshot | None = None
+        self.etcd_end: Snapshot | None = None
+        # requests the probes themselves sent inside the measured window, per (verb, resource)
+        self.probe_requests: dict[tuple[str, str], int] = {}
+        self.notes: list[str] = []
+        self._sampler: ProcessSampler | None = None
+        self._pod_startup: PodStartupProbe | None = None
+        self._watch_delay: WatchDelayProbe | None = None
+        self._extra_pids: dict[str, list[int]] = {}
+
+    def _attempt(self, what: str, action: Callable[[], T]) -> T | None:
+        try:
+            return action()
+        except Exception as error:  # one broken probe must not cost the others
+            self.notes.append(f"{what} failed: {_one_line(error)}")
+            return None
+
+    def _scrape_apiserver(self) -> Snapshot:
+        return scrape_apiserver(self.target_info.access, families=self.apiserver_families)
+
+    def _scrape_etcd(self) -> Snapshot | None:
+        url = self.target_info.etcd_metrics_url
+        if not url:
+            return None
+        return self._attempt("etcd /metrics scrape", lambda: scrape(url, families=self.etcd_families))
+
+    def start(self) -> None:
+        """Scrape, then start the background probes; returns within a few requests' time."""
+        self.stop()
+        self.notes = []
+        self.start_snapshot = self.end_snapshot = self.etcd_start = self.etcd_end = None
+        self.probe_requests = {}
+        access = self.target_info.access
+        self.start_snapshot = self._attempt("apiserver /metrics scrape at step start",
+                                            self._scrape_apiserver)
+        self.etcd_start = self._scrape_etcd()
+
+        pids = {component: list(p) for component, p in self.target_info.pids.items()}
+        for component, extra in self._extra_pids.items():
+            pids.setdefault(component, []).extend(extra)
+        self._extra_pids = {}
+        self._sampler = self._start("process sampler", ProcessSampler(pids, self.process_interval_s))
+        self._pod_startup = self._start("pod startup probe", PodStartupProbe(access, self.churn_namespace))
+        self._watch_delay = self._start("watch delay probe", WatchDelayProbe(access, self.probe_namespace,
+                                                                             self.watch_delay_interval_s))
+
+    def _start(self, what: str, probe: P) -> P | None:
+        """The probe, started; None (and a note) when it could not start."""
+        try:
+            probe.start()
+            return probe
+        except Exception as error:
+            self.notes.append(f"{what} start failed: {_one_line(error)}")
+            self._attempt(f"{what} stop", probe.stop)
+            return None
+
+    def add_pids(self, component: str, pids: Iterable[int]) -> None:
+        """Measure more processes from now on (e.g. the load generator, started after the probes)."""
+        if self._sampler is not None:
+            self._sampler.add(component, pids)
+        else:  # not started yet (or it could not start): measured from the next start()
+            self._extra_pids.setdefault(component, []).extend(pids)
+
+    def _stop_watch_probes(self) -> None:
+        for probe in (self._watch_delay, self._pod_startup):
+            if probe is not None:
+                self._attempt(f"{type(probe).__name__} stop", probe.stop)
+
+    def gather(self, step: StepResult) -> StepResult:
+        """Fill the measured fields of `step` (and its notes) and return it."""
+        # The watch probes stop first, so every request they sent lies inside the window the end scrape ends.
+        self._stop_watch_probes()
+        self.probe_requests = self._probe_request_counts()
+        self.end_snapshot = self._attempt("apiserver /metrics scrape at step end",
+                                          self._scrape_apiserver)
+        self.etcd_end = self._scrape_etcd()
+
+        start, end = self.start_snapshot, self.end_snapshot
+        if end is not None:
+            step.server = self._attempt("server latency",
+                                        lambda: apiserver.server_latencies(start, end)) or []
+            step.requests_by_code = self._attempt("requests by code",
+                                                  lambda: apiserver.requests_by_code(start, end)) or {}
+            step.apiserver = self._attempt("apiserver figures",
+                                           lambda: apiserver.apiserver_scalars(start, end)) or {}
+            step.storage_objects = self._attempt("storage objects",
+                                                 lambda: apiserver.storage_objects(end)) or {}
+            if start is None:
+                self.notes.append("apiserver figures cover the apiserver's whole life: no start scrape")
+        self._fill_etcd(step)
+        self._fill_watch_probes(step)
+        if self._sampler is not None:
+            sampler = self._sampler
+            step.processes = self._attempt("process sampling", sampler.gather) or []
+            for component, missing in sampler.missing.items():
+                self.notes.append(f"process sampling: {component} pids {missing} did not exist")
+        # gathered probes are done with; pids added from now on wait for the next start()
+        self._sampler = self._pod_startup = self._watch_delay = None
+        step.notes.extend(self.notes)
+        return step
+
+    def _fill_etcd(self, step: StepResult) -> None:
+        end = self.etcd_end
+        if end is not None:
+            stats = self._attempt("etcd figures", lambda: etcd.etcd_stats(self.etcd_start, end))
+            if stats is not None:
+                step.etcd = stats
+                return
+        if self.end_snapshot is not None:
+            apiserver_end = self.end_snapshot
+            stats = self._attempt("etcd figures from the apiserver",
+                                  lambda: etcd.etcd_stats_from_apiserver(apiserver_end))
+            if stats is not None:
+                step.etcd = stats
+
+    def _fill_watch_probes(self, step: StepResult) -> None:
+        if self._pod_startup is not None:
+            probe = self._pod_startup
+            result = self._attempt("pod startup probe", probe.gather)
+            if result is not None:
+                step.pod_startup = result
+            if probe.not_running:
+                self.notes.append(f"pod startup: {probe.not_running} pods created during the step were not "
+                                  "seen Running+Ready (deleted first, or still starting)")
+            self._note_watch("pod startup watch", probe.watch)
+        if self._watch_delay is not None:
+            probe = self._watch_delay
+            result = self._attempt("watch delay probe", probe.gather)
+            if result is not None:
+                step.watch_delay = result
+            if probe.lost:
+                self.notes.append(f"watch delay: {probe.lost} writes never came back on the watch"
+                                  + (f" ({probe.write_errors} failed; last: {probe.last_error})"
+                                     if probe.write_errors else ""))
+            self._note_watch("watch delay watch", probe.watch)
+
+    def _note_watch(self, what: str, watch: Watch) -> None:
+        if watch.errors or watch.relists:
+            self.notes.append(f"{what}: {watch.errors} errors, {watch.relists} relists "
+                              f"(last error: {watch.last_error})")
+
+    def _probe_request_counts(self) -> dict[tuple[str, str], int]:
+        total: collections.Counter[tuple[str, str]] = collections.Counter()
+        for probe in (self._pod_startup, self._watch_delay):
+            if probe is not None:
+                total.update(probe.requests.counts())
+        return dict(total)
+
+    def count_requests(self, verb: str, resource: str, subresource: str = "", *,
+                       exclude_probes: bool = True) -> int | None:
+        """Requests of one verb+resource the apiserver finished in the step; None without an end scrape.
+
+        With exclude_probes, requests the probes sent themselves are taken off (not WATCH: a watch is counted
+        by the apiserver only when it ends, so its count cannot be matched).
+        """
+        if self.end_snapshot is None:
+            return None
+        count = apiserver.count_requests(self.start_snapshot, self.end_snapshot, verb, resource, subresource)
+        if exclude_probes and not subresource and verb.upper() not in apiserver.STREAMING_VERBS:
+            count -= self.probe_requests.get((verb.upper(), resource), 0)
+        return count
+
+    def stop(self) -> None:
+        """Stop every background probe without gathering (an aborted step); safe to call again."""
+        self._stop_watch_probes()
+        if self._sampler is not None:
+            self._sampler.stop()

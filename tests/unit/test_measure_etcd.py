@@ -1,0 +1,63 @@
+"""etcd figures from recorded etcd /metrics, and the apiserver fallback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loadtests.measure import etcd
+from loadtests.measure.prometheus import Snapshot
+
+DATA = Path(__file__).parent / "data"
+
+
+def recorded(name: str) -> Snapshot:
+    return Snapshot.parse((DATA / name).read_text())
+
+
+def test_stats_over_a_step() -> None:
+    stats = etcd.etcd_stats(recorded("etcd_metrics_start.txt"), recorded("etcd_metrics_end.txt"))
+    assert stats.db_size_bytes == 52035584
+    assert stats.db_size_in_use_bytes == 31457280
+    assert stats.keys_total == 2345
+    assert stats.quota_bytes == 2147483648
+    # fsync delta: 600 <= 2ms, 300 in (2, 4], 80 in (4, 8], 20 in (8, 16]: rank 990 is half way into (8, 16]
+    assert stats.wal_fsync_p99_s == pytest.approx(0.008 + 0.008 * 10 / 20)
+    # commit delta: 50 <= 4ms, 100 in (4, 8], 40 in (8, 16], 10 in (16, 32]: rank 198
+    assert stats.backend_commit_p99_s == pytest.approx(0.016 + 0.016 * 8 / 10)
+    assert stats.source == etcd.SOURCE_ETCD
+
+
+def test_without_a_start_scrape_the_whole_history_counts() -> None:
+    stats = etcd.etcd_stats(None, recorded("etcd_metrics_end.txt"))
+    # cumulative fsync: 1475 <= 8ms, 1500 <= 16ms: rank 1485
+    assert stats.wal_fsync_p99_s == pytest.approx(0.008 + 0.008 * 10 / 25)
+
+
+def test_restarted_etcd_counts_from_zero() -> None:
+    # the "end" has smaller counters than the "start": etcd restarted, so all of the end is the step
+    stats = etcd.etcd_stats(recorded("etcd_metrics_end.txt"), recorded("etcd_metrics_start.txt"))
+    # 480 <= 4ms, 495 <= 8ms: rank 495 closes the (4, 8] bucket
+    assert stats.wal_fsync_p99_s == pytest.approx(0.008)
+
+
+def test_missing_metrics_are_none() -> None:
+    stats = etcd.etcd_stats(None, Snapshot({}))
+    assert stats.db_size_bytes is None
+    assert stats.wal_fsync_p99_s is None
+
+
+def test_fallback_from_the_apiserver() -> None:
+    stats = etcd.etcd_stats_from_apiserver(recorded("apiserver_metrics_end.txt"))
+    assert stats.db_size_bytes == 52035584
+    assert stats.keys_total is None and stats.wal_fsync_p99_s is None
+    assert "apiserver_storage_size_bytes" in stats.source
+
+
+def test_the_declared_families_are_all_the_stats_need() -> None:
+    def only(name: str) -> Snapshot:
+        return Snapshot.parse((DATA / name).read_text(), families=etcd.FAMILIES)
+
+    full = etcd.etcd_stats(recorded("etcd_metrics_start.txt"), recorded("etcd_metrics_end.txt"))
+    assert etcd.etcd_stats(only("etcd_metrics_start.txt"), only("etcd_metrics_end.txt")) == full

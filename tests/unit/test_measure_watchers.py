@@ -1,0 +1,129 @@
+"""The bookkeeping of the watch probes, fed the events a watch would deliver (the HTTP side needs a cluster)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from loadtests.measure.watchers import (
+    ApiError,
+    Gone,
+    PodStartupProbe,
+    RequestLog,
+    Watch,
+    WatchDelayProbe,
+    pod_running_ready,
+)
+from loadtests.target.base import ClusterAccess
+
+ACCESS = ClusterAccess(server="https://127.0.0.1:1", kubeconfig="/nonexistent")  # never contacted here
+
+
+def pod(uid: str, phase: str = "Pending", ready: bool = False, version: str = "1") -> dict[str, Any]:
+    conditions = [{"type": "PodScheduled", "status": "True"}]
+    if phase == "Running":
+        conditions.append({"type": "Ready", "status": "True" if ready else "False"})
+    return {"metadata": {"uid": uid, "name": f"pod-{uid}", "resourceVersion": version},
+            "status": {"phase": phase, "conditions": conditions}}
+
+
+def test_running_and_ready_are_both_required() -> None:
+    assert pod_running_ready(pod("a", "Running", ready=True))
+    assert not pod_running_ready(pod("a", "Running", ready=False))
+    assert not pod_running_ready(pod("a", "Pending"))
+    assert not pod_running_ready({"metadata": {}})
+
+
+class TestPodStartup:
+    def test_latency_is_from_added_to_the_first_running_ready_event(self) -> None:
+        probe = PodStartupProbe(ACCESS, "churn")
+        probe.handle_event("ADDED", pod("a"), 10.0)
+        probe.handle_event("MODIFIED", pod("a", "Running", ready=False), 10.5)
+        probe.handle_event("MODIFIED", pod("a", "Running", ready=True), 12.25)
+        probe.handle_event("MODIFIED", pod("a", "Running", ready=True), 30.0)  # later updates change nothing
+        probe.handle_event("ADDED", pod("b"), 11.0)
+        probe.handle_event("MODIFIED", pod("b", "Running", ready=True), 11.5)
+        assert sorted(probe.samples()) == [pytest.approx(0.5), pytest.approx(2.25)]
+        result = probe.gather()  # never started: stopping is still safe
+        assert result.count == 2
+        assert result.max == pytest.approx(2.25)
+        assert result.source == PodStartupProbe.SOURCE
+        probe.stop()
+
+    def test_pods_not_created_while_watched_are_ignored(self) -> None:
+        probe = PodStartupProbe(ACCESS, "churn")
+        probe.handle_event("MODIFIED", pod("old", "Running", ready=True), 5.0)  # existed before start()
+        probe.handle_event("ADDED", pod("gone"), 6.0)
+        probe.handle_event("DELETED", pod("gone", "Running", ready=True), 7.0)  # deleted: not a start-up
+        assert probe.samples() == []
+        assert probe.not_running == 1
+
+    def test_a_pod_added_already_running_counts_zero(self) -> None:
+        probe = PodStartupProbe(ACCESS, "churn")
+        probe.handle_event("ADDED", pod("c", "Running", ready=True), 3.0)
+        assert probe.samples() == [0.0]
+
+
+class TestWatchDelay:
+    def cm(self, value: str) -> dict[str, Any]:
+        return {"metadata": {"name": "watch-delay-probe", "annotations": {WatchDelayProbe.ANNOTATION: value}}}
+
+    def test_delay_per_sequence_number_first_arrival_only(self) -> None:
+        probe = WatchDelayProbe(ACCESS, "probe", interval_s=0.5)
+        probe.mark_sent(1, at=100.0)
+        probe.mark_sent(2, at=100.5)
+        probe.mark_sent(3, at=101.0)
+        probe.handle_event("MODIFIED", self.cm(f"{probe.token}:1"), 100.02)
+        probe.handle_event("MODIFIED", self.cm(f"{probe.token}:1"), 109.0)  # a repeat is not a new arrival
+        probe.handle_event("MODIFIED", self.cm(f"{probe.token}:2"), 100.75)
+        assert sorted(probe.delays()) == [pytest.approx(0.02), pytest.approx(0.25)]
+        assert probe.lost == 1
+
+    def test_other_writers_and_unsent_numbers_are_ignored(self) -> None:
+        probe = WatchDelayProbe(ACCESS, "probe")
+        probe.mark_sent(1, at=1.0)
+        probe.handle_event("MODIFIED", self.cm("someone-else:1"), 1.1)
+        probe.handle_event("MODIFIED", self.cm(f"{probe.token}:7"), 1.1)
+        probe.handle_event("MODIFIED", self.cm(f"{probe.token}:x"), 1.1)
+        probe.handle_event("ADDED", {"metadata": {"name": "watch-delay-probe"}}, 1.1)
+        assert probe.delays() == []
+
+    def test_two_probes_do_not_share_a_token(self) -> None:
+        assert WatchDelayProbe(ACCESS, "probe").token != WatchDelayProbe(ACCESS, "probe").token
+
+
+class TestWatchDispatch:
+    def make(self) -> tuple[Watch, list[tuple[str, str, float]]]:
+        seen: list[tuple[str, str, float]] = []
+        watch = Watch(ACCESS, "/api/v1/namespaces/x/pods", "pods",
+                      lambda kind, obj, t: seen.append((kind, obj["metadata"]["name"], t)), RequestLog())
+        return watch, seen
+
+    def test_events_go_on_and_move_the_resource_version(self) -> None:
+        watch, seen = self.make()
+        watch.dispatch({"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "10"}}}, 1.0)
+        watch.dispatch({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "15"}}}, 2.0)
+        assert seen == [("ADDED", "a", 1.0)]  # bookmarks only move the version
+        assert watch.resource_version == "15"
+
+    def test_expired_version_asks_for_a_relist_and_other_errors_raise(self) -> None:
+        watch, _ = self.make()
+        with pytest.raises(Gone):
+            watch.dispatch({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}, 1.0)
+        with pytest.raises(ApiError) as error:
+            watch.dispatch({"type": "ERROR", "object": {"kind": "Status", "code": 500, "message": "boom"}}, 1.0)
+        assert error.value.status == 500
+
+    def test_stop_without_start_is_safe_twice(self) -> None:
+        watch, _ = self.make()
+        watch.stop()
+        watch.stop()
+
+
+def test_request_log_counts_per_verb_and_resource() -> None:
+    log = RequestLog()
+    log.add("LIST", "pods")
+    log.add("LIST", "pods")
+    log.add("PATCH", "configmaps")
+    assert log.counts() == {("LIST", "pods"): 2, ("PATCH", "configmaps"): 1}
