@@ -1,0 +1,385 @@
+"""Runs the Locust load of one step as child processes, and reads back what it measured and achieved.
+
+Locust runs as a subprocess (a master plus N workers when distributed), never in the runner's process:
+its CPU is then measured by pid, it can use more cores, and importing Locust would monkey-patch the
+runner for gevent. The users are allocated exactly (fixed_count per class, --users = their sum).
+
+Usage:
+    load = LoadGenerator(plan.load, access, nodes=step.nodes, out_dir=step_dir, duration_s=step.duration_s)
+    load.start()
+    ... load.pids() for process probes ...
+    outcome = load.wait()     # LoadOutcome: ClientStat per request kind, asked vs achieved, notes
+    load.stop()               # always (teardown, signal handlers): terminates only what it started
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import pandas as pd
+
+from loadtests.errors import LoadTestError
+from loadtests.results import ClientStat, RateResult
+from loadtests.scenarios import (
+    CONFIG_ENV,
+    FINAL_FAILURES_SUFFIX,
+    FINAL_STATS_SUFFIX,
+    LoadConfig,
+    demands,
+    scenario_params,
+    user_plan,
+)
+from loadtests.target.base import ClusterAccess
+
+LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
+CSV_PREFIX = "locust"
+ACHIEVED_WARN_FRACTION = 0.9
+STOP_SLACK_S = 60.0  # users end themselves this long after the run time, should Locust not stop them
+_CPU_WARNINGS = ("CPU usage above", "exceeded cpu threshold", "CPU usage was too high")
+
+
+class LoadGeneratorError(LoadTestError):
+    """Locust could not run the load (it crashed, hung, or wrote no statistics)."""
+
+
+@dataclass
+class FailureStat:
+    """One distinct failure Locust recorded: which request kind, the message, how often."""
+
+    type: str
+    name: str
+    error: str
+    count: int
+
+
+@dataclass
+class LoadOutcome:
+    client: list[ClientStat]
+    rates: list[RateResult]
+    notes: list[str]
+    total: ClientStat | None = None  # Locust's Aggregated row
+    failures: list[FailureStat] = field(default_factory=list)  # most frequent first
+    users: dict[str, int] = field(default_factory=dict)  # user class -> users run
+    log: Path | None = None
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def read_stats_csv(path: Path) -> tuple[list[ClientStat], ClientStat | None]:
+    """Locust's <prefix>_stats.csv as ClientStats (times in ms, as Locust reports) and its Aggregated row."""
+    frame = pd.read_csv(path, keep_default_na=False, na_values=["N/A", ""], dtype={"Type": str, "Name": str})
+    missing = {"Type", "Name", "Request Count", "Failure Count", "Requests/s", "50%", "90%", "99%",
+               "Max Response Time", "Average Response Time"} - set(frame.columns)
+    if missing:
+        raise LoadGeneratorError(f"{path}: not a Locust stats file (no column {sorted(missing)[0]!r})")
+    stats: list[ClientStat] = []
+    total = None
+    for row in frame.to_dict("records"):
+        stat = ClientStat(
+            type="" if pd.isna(row["Type"]) else str(row["Type"]),
+            name=str(row["Name"]),
+            count=int(row["Request Count"]),
+            failures=int(row["Failure Count"]),
+            rps=_number(row["Requests/s"]) or 0.0,
+            p50_ms=_number(row["50%"]),
+            p90_ms=_number(row["90%"]),
+            p99_ms=_number(row["99%"]),
+            max_ms=_number(row["Max Response Time"]),
+            avg_ms=_number(row["Average Response Time"]),
+        )
+        if stat.name == "Aggregated" and not stat.type:
+            total = stat
+        else:
+            stats.append(stat)
+    return stats, total
+
+
+def read_failures_csv(path: Path) -> list[FailureStat]:
+    """Locust's <prefix>_failures.csv, most frequent first (empty when the file is missing or empty)."""
+    if not path.exists() or not path.stat().st_size:
+        return []
+    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    failures = [FailureStat(type=row["Method"], name=row["Name"], error=row["Error"], count=int(row["Occurrences"]))
+                for row in frame.to_dict("records")]
+    return sorted(failures, key=lambda f: -f.count)
+
+
+def failure_note(total: ClientStat | None, failures: list[FailureStat]) -> list[str]:
+    """One line on failed requests: they are load the target refused or could not serve."""
+    if total is None or not total.failures:
+        return []
+    top = "; ".join(f"{f.name}: {f.error} x{f.count}" for f in failures[:3])
+    return [f"load: {total.failures} of {total.count} requests failed ({100 * total.failures / total.count:.1f}%)"
+            + (f"; most frequent: {top}" if top else "")]
+
+
+def achieved_rates(load: dict[str, Any], nodes: int, duration_s: float,
+                   client: list[ClientStat]) -> tuple[list[RateResult], list[str]]:
+    """Asked vs achieved per scenario. Achieved counts successful requests of the scenario's measuring kind
+    (creates, first pages of LISTs) per second of the step, or watches established (first watch of each
+    user); a note for each scenario below 90% of what it asked."""
+    successes = {(s.type, s.name): s.count - s.failures for s in client}
+    rates: list[RateResult] = []
+    notes: list[str] = []
+    for scenario, demand in demands(load, nodes).items():
+        done = successes.get(demand.counted_by, 0)
+        achieved = done / duration_s if demand.per_second and duration_s > 0 else float(done)
+        rates.append(RateResult(scenario=scenario, asked_per_s=demand.asked, achieved_per_s=round(achieved, 3),
+                                unit=demand.unit))
+        if demand.asked > 0 and achieved < ACHIEVED_WARN_FRACTION * demand.asked:
+            per = "/s" if demand.per_second else ""
+            notes.append(
+                f"load: {scenario} achieved {achieved:.2f} {demand.unit}{per} of {demand.asked:g} asked "
+                f"({100 * achieved / demand.asked:.0f}%, counted from '{demand.counted_by[1]}' successes): "
+                "the load generator or the target fell behind"
+            )
+    return rates, notes
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class LoadGenerator:
+    """The Locust processes of one step. start() returns at once; wait() blocks until the run time is over."""
+
+    def __init__(self, plan_load: dict[str, Any], access: ClusterAccess, nodes: int, out_dir: Path,
+                 duration_s: float, workers: int = 0, run_id: str = "", spawn_rate: float | None = None,
+                 node_names: list[str] | None = None, python: str = sys.executable) -> None:
+        self.scenarios = scenario_params(plan_load)
+        self.access = access
+        self.nodes = nodes
+        self.out_dir = Path(out_dir)
+        self.duration_s = float(duration_s)
+        self.run_time_s = max(1, math.ceil(self.duration_s))
+        self.workers = int(workers)
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.node_names = node_names
+        self.python = python
+        self.users = user_plan(self.scenarios, nodes)
+        total = self.users.total
+        # small counts at once, large ones within ~10 s: at most 200 new connections (TLS handshakes) per second
+        self.spawn_rate = spawn_rate or max(50.0, min(200.0, total / 5.0))
+        self.log_path = self.out_dir / "locust.log"
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._logs: list[IO[bytes]] = []
+        self._started_at: float | None = None
+
+    # --- processes ------------------------------------------------------------------------------------
+
+    def _write_config(self) -> Path:
+        config = LoadConfig(access=self.access, scenarios=self.scenarios, nodes=self.nodes,
+                            node_names=self.node_names, run_id=self.run_id, workers=self.workers,
+                            stop_at=time.time() + self.run_time_s + self.spawn_time_s() + STOP_SLACK_S)
+        path = self.out_dir / "load-config.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold a bearer token
+        with os.fdopen(fd, "w") as handle:
+            json.dump(config.to_dict(), handle, indent=1)
+        return path
+
+    def spawn_time_s(self) -> float:
+        return self.users.total / self.spawn_rate if self.users.total else 0.0
+
+    def command(self, master_port: int | None = None) -> list[str]:
+        """The Locust command line of the master (or of the only process)."""
+        cmd = [
+            self.python, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+            "--users", str(self.users.total), "--spawn-rate", f"{self.spawn_rate:g}",
+            "--run-time", f"{self.run_time_s}s", "--csv", str(self.out_dir / CSV_PREFIX), "--only-summary",
+            "--exit-code-on-error", "0", "--loglevel", "INFO",
+        ]
+        if master_port is not None:
+            cmd += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
+                    "--expect-workers", str(self.workers), "--expect-workers-max-wait", "60"]
+        return cmd
+
+    def _spawn(self, cmd: list[str], log_path: Path, env: dict[str, str]) -> None:
+        log = open(log_path, "wb")  # noqa: SIM115 - closed in _close_logs once the process is gone
+        self._logs.append(log)
+        # own session: a Ctrl-C at the terminal reaches the runner, which stops Locust in order
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                cwd=self.out_dir, start_new_session=True)
+        self._procs.append(proc)
+
+    def start(self) -> None:
+        """Start Locust (master and workers when distributed); returns once the processes are started."""
+        if self._procs:
+            raise LoadGeneratorError("this load generator was already started")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._started_at = time.monotonic()
+        if not self.users.total:
+            return
+        env = {**os.environ, CONFIG_ENV: str(self._write_config()), "PYTHONUNBUFFERED": "1"}
+        root = str(LOCUSTFILE.parent.parent)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        for suffix in ("_stats.csv", "_failures.csv", FINAL_STATS_SUFFIX, FINAL_FAILURES_SUFFIX):
+            (self.out_dir / (CSV_PREFIX + suffix)).unlink(missing_ok=True)
+        if self.workers <= 0:
+            self._spawn(self.command(), self.log_path, env)
+            return
+        port = _free_port()
+        self._spawn(self.command(port), self.log_path, env)
+        for index in range(self.workers):
+            worker_cmd = [self.python, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host",
+                          "127.0.0.1", "--master-port", str(port), "--loglevel", "INFO"]
+            self._spawn(worker_cmd, self.out_dir / f"locust-worker-{index}.log", env)
+
+    def wait_spawned(self, timeout: float) -> bool:
+        """Block until Locust reports all users spawned (its start-up takes a few seconds), so a measurement
+        window can start with the full load. False on timeout or when Locust has already exited."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self._procs:
+                return True
+            try:
+                if "All users spawned" in self.log_path.read_text(errors="replace"):
+                    return True
+            except OSError:
+                pass
+            if self._procs[0].poll() is not None:
+                return False
+            time.sleep(0.1)
+        return False
+
+    def pids(self) -> list[int]:
+        """Master and workers (or the single process), for CPU and memory probes."""
+        return [proc.pid for proc in self._procs]
+
+    def running(self) -> bool:
+        return any(proc.poll() is None for proc in self._procs)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Terminate the processes this generator started, by pid: SIGTERM (Locust then stops its users and
+        writes its statistics) to the master first, which tells its workers and collects their last figures,
+        then to what is left; SIGKILL after timeout_s. Safe to call twice, and from a signal handler (it only
+        polls, so it cannot block on a wait() it interrupted)."""
+        deadline = time.monotonic() + timeout_s
+        for group in (self._procs[:1], self._procs[1:]):
+            alive = [proc for proc in group if proc.poll() is None]  # a reaped pid is never signalled again
+            for proc in alive:
+                self._signal(proc, signal.SIGTERM)
+            self._poll_until(alive, deadline)
+        leftovers = [proc for proc in self._procs if proc.poll() is None]
+        for proc in leftovers:
+            self._signal(proc, signal.SIGKILL)
+        self._poll_until(leftovers, time.monotonic() + 5.0)
+        self._close_logs()
+
+    @staticmethod
+    def _signal(proc: subprocess.Popen[bytes], signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    @staticmethod
+    def _poll_until(procs: list[subprocess.Popen[bytes]], deadline: float) -> bool:
+        while any(proc.poll() is None for proc in procs):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def _close_logs(self) -> None:
+        if any(proc.poll() is None for proc in self._procs):
+            return
+        while True:  # list.pop is atomic: a stop() from another thread cannot close a log twice
+            try:
+                log = self._logs.pop()
+            except IndexError:
+                return
+            log.close()
+
+    def __enter__(self) -> LoadGenerator:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    # --- results ----------------------------------------------------------------------------------------
+
+    def wait(self, timeout: float | None = None) -> LoadOutcome:
+        """Wait for the run to end (run time + spawning + margin by default) and read its results."""
+        if self._started_at is None:
+            raise LoadGeneratorError("wait() before start()")
+        if not self._procs:
+            rates, notes = achieved_rates(self.scenarios, self.nodes, self.duration_s, [])
+            return LoadOutcome(client=[], rates=rates, notes=notes, users={})
+        timeout = timeout if timeout is not None else self.run_time_s + self.spawn_time_s() + 90.0
+        master = self._procs[0]
+        try:
+            code = master.wait(timeout=max(0.0, self._started_at + timeout - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise LoadGeneratorError(
+                f"Locust did not finish within {timeout:.0f} s (run time {self.run_time_s} s); stopped it. "
+                f"Last lines of {self.log_path}:\n{_tail(self.log_path)}"
+            ) from None
+        for worker in self._procs[1:]:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.wait(timeout=15)
+        self.stop()  # workers that outlived their master
+        if code != 0:
+            raise LoadGeneratorError(
+                f"Locust exited with code {code}; last lines of {self.log_path}:\n{_tail(self.log_path)}"
+            )
+        return self.outcome()
+
+    def _csv(self, final_suffix: str, suffix: str) -> Path:
+        """The locustfile's final file when it wrote one (complete), else Locust's own (up to 1 s stale)."""
+        final = self.out_dir / (CSV_PREFIX + final_suffix)
+        return final if final.exists() and final.stat().st_size else self.out_dir / (CSV_PREFIX + suffix)
+
+    def stats_path(self) -> Path:
+        return self._csv(FINAL_STATS_SUFFIX, "_stats.csv")
+
+    def outcome(self) -> LoadOutcome:
+        path = self.stats_path()
+        if not path.exists() or not path.stat().st_size:
+            raise LoadGeneratorError(
+                f"Locust wrote no statistics ({path}); last lines of {self.log_path}:\n{_tail(self.log_path)}"
+            )
+        client, total = read_stats_csv(path)
+        failures = read_failures_csv(self._csv(FINAL_FAILURES_SUFFIX, "_failures.csv"))
+        rates, notes = achieved_rates(self.scenarios, self.nodes, self.duration_s, client)
+        notes += failure_note(total, failures) + self._log_notes()
+        return LoadOutcome(client=client, rates=rates, notes=notes, total=total, failures=failures,
+                           users=dict(self.users.by_class), log=self.log_path)
+
+    def _log_notes(self) -> list[str]:
+        """Locust's own warnings that it ran out of CPU: then its figures understate the target."""
+        logs = [self.log_path, *sorted(self.out_dir.glob("locust-worker-*.log"))]
+        for log in logs:
+            try:
+                text = log.read_text(errors="replace")
+            except OSError:
+                continue
+            if any(marker in text for marker in _CPU_WARNINGS):
+                return [f"load: Locust reported its CPU above 90% ({log.name}): client-side figures may be "
+                        "inflated and rates capped by the load generator; use more workers"]
+        return []

@@ -1,0 +1,87 @@
+"""Locust's entry point: the user classes of the configured scenarios, built from the JSON file named by
+LOADTEST_LOAD_CONFIG (written by loadtests.load), exposed at module level where Locust looks for them.
+
+Two additions make the figures complete:
+- Locust rewrites <csv prefix>_stats.csv once a second while running, so its last second and the requests
+  users make when stopped (their clean-up) can be missing; the final totals are written again at quit to
+  <csv prefix>_final_stats.csv and _final_failures.csv (same columns), which loadtests.load prefers.
+- A distributed master waits only 0.5 s for its workers' last figures when it quits. So when the run ends,
+  the master first asks every worker to stop its users (clean-up included) and send its statistics, and
+  waits for each to confirm, before Locust's own quit proceeds.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from typing import Any
+
+import gevent
+from locust import events
+from locust.runners import MasterRunner, WorkerRunner
+from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
+
+from loadtests.scenarios import FINAL_FAILURES_SUFFIX, FINAL_STATS_SUFFIX, LoadConfig, build_user_classes
+from loadtests.scenarios.pod_churn import CLEANUP_S
+
+WIND_DOWN = "loadtest_wind_down"
+WOUND_DOWN = "loadtest_wound_down"
+WIND_DOWN_WAIT_S = CLEANUP_S + 15.0
+
+CONFIG = LoadConfig.from_env()
+globals().update({cls.__name__: cls for cls in build_user_classes(CONFIG)})
+
+_environment: list[Any] = []
+_wound_down: set[str] = set()
+
+
+def _worker_wind_down(environment: Any, msg: Any, **_: Any) -> None:
+    """Worker: stop the users (each runs its on_stop clean-up), report the statistics, confirm."""
+    runner = environment.runner
+    runner.stop()
+    data: dict[str, Any] = {}
+    environment.events.report_to_master.fire(client_id=runner.client_id, data=data)
+    runner.send_message("stats", data)
+    runner.send_message(WOUND_DOWN, {"worker": runner.client_id})
+
+
+def _master_wound_down(environment: Any, msg: Any, **_: Any) -> None:
+    _wound_down.add(str(msg.data.get("worker")))
+
+
+@events.init.add_listener
+def _setup(environment: Any, **_: Any) -> None:
+    _environment.append(environment)
+    if isinstance(environment.runner, WorkerRunner):
+        environment.runner.register_message(WIND_DOWN, _worker_wind_down, concurrent=True)
+    elif isinstance(environment.runner, MasterRunner):
+        environment.runner.register_message(WOUND_DOWN, _master_wound_down)
+
+
+@events.test_stopping.add_listener
+def _wind_down_workers(environment: Any, **_: Any) -> None:
+    runner = environment.runner
+    if not isinstance(runner, MasterRunner):
+        return
+    workers = {client.id for client in runner.clients.all}
+    _wound_down.clear()
+    runner.send_message(WIND_DOWN)
+    deadline = time.monotonic() + WIND_DOWN_WAIT_S
+    while not workers <= _wound_down and time.monotonic() < deadline:
+        gevent.sleep(0.1)
+
+
+@events.quit.add_listener
+def _write_final_stats(**_: Any) -> None:
+    """After the users have stopped (so their clean-up requests are counted), before Locust exits."""
+    if not _environment:
+        return
+    environment = _environment[0]
+    prefix = getattr(environment.parsed_options, "csv_prefix", None)
+    if not prefix or isinstance(environment.runner, WorkerRunner):
+        return
+    writer = StatsCSV(environment, PERCENTILES_TO_REPORT)
+    with open(prefix + FINAL_FAILURES_SUFFIX, "w", newline="") as handle:
+        writer.failures_csv(csv.writer(handle))
+    with open(prefix + FINAL_STATS_SUFFIX, "w", newline="") as handle:  # last: its presence means complete
+        writer.requests_csv(csv.writer(handle))

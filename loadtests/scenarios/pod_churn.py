@@ -1,0 +1,116 @@
+"""Pod churn: bare pods created at a steady aggregate rate and deleted after a fixed lifetime, plus an
+optional Deployment scaled up and down — the write load (scheduler, controllers, kubelets' status updates
+via KWOK) that the SLOs on mutating calls and pod startup are about.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import deque
+from typing import Any
+
+import gevent
+from locust import constant_pacing, constant_throughput, task
+
+from loadtests.objects import NS_CHURN, deployment_manifest, pod_manifest
+from loadtests.scenarios import CREATE_PODS, DELETE_PODS, SCALE_DEPLOYMENT, LoadConfig, request_name
+from loadtests.scenarios.base import KubeUser, json_bytes, user_class
+
+DEPLOYMENT = "churn-deploy"
+CLEANUP_S = 30.0  # the most a user spends deleting what it still owns when the run ends
+_NAME_SLOT = "@@name@@"
+
+
+class PodChurnUser(KubeUser):
+    """Creates one pod per task run (the pacing gives rate/users per user); a second greenlet of the user
+    deletes each pod when its lifetime is over, so deletions neither wait for nor hold up the creations."""
+
+    abstract = True
+    scenario = "pod_churn"
+
+    def on_start(self) -> None:
+        self.ensure_namespace(NS_CHURN)
+        labels = {"k8s-loadtest/run": self.config.run_label(), "k8s-loadtest/scenario": "pod-churn"}
+        # serialised once: each create only swaps the name in
+        self._template = json_bytes(pod_manifest(_NAME_SLOT, NS_CHURN, labels=labels))
+        self._prefix = f"churn-{self.config.run_label()}-"
+        self._lifetime_s = float(self.params["lifetime_s"])
+        self._owned: deque[tuple[float, str]] = deque()  # (delete at, name), oldest first
+        self._reaper = gevent.spawn(self._reap)
+
+    @task
+    def create(self) -> None:
+        self.stop_if_past_deadline()
+        name = self._prefix + uuid.uuid4().hex[:12]
+        entry = (time.monotonic() + self._lifetime_s, name)
+        self._owned.append(entry)  # owned before it is sent: a user stopped mid-request still deletes it
+        status = self.api.create("pods", NS_CHURN, self._template.replace(_NAME_SLOT.encode(), name.encode()),
+                                 CREATE_PODS)
+        if 400 <= status < 500:
+            self._owned.remove(entry)  # refused: nothing to delete
+
+    def _reap(self) -> None:
+        while True:
+            now = time.monotonic()
+            if self._owned and self._owned[0][0] <= now:
+                entry = self._owned[0]
+                self.api.delete("pods", NS_CHURN, entry[1], DELETE_PODS)
+                if self._owned and self._owned[0] is entry:  # only now: stopped mid-request, it is retried
+                    self._owned.popleft()
+                continue
+            gevent.sleep(min(0.5, self._owned[0][0] - now) if self._owned else 0.5)
+
+    def on_stop(self) -> None:
+        self._reaper.kill(block=True)
+        with gevent.Timeout(CLEANUP_S, False):
+            while self._owned:
+                self.api.delete("pods", NS_CHURN, self._owned[0][1], DELETE_PODS, missing_ok=True)
+                self._owned.popleft()
+
+
+class DeploymentScaleUser(KubeUser):
+    """Every deployment_scale_every_s, scales Deployment churn-deploy to the other end of [min, max], so the
+    controller-manager and scheduler create and delete pods in bursts."""
+
+    abstract = True
+    scenario = "pod_churn"
+
+    def on_start(self) -> None:
+        self.ensure_namespace(NS_CHURN)
+        self._low, self._high = int(self.params["deployment_min"]), int(self.params["deployment_max"])
+        status, _ = self.api.get("deployments", NS_CHURN, DEPLOYMENT, request_name("GET", "deployments"),
+                                 missing_ok=True)
+        if status == 404:
+            body = json_bytes(deployment_manifest(DEPLOYMENT, NS_CHURN, self._low))
+            self.api.create("deployments", NS_CHURN, body, request_name("POST", "deployments"),
+                            ok=(200, 201, 202, 409))
+        self._up = True
+
+    def _scale(self, replicas: int) -> None:
+        self.api.patch("deployments", NS_CHURN, DEPLOYMENT, {"spec": {"replicas": replicas}}, SCALE_DEPLOYMENT,
+                       subresource="scale")
+
+    @task
+    def scale(self) -> None:
+        self.stop_if_past_deadline()
+        self._scale(self._high if self._up else self._low)
+        self._up = not self._up
+
+    def on_stop(self) -> None:
+        with gevent.Timeout(CLEANUP_S, False):
+            self._scale(self._low)  # leave it as it was made, not at the top of a burst
+
+
+def build(config: LoadConfig, params: dict[str, Any], counts: dict[str, int]) -> list[type[KubeUser]]:
+    churners = counts.get("PodChurn", 0)
+    classes = []
+    if churners:
+        per_user = float(params["rate"]) / churners
+        classes.append(user_class(PodChurnUser, "PodChurn", config, params, churners,
+                                  wait_time=constant_throughput(per_user)))
+    if counts.get("DeploymentScaler", 0):
+        every = float(params["deployment_scale_every_s"])
+        classes.append(user_class(DeploymentScaleUser, "DeploymentScaler", config, params, 1,
+                                  wait_time=constant_pacing(every)))
+    return classes
