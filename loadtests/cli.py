@@ -145,11 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_run_commands(sub: Any) -> None:
-    """run / report / compare / rehearse live in loadtests.runcli, loaded only when present."""
-    try:
-        from loadtests import runcli
-    except ImportError:
-        return
+    from loadtests import runcli
+
     runcli.add_commands(sub)
 
 

@@ -18,10 +18,12 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -191,6 +193,7 @@ class LoadGenerator:
         self._procs: list[subprocess.Popen[bytes]] = []
         self._logs: list[IO[bytes]] = []
         self._started_at: float | None = None
+        self._config_dir: Path | None = None
 
     # --- processes ------------------------------------------------------------------------------------
 
@@ -198,8 +201,10 @@ class LoadGenerator:
         config = LoadConfig(access=self.access, scenarios=self.scenarios, nodes=self.nodes,
                             node_names=self.node_names, run_id=self.run_id, workers=self.workers,
                             stop_at=time.time() + self.run_time_s + self.spawn_time_s() + STOP_SLACK_S)
-        path = self.out_dir / "load-config.json"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold a bearer token
+        # it may hold a bearer token: kept in a private folder outside the results, removed when Locust is done
+        self._config_dir = Path(tempfile.mkdtemp(prefix="loadtest-load-"))
+        path = self._config_dir / "load-config.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
             json.dump(config.to_dict(), handle, indent=1)
         return path
@@ -308,6 +313,9 @@ class LoadGenerator:
     def _close_logs(self) -> None:
         if any(proc.poll() is None for proc in self._procs):
             return
+        config_dir, self._config_dir = self._config_dir, None
+        if config_dir is not None:
+            shutil.rmtree(config_dir, ignore_errors=True)
         while True:  # list.pop is atomic: a stop() from another thread cannot close a log twice
             try:
                 log = self._logs.pop()

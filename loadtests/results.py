@@ -18,6 +18,8 @@ Schema (version 1), all times in seconds, sizes in bytes, rates per second:
         rates: list of RateResult (per scenario: asked vs achieved per second)
         server: list of ServerLatency (apiserver_request_sli_duration_seconds deltas per verb/resource/scope)
         requests_by_code: {"200": n, "429": n, ...} from apiserver_request_total deltas
+        server_requests: {"POST pods": n, ...} apiserver_request_total deltas for each verb+resource the load
+            sent (the probes' own requests taken off), to set against the client-side counts
         apiserver: scalar gauges and counters (watchers, inflight, watch events, ...)
         storage_objects: {"pods": n, ...} from apiserver_storage_objects
         etcd: db_size_bytes, db_size_in_use_bytes, keys_total, quota_bytes, fsync/commit p99
@@ -151,6 +153,7 @@ class StepResult:
     rates: list[RateResult] = field(default_factory=list)
     server: list[ServerLatency] = field(default_factory=list)
     requests_by_code: dict[str, int] = field(default_factory=dict)
+    server_requests: dict[str, int] = field(default_factory=dict)
     apiserver: dict[str, float] = field(default_factory=dict)
     storage_objects: dict[str, float] = field(default_factory=dict)
     etcd: EtcdStats = field(default_factory=EtcdStats)

@@ -1,0 +1,207 @@
+"""`loadtest run | report | compare | rehearse`: the commands that run plans and read their results."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+from typing import Any
+
+from loadtests import plan as plan_mod
+from loadtests import results
+from loadtests.errors import LoadTestError, RunAborted
+from loadtests.plan import Plan
+from loadtests.runner import Runner, RunOptions, new_run_id
+from loadtests.target.local import LocalControlPlane, LocalOptions
+
+REPORTS_DIR = Path("reports")
+
+EXIT_PASSED, EXIT_SLO_FAILED, EXIT_ABORTED = 0, 1, 3
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+class RunTarget:
+    """A local control plane private to one run: fresh etcd, logs kept with the results, state removed after."""
+
+    def __init__(self, plan: Plan, run_id: str, out_dir: Path) -> None:
+        self.out_dir = out_dir
+        self.plane = LocalControlPlane(LocalOptions(
+            name=f"run-{run_id}", kube_version=plan.target.kube_version,
+            heartbeat_factor=plan.target.heartbeat_factor, events_etcd=plan.target.events_etcd))
+
+    def up(self) -> Any:
+        return self.plane.up(log=_say)
+
+    def info(self) -> Any:
+        return self.plane.info()
+
+    def dead_components(self) -> list[str]:
+        return self.plane.dead_components()
+
+    def down(self) -> None:
+        try:
+            self.plane.down()
+        finally:
+            logs = self.plane.directory / "logs"
+            if logs.is_dir():
+                shutil.copytree(logs, self.out_dir / "control-plane-logs", dirs_exist_ok=True)
+            # the cluster folder holds keys: it never goes into the report folder, and is removed after the run
+            shutil.rmtree(self.plane.directory, ignore_errors=True)
+
+
+def make_target(plan: Plan, run_id: str, out_dir: Path, args: argparse.Namespace) -> Any:
+    if plan.target.kind == "cluster" or getattr(args, "kubeconfig", None):
+        from loadtests.target.cluster import ExistingCluster
+
+        return ExistingCluster.from_args(plan, args, log_dir=out_dir / "control-plane-logs", log=_say)
+    return RunTarget(plan, run_id, out_dir)
+
+
+def run_plan(plan: Plan, out_dir: Path, args: argparse.Namespace) -> int:
+    """Run one plan into out_dir, write its report, and return the exit code its verdicts call for."""
+    from loadtests.report import run_passed, verdicts, write_report
+
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise LoadTestError(f"{out_dir} is not empty; choose another --out or remove it")
+    runner = Runner(plan, RunOptions(out_dir=out_dir, workers=args.workers, progress=_say),
+                    make_target(plan, out_dir.name, out_dir, args))
+    aborted: RunAborted | None = None
+    try:
+        runner.run()
+    except RunAborted as error:
+        aborted = error
+    finally:
+        if (out_dir / results.RESULTS_FILE).exists():
+            report = write_report(out_dir)
+            _say(f"report: {report}")
+    run = results.load(out_dir)
+    if aborted is not None:
+        _say(f"loadtest: {aborted} ({len(run.steps)} finished steps saved in {out_dir})")
+        return EXIT_ABORTED
+    found = verdicts(run)
+    failed = [v for v in found if v.passed is False]
+    for verdict in failed:
+        _say(f"SLO FAILED  step {verdict.step_name}: {verdict.slo} p99 {verdict.value_s:.3f} s > "
+             f"{verdict.threshold_s:g} s")
+    passed = run_passed(run)
+    judged = sum(1 for v in found if v.passed is not None)
+    _say(f"{'PASS' if passed else 'FAIL'}: {judged - len(failed)}/{judged} SLO checks passed over "
+         f"{len(run.steps)} steps")
+    gate = plan.gate and not args.no_gate
+    return EXIT_PASSED if passed or not gate else EXIT_SLO_FAILED
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    plan = plan_mod.load(args.plan)
+    if args.kube_version:
+        plan.target.kube_version = plan_mod.parse({**plan.to_dict(), "target": {
+            **plan.to_dict()["target"], "kube_version": args.kube_version}}, plan.source).target.kube_version
+    out_dir = Path(args.out) if args.out else REPORTS_DIR / new_run_id(plan)
+    return run_plan(plan, out_dir, args)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from loadtests.report import write_report
+
+    folder = Path(args.run_dir)
+    try:
+        path = write_report(folder)
+    except (FileNotFoundError, ValueError) as error:
+        raise LoadTestError(f"{folder}: {error}") from None
+    _say(f"report: {path}")
+    _say(f"junit: {folder / 'junit.xml'}")
+    return 0
+
+
+def _thresholds(pairs: list[str]) -> dict[str, float]:
+    out = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise LoadTestError(f"--threshold {pair!r}: expected KEY=NUMBER, e.g. latency_pct=25") from None
+    return out
+
+
+def compare_runs(a: Path, b: Path, out: Path, thresholds: dict[str, float], force: bool) -> int:
+    from loadtests.report import compare
+
+    result = compare(a, b, out, thresholds or None, force=force)
+    for row in result.regressions:
+        _say(f"REGRESSION  {row}")
+    _say(f"{result.headline}")
+    _say(f"comparison: {result.html_path}")
+    return 0 if result.passed else 1
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    a, b = Path(args.a), Path(args.b)
+    out = Path(args.out) if args.out else REPORTS_DIR / f"compare-{a.name}-vs-{b.name}"
+    return compare_runs(a, b, out, _thresholds(args.threshold), args.force)
+
+
+def cmd_rehearse(args: argparse.Namespace) -> int:
+    """The same plan on two Kubernetes versions, then their comparison: an upgrade rehearsal."""
+    plan_from = plan_mod.load(args.plan)
+    base = Path(args.out) if args.out else REPORTS_DIR / f"rehearsal-{new_run_id(plan_from)}"
+    codes = []
+    folders = []
+    for version in (args.from_version, args.to_version):
+        plan = plan_mod.load(args.plan)
+        plan.target.kube_version = version
+        plan_mod.parse({**plan.to_dict()}, plan.source)  # validates the version
+        folder = base / version
+        folders.append(folder)
+        _say(f"=== rehearsal: {plan.name} on Kubernetes {version} ===")
+        codes.append(run_plan(plan, folder, args))
+    if EXIT_ABORTED in codes:
+        _say("loadtest: a rehearsal run was aborted; compare skipped")
+        return EXIT_ABORTED
+    return compare_runs(folders[0], folders[1], base / "compare", _thresholds(args.threshold), False)
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser("run", help="run a plan: growing steps, load, measurements, report")
+    p.add_argument("--plan", default="default", help="plan file, or the name of a bundled plan (default: default)")
+    p.add_argument("--out", help="results folder (default: reports/<plan>-<time>)")
+    p.add_argument("--kube-version", help="override the plan's Kubernetes version")
+    _run_options(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("report", help="rebuild report.html and junit.xml from a results folder")
+    p.add_argument("run_dir")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="compare two runs; exit 1 when B regressed against A")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--out")
+    p.add_argument("--threshold", action="append", default=[], metavar="KEY=NUMBER",
+                   help="override a regression threshold, e.g. latency_pct=10 (repeatable)")
+    p.add_argument("--force", action="store_true", help="compare runs made from different plans")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("rehearse", help="run one plan on two Kubernetes versions and compare them")
+    p.add_argument("--plan", default="default")
+    p.add_argument("--from", dest="from_version", required=True)
+    p.add_argument("--to", dest="to_version", required=True)
+    p.add_argument("--out")
+    p.add_argument("--threshold", action="append", default=[], metavar="KEY=NUMBER")
+    _run_options(p)
+    p.set_defaults(func=cmd_rehearse)
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=int, default=None, help="Locust worker processes (default: the plan's)")
+    p.add_argument("--no-gate", action="store_true", help="exit 0 even when an SLO fails")
+    p.add_argument("--kubeconfig", help="run against an existing cluster with this kubeconfig")
+    p.add_argument("--context", help="the kubeconfig context to use (required with --kubeconfig)")
+    p.add_argument("--allow-context", help="confirm the context by repeating its name (safety guard)")
+    p.add_argument("--kwok-mode", choices=("local", "in-cluster"),
+                   help="existing cluster: run kwok here (default when its binary is cached) or in the cluster")
+
+
