@@ -178,7 +178,7 @@ class LoadGenerator:
         self.scenarios = scenario_params(plan_load)
         self.access = access
         self.nodes = nodes
-        self.out_dir = Path(out_dir)
+        self.out_dir = Path(out_dir).resolve()  # Locust runs with this as its working directory
         self.duration_s = float(duration_s)
         self.run_time_s = max(1, math.ceil(self.duration_s))
         self.workers = int(workers)

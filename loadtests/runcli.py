@@ -99,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.kube_version:
         plan.target.kube_version = plan_mod.parse({**plan.to_dict(), "target": {
             **plan.to_dict()["target"], "kube_version": args.kube_version}}, plan.source).target.kube_version
-    out_dir = Path(args.out) if args.out else REPORTS_DIR / new_run_id(plan)
+    out_dir = (Path(args.out) if args.out else REPORTS_DIR / new_run_id(plan)).resolve()
     return run_plan(plan, out_dir, args)
 
 
