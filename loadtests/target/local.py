@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import ssl
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +18,7 @@ import yaml
 from loadtests import binaries as binaries_mod
 from loadtests.binaries import Binaries
 from loadtests.errors import TargetError
-from loadtests.objects import kwok_configs_dir
+from loadtests.target import kwok as kwok_mod
 from loadtests.target.base import ClusterAccess, TargetInfo
 from loadtests.target.pki import ClusterPki, create_cluster_pki, write_kubeconfig, write_private
 from loadtests.target.processes import (
@@ -29,14 +26,14 @@ from loadtests.target.processes import (
     ClusterState,
     ProcessGroup,
     free_ports,
+    http_ok,
     listening_ports,
     port_is_free,
+    ssl_unverified,
     wait_for,
 )
 
 SERVICE_CIDR = "10.96.0.0/16"
-POD_CIDR = "10.0.0.1/16"  # addresses kwok writes into pod status; never contacted
-NODE_LEASE_SECONDS = 40  # kubelet default; kwok renews at a quarter of it, like a kubelet
 NODE_MONITOR_GRACE_S = 50  # kube-controller-manager default since 1.32
 CLIENT_QPS, CLIENT_BURST = 200, 400  # scheduler and controller-manager; their defaults throttle thousands of nodes
 
@@ -60,23 +57,7 @@ class LocalOptions:
     events_etcd: bool = False
     apiserver_port: int | None = None  # None: choose a free port
     directory: Path | None = None  # default: <cache>/clusters/<name>
-
-
-def _ssl_unverified() -> ssl.SSLContext:
-    """For the self-signed /healthz endpoints of scheduler and controller-manager on loopback."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-def _http_ok(url: str, context: ssl.SSLContext | None = None, expect: bytes | None = None) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2, context=context) as response:  # noqa: S310 - loopback
-            body = response.read()
-            return response.status == 200 and (expect is None or expect in body)
-    except (urllib.error.URLError, OSError, ssl.SSLError):
-        return False
+    kwok: bool = True  # False: no kwok controller (the cluster stands in for one someone else runs)
 
 
 class LocalControlPlane:
@@ -148,7 +129,7 @@ class LocalControlPlane:
         log(f"starting kube-apiserver {bins.kube_version} on {state.server}")
         apiserver = self.group.start("kube-apiserver", self._apiserver_argv(bins, pki, ports))
         admin_ctx = self.access().ssl_context()
-        wait_for(lambda: _http_ok(f"{state.server}/readyz", admin_ctx), 120, "kube-apiserver ready",
+        wait_for(lambda: http_ok(f"{state.server}/readyz", admin_ctx), 120, "kube-apiserver ready",
                  abort=lambda: self.group.exited(apiserver))
 
         scheduler_kubeconfig = write_kubeconfig(self.directory / "scheduler.kubeconfig", state.server,
@@ -165,7 +146,7 @@ class LocalControlPlane:
             "leaderElection": {"leaderElect": False},
         }).encode())
 
-        log("starting kube-scheduler, kube-controller-manager and kwok")
+        log("starting kube-scheduler, kube-controller-manager" + (" and kwok" if self.options.kwok else ""))
         started = [
             self.group.start("kube-scheduler", [
                 str(bins.kube_scheduler), f"--config={scheduler_config}",
@@ -176,29 +157,23 @@ class LocalControlPlane:
             ]),
             self.group.start("kube-controller-manager", self._controller_manager_argv(bins, pki, ports,
                                                                                         cm_kubeconfig)),
-            self.group.start("kwok", [
-                str(bins.kwok), f"--kubeconfig={kwok_kubeconfig}", f"--config={self._write_kwok_config()}",
-                "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                f"--node-ip={LOOPBACK}", f"--cidr={POD_CIDR}",
-                f"--server-address={LOOPBACK}:{ports['kwok']}", f"--node-port={ports['kwok']}",
-                f"--tls-cert-file={pki.kwok.cert}", f"--tls-private-key-file={pki.kwok.key}",
-                f"--node-lease-duration-seconds={self._scaled(NODE_LEASE_SECONDS)}",
-            ]),
         ]
-        scheduler, controller_manager, kwok = started
-        insecure = _ssl_unverified()
+        if self.options.kwok:
+            kwok_config = kwok_mod.write_config(self.directory / "kwok.yaml", self.options.heartbeat_factor)
+            started.append(self.group.start("kwok", kwok_mod.local_argv(
+                bins.kwok, kwok_kubeconfig, kwok_config, ports["kwok"], self.options.heartbeat_factor,
+                tls=(pki.kwok.cert, pki.kwok.key))))
+        insecure = ssl_unverified()
 
         def first_exit() -> str | None:
             return next((r for r in (self.group.exited(p) for p in started) if r), None)
 
-        wait_for(lambda: _http_ok(f"https://{LOOPBACK}:{ports['scheduler']}/healthz", insecure), 60,
+        wait_for(lambda: http_ok(f"https://{LOOPBACK}:{ports['scheduler']}/healthz", insecure), 60,
                  "kube-scheduler healthy", abort=first_exit)
-        wait_for(lambda: _http_ok(f"https://{LOOPBACK}:{ports['controller_manager']}/healthz", insecure), 60,
+        wait_for(lambda: http_ok(f"https://{LOOPBACK}:{ports['controller_manager']}/healthz", insecure), 60,
                  "kube-controller-manager healthy", abort=first_exit)
-        wait_for(lambda: _http_ok(f"http://{LOOPBACK}:{ports['kwok']}/healthz")
-                 or _http_ok(f"https://{LOOPBACK}:{ports['kwok']}/healthz", insecure), 60,
-                 "kwok healthy", abort=first_exit)
-        del scheduler, controller_manager, kwok
+        if self.options.kwok:
+            wait_for(lambda: kwok_mod.healthy(ports["kwok"]), 60, "kwok healthy", abort=first_exit)
 
     def _start_etcd(self, bins: Binaries, pki: ClusterPki, component: str, client: int, peer: int, metrics: int,
                     log: Any) -> None:
@@ -216,7 +191,7 @@ class LocalControlPlane:
             f"--trusted-ca-file={pki.ca.cert}", "--client-cert-auth=true",
             "--log-level=warn",
         ])
-        wait_for(lambda: _http_ok(f"http://{LOOPBACK}:{metrics}/health", expect=b'"health":"true"'), 60,
+        wait_for(lambda: http_ok(f"http://{LOOPBACK}:{metrics}/health", expect=b'"health":"true"'), 60,
                  f"{component} healthy", abort=lambda: self.group.exited(record))
 
     def _apiserver_argv(self, bins: Binaries, pki: ClusterPki, ports: dict[str, int]) -> list[str]:
@@ -262,33 +237,7 @@ class LocalControlPlane:
         ]
 
     def _scaled(self, seconds: float) -> int:
-        return max(1, round(seconds * self.options.heartbeat_factor))
-
-    def _write_kwok_config(self) -> Path:
-        """kwok's configuration plus the Stages from kwok-configs/stages, heartbeat delays scaled by the factor."""
-        docs: list[dict[str, Any]] = [{
-            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
-            "kind": "KwokConfiguration",
-            "options": {
-                "nodeLeaseDurationSeconds": self._scaled(NODE_LEASE_SECONDS),
-                # kwok's own defaults (4) fall behind renewing thousands of leases every 10 s
-                "nodeLeaseParallelism": 16,
-                "nodePlayStageParallelism": 8,
-                "podPlayStageParallelism": 8,
-                "podsOnNodeSyncParallelism": 4,
-            },
-        }]
-        for stage_file in sorted((kwok_configs_dir() / "stages").glob("*.yaml")):
-            stage = yaml.safe_load(stage_file.read_text())
-            delay = stage.get("spec", {}).get("delay")
-            if delay and stage["metadata"]["name"].startswith("node-heartbeat"):
-                for key in ("durationMilliseconds", "jitterDurationMilliseconds"):
-                    if key in delay:
-                        delay[key] = int(delay[key] * self.options.heartbeat_factor)
-            docs.append(stage)
-        path = self.directory / "kwok.yaml"
-        path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-        return path
+        return kwok_mod.scaled(seconds, self.options.heartbeat_factor)
 
     # -------------------------------------------------------------------------------------------- observe
     def _loaded_state(self) -> ClusterState:

@@ -11,8 +11,11 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,6 +39,24 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, *, inte
         if time.monotonic() > deadline:
             raise TargetError(f"{what}: not reached within {timeout_s:.0f} s")
         time.sleep(interval_s)
+
+
+def ssl_unverified() -> ssl.SSLContext:
+    """For the self-signed /healthz endpoints of components on loopback (scheduler, controller-manager, kwok)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def http_ok(url: str, context: ssl.SSLContext | None = None, expect: bytes | None = None) -> bool:
+    """Whether a health endpoint answers 200 (and contains `expect`); any failure to connect is a no."""
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:  # noqa: S310 - loopback
+            body = response.read()
+            return response.status == 200 and (expect is None or expect in body)
+    except (urllib.error.URLError, OSError, ssl.SSLError):
+        return False
 
 
 def port_is_free(port: int) -> bool:

@@ -1,0 +1,223 @@
+"""An existing cluster, as someone else runs it: refused until confirmed, load-tested, and left as it was found.
+
+"Someone else's" cluster is a real local control plane without a kwok controller, holding a namespace, a
+ConfigMap and a node of its own; the harness must bring its own kwok and take away only what it created.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import yaml
+
+from loadtests import binaries, objects, results
+from loadtests.errors import TargetError
+from loadtests.fleet import Fleet
+from loadtests.k8sclient import RestClient
+from loadtests.target.cluster import KWOK_NAMESPACE, ClusterOptions, ExistingCluster, guard
+from loadtests.target.local import LocalControlPlane, LocalOptions
+from loadtests.target.processes import listening_ports, wait_for
+from tests.cli import error_lines, loadtest
+
+pytestmark = pytest.mark.integration
+
+CONTEXT = "loadtest"  # the context name of the kubeconfig a local control plane writes
+THEIR_NAMESPACE, THEIR_CONFIGMAP, THEIR_NODE = "theirs", "their-settings", "their-worker-1"
+KWOK_PID = re.compile(r"kwok \S+ runs here \(pid (\d+),")
+
+
+@pytest.fixture(scope="module")
+def their_plane(bins: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
+    """A control plane with objects of its own and no kwok controller; stopped (and checked) at the end."""
+    plane = LocalControlPlane(LocalOptions(name=f"theirs-{os.getpid()}", directory=tmp_path_factory.mktemp("theirs"),
+                                           kwok=False), bins)
+    plane.up(log=lambda _m: None)
+    state = plane.state
+    assert state is not None and "kwok" not in {p.component for p in state.processes}
+    client = RestClient(plane.access())
+    try:
+        client.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                             "metadata": {"name": THEIR_NAMESPACE}})
+        client.create(f"/api/v1/namespaces/{THEIR_NAMESPACE}/configmaps", {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": THEIR_CONFIGMAP},
+            "data": {"owner": "someone else"}})
+        client.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": THEIR_NODE, "labels": {"kubernetes.io/hostname": THEIR_NODE, "kubernetes.io/os": "linux"}}})
+        yield plane
+    finally:
+        client.close()
+        pids = [p.pid for p in state.processes]
+        plane.down()
+        assert not any(p.alive() for p in state.processes)
+        assert listening_ports(pids) == []
+
+
+@pytest.fixture()
+def theirs(their_plane: LocalControlPlane) -> Iterator[RestClient]:
+    client = RestClient(their_plane.access())
+    yield client
+    client.close()
+
+
+def kubeconfig(plane: LocalControlPlane) -> str:
+    return plane.access().kubeconfig
+
+
+def plan_file(folder: Path, plane: LocalControlPlane) -> Path:
+    path = folder / "plan.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "existing",
+        "target": {"kind": "cluster", "kubeconfig": kubeconfig(plane)},
+        "steps": [{"nodes": 5, "pods_per_node": 1, "duration_s": 10, "warmup_s": 1}],
+        "load": {"scenarios": {"pod_churn": {"rate": 2}, "list_pollers": {"rate": 1}}},
+    }))
+    return path
+
+
+def assert_nothing_of_ours_left(client: RestClient) -> None:
+    """No harness namespace (waiting out Terminating ones), no harness node; theirs all still there."""
+    def ours_gone() -> bool:
+        namespaces = [client.request("GET", f"/api/v1/namespaces/{n}", ok=(404,))
+                      for n in (*objects.NAMESPACES, KWOK_NAMESPACE)]
+        return not any(namespaces)
+
+    wait_for(ours_gone, 90, "harness namespaces gone", interval_s=1.0)
+    nodes, _ = client.list_all("/api/v1/nodes", labelSelector=objects.NODE_SELECTOR)
+    assert nodes == []
+    assert client.get(f"/api/v1/namespaces/{THEIR_NAMESPACE}")["status"]["phase"] == "Active"
+    configmap = client.get(f"/api/v1/namespaces/{THEIR_NAMESPACE}/configmaps/{THEIR_CONFIGMAP}")
+    assert configmap["data"] == {"owner": "someone else"}
+    assert client.get(f"/api/v1/nodes/{THEIR_NODE}")["metadata"]["name"] == THEIR_NODE
+
+
+def pid_gone(pid: int, seen_at: float) -> bool:
+    """Whether the process that had this pid at `seen_at` has ended (a newer process may reuse the pid)."""
+    try:
+        proc = psutil.Process(pid)
+        return proc.create_time() > seen_at or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def existing(plane: LocalControlPlane, messages: list[str] | None = None) -> ExistingCluster:
+    log: Any = messages.append if messages is not None else (lambda _m: None)
+    return ExistingCluster(ClusterOptions(context=guard(kubeconfig(plane), CONTEXT, CONTEXT), kwok_mode="local"),
+                           log=log)
+
+
+# ---------------------------------------------------------------------------------------------- tests
+def test_guard_refuses_without_allow_context(their_plane: LocalControlPlane, theirs: RestClient,
+                                             tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = loadtest("run", "--plan", str(plan_file(tmp_path, their_plane)), "--kubeconfig",
+                      kubeconfig(their_plane), "--context", CONTEXT, "--out", str(out), timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = error_lines(result)
+    assert len(lines) == 1, result.stderr
+    assert f"refusing to load-test context '{CONTEXT}'" in lines[0]
+    assert lines[0].endswith(f"confirm with --allow-context {CONTEXT}")
+    assert not out.exists() or not any(out.iterdir())
+    assert_nothing_of_ours_left(theirs)
+
+
+def test_refuses_next_to_another_runs_nodes_and_leaves_them(their_plane: LocalControlPlane,
+                                                            theirs: RestClient) -> None:
+    leftover = objects.node_name(0)
+    theirs.create("/api/v1/nodes", objects.node_manifest(leftover))
+    try:
+        target = existing(their_plane)
+        with pytest.raises(TargetError) as caught:
+            target.up()
+        message = str(caught.value)
+        assert "\n" not in message and leftover in message
+        assert f"delete nodes -l {objects.NODE_SELECTOR}" in message
+        target.down()
+        assert theirs.get(f"/api/v1/nodes/{leftover}")["metadata"]["name"] == leftover  # not ours to delete
+        assert target.workdir is None
+    finally:
+        theirs.delete(f"/api/v1/nodes/{leftover}")
+
+
+def test_up_runs_our_kwok_on_loopback_and_down_removes_only_ours(their_plane: LocalControlPlane,
+                                                                 theirs: RestClient) -> None:
+    messages: list[str] = []
+    target = existing(their_plane, messages)
+    info = target.up()
+    try:
+        assert info.kind == "cluster" and info.etcd_metrics_url is None
+        assert info.versions == {"kubernetes": binaries.DEFAULT_KUBE_VERSION, "kwok": binaries.KWOK_VERSION}
+        [kwok_pid] = info.pids["kwok"]
+        addresses = {c.laddr.ip for c in psutil.net_connections("tcp")
+                     if c.pid == kwok_pid and c.status == psutil.CONN_LISTEN}
+        assert addresses == {"127.0.0.1"}
+        workdir = target.workdir
+        assert workdir is not None and os.stat(workdir).st_mode & 0o777 == 0o700
+        assert os.stat(info.access.kubeconfig).st_mode & 0o777 == 0o600
+        assert target.dead_components() == []
+
+        client = RestClient(info.access)  # built from the kubeconfig's context, like every client of a run
+        try:
+            fleet = Fleet(client)
+            fleet.ensure_namespaces()
+            ramp = fleet.scale_nodes(3, timeout_s=60)  # Ready only if our kwok manages them
+            assert ramp.nodes == 3
+            fleet.scale_pods(3, timeout_s=60)
+        finally:
+            client.close()
+        seen_at = time.time()
+    finally:
+        target.down()
+    assert sorted(target.deleted_nodes) == [objects.node_name(i) for i in range(3)]
+    assert pid_gone(kwok_pid, seen_at)
+    assert not workdir.exists()
+    assert target.dead_components() == []
+    assert_nothing_of_ours_left(theirs)
+    target.down()  # a second time: nothing left to do
+
+
+def test_a_run_against_the_existing_cluster_leaves_it_as_it_was(their_plane: LocalControlPlane,
+                                                               theirs: RestClient, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = loadtest("run", "--plan", str(plan_file(tmp_path, their_plane)), "--kubeconfig",
+                      kubeconfig(their_plane), "--context", CONTEXT, "--allow-context", CONTEXT,
+                      "--no-gate", "--out", str(out), timeout=300)
+    finished = time.time()
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "warning: teardown" not in result.stdout, result.stdout
+    run = results.load(out)
+    assert run.status == "complete"
+    assert len(run.steps) == 1
+    assert run.steps[0].client and sum(c.count for c in run.steps[0].client) > 0
+    assert run.environment["server"] == "existing cluster"
+    assert run.environment["versions"]["kubernetes"] == binaries.DEFAULT_KUBE_VERSION
+
+    match = KWOK_PID.search(result.stdout)
+    assert match, result.stdout
+    assert pid_gone(int(match.group(1)), finished)
+    assert (out / "control-plane-logs" / "kwok.log").is_file()
+    assert_nothing_of_ours_left(theirs)
+
+
+def test_in_cluster_kwok_is_applied_and_removed_when_it_cannot_start(their_plane: LocalControlPlane,
+                                                                      theirs: RestClient) -> None:
+    """There is no real node here to run kwok's pod: up gives up with the pod's reason, and takes it all away."""
+    options = ClusterOptions(context=guard(kubeconfig(their_plane), CONTEXT, CONTEXT), kwok_mode="in-cluster",
+                             kwok_ready_timeout_s=10)
+    target = ExistingCluster(options, log=lambda _m: None)
+    with pytest.raises(TargetError) as caught:
+        target.up()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("kwok Deployment Available: not reached within 10 s")
+    assert "kwok-controller" in message  # the pod's own account of why it does not run
+    for path in ("/apis/rbac.authorization.k8s.io/v1/clusterroles/k8s-loadtest-kwok",
+                 "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/k8s-loadtest-kwok"):
+        assert theirs.request("GET", path, ok=(404,)) == {}
+    assert_nothing_of_ours_left(theirs)
