@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from loadtests import objects
 from loadtests.errors import TargetError
 from loadtests.k8sclient import ApiError, RestClient
+from loadtests.target.processes import wait_for
 
 CREATE_CONCURRENCY = 16  # enough to keep the apiserver busy, few enough to spread joins over seconds
 
@@ -112,9 +113,15 @@ class Fleet:
     def __init__(self, client: RestClient) -> None:
         self.client = client
 
-    def ensure_namespaces(self) -> None:
+    def ensure_namespaces(self, timeout_s: float = 60.0) -> None:
+        """Create the harness's namespaces and wait for their default ServiceAccounts: pods created before
+        those exist are refused, and the ReplicaSet controller then backs off for many seconds."""
         for name in objects.NAMESPACES:
             self.client.create("/api/v1/namespaces", objects.namespace_manifest(name), exist_ok=True)
+        for name in objects.NAMESPACES:
+            path = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+            wait_for(lambda p=path: bool(self.client.request("GET", p, ok=(404,))), timeout_s,
+                     f"default ServiceAccount in namespace {name}", interval_s=0.1)
 
     def scale_nodes(self, count: int, *, timeout_s: float = 300.0,
                     progress: Callable[[str], None] | None = None) -> RampResult:

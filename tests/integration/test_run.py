@@ -30,14 +30,15 @@ load:
 """
 
 
-def _start_run(out: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "loadtests.cli", "run", "--out", str(out), *args], cwd=REPO,
+def _start_run(out: Path, *args: str, cwd: Path = REPO) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "loadtests.cli", "run", "--out", str(out), *args], cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
 
 
 def test_smoke_plan_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "smoke"
-    proc = _start_run(out, "--plan", "smoke", "--no-gate")
+    # a relative --out, as users type it
+    proc = _start_run(Path("smoke"), "--plan", "smoke", "--no-gate", cwd=tmp_path)
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     run = results.load(out)

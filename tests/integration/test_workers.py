@@ -1,0 +1,43 @@
+"""`--workers 2`: a Locust master with two worker processes, and results that carry both workers' requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psutil
+import pytest
+
+from loadtests.fleet import Fleet
+from loadtests.k8sclient import RestClient
+from loadtests.load import LoadGenerator
+from loadtests.target.base import TargetInfo
+
+pytestmark = pytest.mark.integration
+
+RATE = 6.0
+
+
+def test_two_workers_share_the_load_and_both_are_counted(control_plane: TargetInfo, rest: RestClient,
+                                                         tmp_path: Path) -> None:
+    fleet = Fleet(rest)
+    fleet.ensure_namespaces()
+    fleet.scale_nodes(10, timeout_s=120)
+    # two churn users at RATE/2 each: one lands on each worker, so the total rate needs both workers' counts
+    load = {"pod_churn": {"rate": RATE, "users": 2, "lifetime_s": 3.0}}
+    gen = LoadGenerator(load, control_plane.access, nodes=10, out_dir=tmp_path, duration_s=15, workers=2,
+                        run_id="it-workers")
+    try:
+        gen.start()
+        pids = gen.pids()
+        assert len(pids) == 3  # master + 2 workers
+        assert gen.wait_spawned(90)
+        cmdlines = [" ".join(psutil.Process(p).cmdline()) for p in pids]
+        assert sum("--worker" in c for c in cmdlines) == 2 and sum("--master" in c for c in cmdlines) == 1
+        outcome = gen.wait(timeout=150)
+    finally:
+        gen.stop()
+    creates = next(c for c in outcome.client if c.name == "POST pods")
+    churn = next(r for r in outcome.rates if r.scenario == "pod_churn")
+    # one worker alone could reach at most RATE/2; both together reach close to RATE
+    assert churn.achieved_per_s >= 0.75 * RATE, (churn, outcome.notes)
+    assert creates.count >= 0.75 * RATE * 15
