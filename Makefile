@@ -37,6 +37,7 @@ load-test: setup
 	$(BIN)/loadtest run --plan $(PLAN) $(KUBE_FLAG)
 
 test: setup browser
+	$(BIN)/loadtest setup --previous $(KUBE_FLAG)
 	$(BIN)/pytest
 
 unit-test: venv

@@ -26,6 +26,7 @@ from loadtests.errors import SetupError
 
 # The one place versions are pinned. KUBE_VERSION may be overridden per call (upgrade rehearsals need two).
 DEFAULT_KUBE_VERSION = "v1.37.2"
+PREVIOUS_KUBE_VERSION = "v1.36.3"  # the "from" side of upgrade rehearsals in the test suite and README
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 MIN_KUBE_MINOR = 30  # the SLI histograms and the flags used here exist from 1.30 on

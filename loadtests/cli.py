@@ -30,9 +30,11 @@ def _local(args: argparse.Namespace) -> Any:
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
-    binaries.provide(args.kube_version, log=_say)
-    _say(f"ready: Kubernetes {args.kube_version}, etcd {binaries.ETCD_VERSION}, kwok {binaries.KWOK_VERSION} "
-         f"in {binaries.cache_root() / 'bin'}")
+    versions = [args.kube_version] + ([binaries.PREVIOUS_KUBE_VERSION] if args.previous else [])
+    for version in dict.fromkeys(versions):
+        binaries.provide(version, log=_say)
+    _say(f"ready: Kubernetes {', '.join(dict.fromkeys(versions))}, etcd {binaries.ETCD_VERSION}, "
+         f"kwok {binaries.KWOK_VERSION} in {binaries.cache_root() / 'bin'}")
     return 0
 
 
@@ -110,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("setup", help="provide pinned control-plane binaries (cache, download, or Go build)")
     p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or binaries.DEFAULT_KUBE_VERSION)
+    p.add_argument("--previous", action="store_true",
+                   help=f"also provide {binaries.PREVIOUS_KUBE_VERSION}, the other side of upgrade rehearsals")
     p.set_defaults(func=cmd_setup)
 
     p = sub.add_parser("up", help="start a local control plane on 127.0.0.1 (TLS, client-cert auth)")

@@ -169,25 +169,16 @@ class StepProbes:
                 step.etcd = stats
 
     def _fill_watch_probes(self, step: StepResult) -> None:
-        if self._pod_startup is not None:
-            probe = self._pod_startup
-            result = self._attempt("pod startup probe", probe.gather)
+        probes = (("pod startup", "pod_startup", self._pod_startup), ("watch delay", "watch_delay", self._watch_delay))
+        for label, field_name, probe in probes:
+            if probe is None:
+                continue
+            result = self._attempt(f"{label} probe", probe.gather)
             if result is not None:
-                step.pod_startup = result
-            if probe.not_running:
-                self.notes.append(f"pod startup: {probe.not_running} pods created during the step were not "
-                                  "seen Running+Ready (deleted first, or still starting)")
-            self._note_watch("pod startup watch", probe.watch)
-        if self._watch_delay is not None:
-            probe = self._watch_delay
-            result = self._attempt("watch delay probe", probe.gather)
-            if result is not None:
-                step.watch_delay = result
-            if probe.lost:
-                self.notes.append(f"watch delay: {probe.lost} writes never came back on the watch"
-                                  + (f" ({probe.write_errors} failed; last: {probe.last_error})"
-                                     if probe.write_errors else ""))
-            self._note_watch("watch delay watch", probe.watch)
+                setattr(step, field_name, result)
+            if note := probe.shortfall():
+                self.notes.append(note)
+            self._note_watch(f"{label} watch", probe.watch)
 
     def _note_watch(self, what: str, watch: Watch) -> None:
         if watch.errors or watch.relists:

@@ -315,6 +315,13 @@ class PodStartupProbe:
         with self._lock:
             return len(self._added) - len(self._running)
 
+    def shortfall(self) -> str | None:
+        """A note for the step when some pods were never seen Running."""
+        if not self.not_running:
+            return None
+        return (f"pod startup: {self.not_running} pods created during the step were not seen Running+Ready "
+                "(deleted first, or still starting)")
+
     @property
     def watch(self) -> Watch:
         return self._watch
@@ -438,6 +445,13 @@ class WatchDelayProbe:
         """Writes sent whose event never arrived (failed writes included)."""
         with self._cond:
             return len(self._sent) - len(self._received)
+
+    def shortfall(self) -> str | None:
+        """A note for the step when some writes never came back on the watch."""
+        if not self.lost:
+            return None
+        failed = f" ({self.write_errors} failed; last: {self.last_error})" if self.write_errors else ""
+        return f"watch delay: {self.lost} writes never came back on the watch{failed}"
 
     @property
     def watch(self) -> Watch:

@@ -1,0 +1,45 @@
+"""An upgrade rehearsal end to end: the same plan on two Kubernetes versions, then their comparison."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loadtests import binaries, results
+from tests.cli import REPO
+
+pytestmark = pytest.mark.integration
+
+PLAN = """
+name: rehearsal-check
+steps:
+  - {nodes: 5, pods_per_node: 1, warmup_s: 1, duration_s: 10}
+  - {nodes: 10, pods_per_node: 1, warmup_s: 1, duration_s: 10}
+load:
+  scenarios:
+    pod_churn: {rate: 2, lifetime_s: 3, users: 1}
+    list_pollers: {rate: 1, users: 1}
+"""
+
+
+def test_rehearsal_runs_both_versions_and_compares(tmp_path: Path) -> None:
+    old, new = binaries.PREVIOUS_KUBE_VERSION, binaries.DEFAULT_KUBE_VERSION
+    binaries.find(old)  # `make test` provides both
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN)
+    out = tmp_path / "rehearsal"
+    proc = subprocess.run([sys.executable, "-m", "loadtests.cli", "rehearse", "--plan", str(plan), "--from", old,
+                           "--to", new, "--out", str(out), "--no-gate"],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    # 0: no regression, 1: regressions flagged; both are a finished rehearsal
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+    for version in (old, new):
+        run = results.load(out / version)
+        assert run.status == "complete" and len(run.steps) == 2
+        assert run.environment["versions"]["kubernetes"] == version
+    compare_page = (out / "compare" / "compare.html").read_text()
+    assert old in compare_page and new in compare_page
+    assert (out / "compare" / "compare-junit.xml").exists()
