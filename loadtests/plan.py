@@ -88,6 +88,16 @@ class Plan:
         data.pop("source")
         return data
 
+    def on_kube_version(self, version: str) -> Plan:
+        """The same plan on another Kubernetes version (upgrade rehearsals, --kube-version)."""
+        try:
+            check_kube_version(version)
+        except SetupError as error:
+            raise _fail(self.source, "target.kube_version", str(error)) from None
+        other = copy.deepcopy(self)
+        other.target.kube_version = version
+        return other
+
     def estimated_seconds(self) -> float:
         return sum(s.warmup_s + s.duration_s for s in self.steps)
 

@@ -97,8 +97,7 @@ def run_plan(plan: Plan, out_dir: Path, args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     plan = plan_mod.load(args.plan)
     if args.kube_version:
-        plan.target.kube_version = plan_mod.parse({**plan.to_dict(), "target": {
-            **plan.to_dict()["target"], "kube_version": args.kube_version}}, plan.source).target.kube_version
+        plan = plan.on_kube_version(args.kube_version)
     out_dir = (Path(args.out) if args.out else REPORTS_DIR / new_run_id(plan)).resolve()
     return run_plan(plan, out_dir, args)
 
@@ -150,10 +149,9 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
     base = Path(args.out) if args.out else REPORTS_DIR / f"rehearsal-{new_run_id(plan_from)}"
     codes = []
     folders = []
-    for version in (args.from_version, args.to_version):
-        plan = plan_mod.load(args.plan)
-        plan.target.kube_version = version
-        plan_mod.parse({**plan.to_dict()}, plan.source)  # validates the version
+    plans = [plan_from.on_kube_version(v) for v in (args.from_version, args.to_version)]  # both checked first
+    for plan in plans:
+        version = plan.target.kube_version
         folder = base / version
         folders.append(folder)
         _say(f"=== rehearsal: {plan.name} on Kubernetes {version} ===")

@@ -32,7 +32,7 @@ def test_two_workers_share_the_load_and_both_are_counted(control_plane: TargetIn
         assert len(pids) == 3  # master + 2 workers
         assert gen.wait_spawned(90)
         cmdlines = [" ".join(psutil.Process(p).cmdline()) for p in pids]
-        assert sum("--worker" in c for c in cmdlines) == 2 and sum("--master" in c for c in cmdlines) == 1
+        assert sum(" --worker" in c for c in cmdlines) == 2 and sum(" --master " in c for c in cmdlines) == 1
         outcome = gen.wait(timeout=150)
     finally:
         gen.stop()

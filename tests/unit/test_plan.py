@@ -67,3 +67,11 @@ def test_bundled_plans_are_valid(path) -> None:
     assert plan.steps and yaml.safe_dump(plan.to_dict())
     nodes = [s.nodes for s in plan.steps]
     assert nodes == sorted(nodes), "steps grow"
+
+
+def test_another_kube_version_is_checked_and_leaves_the_plan_alone() -> None:
+    plan = plan_mod.parse(GOOD, "t.yaml")
+    other = plan.on_kube_version("v1.36.3")
+    assert other.target.kube_version == "v1.36.3" and plan.target.kube_version != "v1.36.3"
+    with pytest.raises(PlanError, match="t.yaml: target.kube_version: .*not of the form"):
+        plan.on_kube_version("latest")
