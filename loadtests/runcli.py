@@ -131,7 +131,8 @@ def compare_runs(a: Path, b: Path, out: Path, thresholds: dict[str, float], forc
 
     result = compare(a, b, out, thresholds or None, force=force)
     for row in result.regressions:
-        _say(f"REGRESSION  {row}")
+        _say(f"REGRESSION  step {row.step_name}: {row.name} ({row.chart}): {row.a:g} -> {row.b:g} {row.unit}, "
+             f"{row.rule_text}")
     _say(f"{result.headline}")
     _say(f"comparison: {result.html_path}")
     return 0 if result.passed else 1

@@ -126,7 +126,8 @@ def _client_series(run: RunResult) -> list[Series]:
     by_name: dict[str, list[float | None]] = {}
     for i, step in enumerate(run.steps):
         for stat in step.client:
-            name = f"{stat.type} {stat.name}".strip()
+            # request names usually start with their verb already ("POST pods"); say it once
+            name = stat.name if stat.name.startswith(f"{stat.type} ") else f"{stat.type} {stat.name}".strip()
             values = by_name.setdefault(name, [None] * len(run.steps))
             values[i] = None if stat.p99_ms is None else stat.p99_ms / 1000.0
     return [Series("client_p99", name, values, rule="latency") for name, values in by_name.items()]
