@@ -28,6 +28,17 @@ DEFAULT_SLO = {
     "min_samples": 1,
 }
 
+# When `loadtest compare` calls B a regression of A (a plan's `compare:` section or --threshold overrides them).
+REGRESSION_DEFAULTS: dict[str, float] = {
+    "latency_pct": 25.0,  # p99 latency (server, client, pod startup, watch delay) worse by more than 25 % ...
+    "latency_abs_s": 0.050,  # ... and by more than 50 ms
+    "memory_pct": 20.0,  # apiserver RSS and etcd DB size larger by more than 20 %
+    "cpu_pct": 30.0,  # CPU of a component higher by more than 30 % ...
+    "cpu_abs_points": 5.0,  # ... and by more than 5 percentage points of a core
+    "errors_5xx_extra": 0,  # more 5xx responses than A: any new 5xx is a regression
+    "throttled_429_extra": 0,  # more 429 responses than A by more than this
+}
+
 # Scenario parameters and their defaults. A plan names scenarios under load.scenarios; unknown names and
 # unknown keys are refused so a typo never silently runs a different test.
 SCENARIO_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -81,6 +92,7 @@ class Plan:
     slo: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SLO))
     gate: bool = True
     workers: int = 0
+    compare: dict[str, float] = field(default_factory=dict)
     source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -132,7 +144,7 @@ def _no_unknown(source: str, path: str, data: dict[str, Any], known: set[str]) -
 def parse(data: Any, source: str = "plan") -> Plan:
     """Validate a plan mapping and fill in defaults."""
     data = _mapping(source, "(top level)", data)
-    _no_unknown(source, "", data, {"name", "target", "steps", "load", "slo", "gate", "workers"})
+    _no_unknown(source, "", data, {"name", "target", "steps", "load", "slo", "gate", "workers", "compare"})
 
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
@@ -204,8 +216,13 @@ def parse(data: Any, source: str = "plan") -> Plan:
         raise _fail(source, "gate", f"must be true or false (got {gate!r})")
     workers = _number(source, "workers", data.get("workers", 0), minimum=0, integer=True)
 
+    compare = _mapping(source, "compare", data.get("compare"))
+    _no_unknown(source, "compare", compare, set(REGRESSION_DEFAULTS))
+    for key, value in compare.items():
+        _number(source, f"compare.{key}", value, minimum=0)
+
     return Plan(name=name, target=target, steps=steps, load=load, slo=slo, gate=gate, workers=workers,
-                source=source)
+                compare=compare, source=source)
 
 
 def load(path: str | Path) -> Plan:

@@ -129,7 +129,12 @@ def _thresholds(pairs: list[str]) -> dict[str, float]:
 def compare_runs(a: Path, b: Path, out: Path, thresholds: dict[str, float], force: bool) -> int:
     from loadtests.report import compare
 
-    result = compare(a, b, out, thresholds or None, force=force)
+    # thresholds: the defaults, then the candidate plan's `compare:` section, then --threshold flags
+    try:
+        planned = results.load(b).plan.get("compare") or {}
+    except (OSError, ValueError):
+        planned = {}  # compare() itself says what is wrong with the folder
+    result = compare(a, b, out, {**planned, **thresholds} or None, force=force)
     for row in result.regressions:
         _say(f"REGRESSION  step {row.step_name}: {row.name} ({row.chart}): {row.a:g} -> {row.b:g} {row.unit}, "
              f"{row.rule_text}")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtests.errors import CompareError
+from loadtests.plan import REGRESSION_DEFAULTS
 from loadtests.report import charts, figures, junit, page
 from loadtests.report.redact import redact
 from loadtests.results import RESULTS_FILE, RunResult, load
@@ -21,15 +22,6 @@ COMPARE_JUNIT_FILE = "compare-junit.xml"
 
 # When B counts as worse than A. Latency and CPU need both a relative and an absolute margin, so noise on tiny
 # numbers (3 ms -> 5 ms, 2 % -> 4 % CPU) is not a regression.
-REGRESSION_DEFAULTS: dict[str, float] = {
-    "latency_pct": 25.0,  # p99 latency (server, client, pod startup, watch delay) worse by more than 25 % ...
-    "latency_abs_s": 0.050,  # ... and by more than 50 ms
-    "memory_pct": 20.0,  # apiserver RSS and etcd DB size larger by more than 20 %
-    "cpu_pct": 30.0,  # CPU of a component higher by more than 30 % ...
-    "cpu_abs_points": 5.0,  # ... and by more than 5 percentage points of a core
-    "errors_5xx_extra": 0,  # more 5xx responses than A: any new 5xx is a regression
-    "throttled_429_extra": 0,  # more 429 responses than A by more than this
-}
 
 
 RULES = ("latency", "memory", "cpu", "errors_5xx", "throttled_429")

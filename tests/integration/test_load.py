@@ -4,7 +4,6 @@ what it left behind, and how refused requests show up."""
 from __future__ import annotations
 
 import dataclasses
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from loadtests.k8sclient import RestClient
 from loadtests.load import LoadGenerator
 from loadtests.scenarios import LoadConfig
 from loadtests.target.base import TargetInfo
+from loadtests.target.processes import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -67,10 +67,8 @@ def test_every_scenario_achieves_what_it_asks(control_plane: TargetInfo, rest: R
     # apiserver-side latency of creates is sub-second here; Locust's client view agrees within reason
     assert stats["POST pods"].p50_ms is not None and stats["POST pods"].p50_ms < 1000
 
-    deadline = time.monotonic() + 30  # deletions go through kwok's pod-delete stage
-    while churn_pods_left(rest, "it-load") and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert churn_pods_left(rest, "it-load") == 0
+    # deletions go through kwok's pod-delete stage
+    wait_for(lambda: churn_pods_left(rest, "it-load") == 0, 30, "churn pods deleted", interval_s=0.5)
     deployment = rest.get(f"/apis/apps/v1/namespaces/{objects.NS_CHURN}/deployments/churn-deploy")
     assert deployment["spec"]["replicas"] == 0  # scaled back to deployment_min when the user stopped
 

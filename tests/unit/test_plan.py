@@ -40,6 +40,8 @@ def test_defaults_are_filled_in() -> None:
         ({"target": {"kind": "cluster"}}, "target.kubeconfig: required when target.kind is 'cluster'"),
         ({"slo": {"mutating_p99": 1}}, "t.yaml: slo.mutating_p99: unknown field"),
         ({"gate": "yes"}, "t.yaml: gate: must be true or false"),
+        ({"compare": {"latency": 10}}, "t.yaml: compare.latency: unknown field"),
+        ({"compare": {"latency_pct": "ten"}}, "t.yaml: compare.latency_pct: must be a number >= 0"),
     ],
 )
 def test_bad_plans_name_the_field(change: dict, message: str) -> None:
