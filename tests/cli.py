@@ -19,3 +19,19 @@ def loadtest(*args: str, env: dict[str, str] | None = None, timeout: float = 120
 
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:
     return [line for line in result.stderr.splitlines() if line.strip()]
+
+
+def write_tiny_plan(path: Path, name: str, durations_s: tuple[float, float]) -> Path:
+    """A two-step plan (5 then 10 nodes, light churn and LISTs) for tests that run the whole harness."""
+    first, second = durations_s
+    path.write_text(f"""
+name: {name}
+steps:
+  - {{nodes: 5, pods_per_node: 1, warmup_s: 1, duration_s: {first}}}
+  - {{nodes: 10, pods_per_node: 1, warmup_s: 1, duration_s: {second}}}
+load:
+  scenarios:
+    pod_churn: {{rate: 2, lifetime_s: 3, users: 1}}
+    list_pollers: {{rate: 1, users: 1}}
+""")
+    return path

@@ -9,27 +9,16 @@ from pathlib import Path
 import pytest
 
 from loadtests import binaries, results
-from tests.cli import REPO
+from tests.cli import REPO, write_tiny_plan
 
 pytestmark = pytest.mark.integration
 
-PLAN = """
-name: rehearsal-check
-steps:
-  - {nodes: 5, pods_per_node: 1, warmup_s: 1, duration_s: 10}
-  - {nodes: 10, pods_per_node: 1, warmup_s: 1, duration_s: 10}
-load:
-  scenarios:
-    pod_churn: {rate: 2, lifetime_s: 3, users: 1}
-    list_pollers: {rate: 1, users: 1}
-"""
 
 
 def test_rehearsal_runs_both_versions_and_compares(tmp_path: Path) -> None:
     old, new = binaries.PREVIOUS_KUBE_VERSION, binaries.DEFAULT_KUBE_VERSION
     binaries.find(old)  # `make test` provides both
-    plan = tmp_path / "plan.yaml"
-    plan.write_text(PLAN)
+    plan = write_tiny_plan(tmp_path / "plan.yaml", "rehearsal-check", (10, 10))
     out = tmp_path / "rehearsal"
     proc = subprocess.run([sys.executable, "-m", "loadtests.cli", "rehearse", "--plan", str(plan), "--from", old,
                            "--to", new, "--out", str(out), "--no-gate"],

@@ -16,18 +16,7 @@ import pytest
 from loadtests import results
 from loadtests.binaries import cache_root
 from loadtests.target.processes import ProcessRecord, listening_ports, wait_for
-from tests.cli import REPO
-
-SHORT_PLAN = """
-name: fault
-steps:
-  - {nodes: 5, pods_per_node: 1, warmup_s: 1, duration_s: 8}
-  - {nodes: 10, pods_per_node: 1, warmup_s: 1, duration_s: 30}
-load:
-  scenarios:
-    pod_churn: {rate: 2, lifetime_s: 3, users: 1}
-    list_pollers: {rate: 1, users: 1}
-"""
+from tests.cli import REPO, write_tiny_plan
 
 
 def _start_run(out: Path, *args: str, cwd: Path = REPO) -> subprocess.Popen:
@@ -65,8 +54,7 @@ def test_smoke_plan_end_to_end(tmp_path: Path) -> None:
 
 def _run_and_interrupt(tmp_path: Path, interrupt) -> tuple[subprocess.Popen, str, str, Path, list]:
     """Start a short run, wait until its first step is saved and the second is under load, then interrupt."""
-    plan = tmp_path / "fault.yaml"
-    plan.write_text(SHORT_PLAN)
+    plan = write_tiny_plan(tmp_path / "fault.yaml", "fault", (8, 30))
     out = tmp_path / "run"
     proc = _start_run(out, "--plan", str(plan))
     state_file = cache_root() / "clusters" / f"run-{out.name}" / "state.json"
