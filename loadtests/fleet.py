@@ -171,9 +171,3 @@ class Fleet:
                 last_report = time.monotonic()
                 progress(f"{ready}/{replicas} fleet pods Running")
             time.sleep(0.25)  # polling one small object; the condition above is what we wait on
-
-    def delete_all(self) -> None:
-        """Remove everything the harness created: its namespaces (with their pods) and its nodes."""
-        for name in objects.NAMESPACES:
-            self.client.delete(f"/api/v1/namespaces/{name}")
-        self.client.request("DELETE", "/api/v1/nodes", params={"labelSelector": objects.NODE_SELECTOR})
