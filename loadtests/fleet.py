@@ -12,6 +12,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import psutil
+
 from loadtests import objects
 from loadtests.errors import TargetError
 from loadtests.k8sclient import ApiError, RestClient
@@ -126,8 +128,6 @@ class Fleet:
     def scale_nodes(self, count: int, *, timeout_s: float = 300.0,
                     progress: Callable[[str], None] | None = None) -> RampResult:
         """Create or delete kwok nodes until exactly `count` exist, then wait until all are Ready."""
-        import psutil
-
         cpu_before = sum(psutil.Process().cpu_times()[:2])
         watch = NodeWatch(self.client).start()
         try:

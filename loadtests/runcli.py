@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,8 @@ class RunTarget:
     def __init__(self, plan: Plan, run_id: str, out_dir: Path) -> None:
         self.out_dir = out_dir
         self.plane = LocalControlPlane(LocalOptions(
-            name=f"run-{run_id}", kube_version=plan.target.kube_version,
+            # two runs with the same folder name never share a cluster
+            name=f"run-{run_id}-{os.getpid()}", kube_version=plan.target.kube_version,
             heartbeat_factor=plan.target.heartbeat_factor, events_etcd=plan.target.events_etcd))
 
     def up(self) -> Any:

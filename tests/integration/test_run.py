@@ -57,7 +57,7 @@ def _run_and_interrupt(tmp_path: Path, interrupt) -> tuple[subprocess.Popen, str
     plan = write_tiny_plan(tmp_path / "fault.yaml", "fault", (8, 30))
     out = tmp_path / "run"
     proc = _start_run(out, "--plan", str(plan))
-    state_file = cache_root() / "clusters" / f"run-{out.name}" / "state.json"
+    state_file = cache_root() / "clusters" / f"run-{out.name}-{proc.pid}" / "state.json"
 
     def second_step_loaded() -> bool:
         try:
