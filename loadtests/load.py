@@ -48,6 +48,8 @@ from loadtests.target.base import ClusterAccess
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 CSV_PREFIX = "locust"
 ACHIEVED_WARN_FRACTION = 0.9
+WINDOW_FILE = "window-open"
+WINDOW_CAP_S = 180.0  # time allowed for start-up and spawning before the window opens
 STOP_SLACK_S = 60.0  # users end themselves this long after the run time, should Locust not stop them
 _CPU_WARNINGS = ("CPU usage above", "exceeded cpu threshold", "CPU usage was too high")
 
@@ -174,13 +176,16 @@ class LoadGenerator:
 
     def __init__(self, plan_load: dict[str, Any], access: ClusterAccess, nodes: int, out_dir: Path,
                  duration_s: float, workers: int = 0, run_id: str = "", spawn_rate: float | None = None,
-                 node_names: list[str] | None = None, python: str = sys.executable) -> None:
+                 node_names: list[str] | None = None, python: str = sys.executable, windowed: bool = False) -> None:
         self.scenarios = scenario_params(plan_load)
         self.access = access
         self.nodes = nodes
         self.out_dir = Path(out_dir).resolve()  # Locust runs with this as its working directory
         self.duration_s = float(duration_s)
-        self.run_time_s = max(1, math.ceil(self.duration_s))
+        self.window_file = self.out_dir / WINDOW_FILE
+        self.windowed = windowed
+        # with a measured window Locust's own run time is only a cap: the window ends the run
+        self.run_time_s = max(1, math.ceil(self.duration_s + (WINDOW_CAP_S if windowed else 0.0)))
         self.workers = int(workers)
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.node_names = node_names
@@ -200,7 +205,9 @@ class LoadGenerator:
     def _write_config(self) -> Path:
         config = LoadConfig(access=self.access, scenarios=self.scenarios, nodes=self.nodes,
                             node_names=self.node_names, run_id=self.run_id, workers=self.workers,
-                            stop_at=time.time() + self.run_time_s + self.spawn_time_s() + STOP_SLACK_S)
+                            stop_at=time.time() + self.run_time_s + self.spawn_time_s() + STOP_SLACK_S,
+                            window_file=str(self.window_file) if self.windowed else None,
+                            window_s=self.duration_s if self.windowed else None)
         # it may hold a bearer token: kept in a private folder outside the results, removed when Locust is done
         self._config_dir = Path(tempfile.mkdtemp(prefix="loadtest-load-"))
         path = self._config_dir / "load-config.json"
@@ -246,6 +253,7 @@ class LoadGenerator:
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         for suffix in ("_stats.csv", "_failures.csv", FINAL_STATS_SUFFIX, FINAL_FAILURES_SUFFIX):
             (self.out_dir / (CSV_PREFIX + suffix)).unlink(missing_ok=True)
+        self.window_file.unlink(missing_ok=True)
         if self.workers <= 0:
             self._spawn(self.command(), self.log_path, env)
             return
@@ -255,6 +263,12 @@ class LoadGenerator:
             worker_cmd = [self.python, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host",
                           "127.0.0.1", "--master-port", str(port), "--loglevel", "INFO"]
             self._spawn(worker_cmd, self.out_dir / f"locust-worker-{index}.log", env)
+
+    def open_window(self) -> None:
+        """Start the measured window now: Locust restarts its statistics and ends the run duration_s later."""
+        if not self.windowed:
+            raise LoadGeneratorError("open_window() needs windowed=True")
+        self.window_file.touch()
 
     def wait_spawned(self, timeout: float) -> bool:
         """Block until Locust reports all users spawned (its start-up takes a few seconds), so a measurement

@@ -13,6 +13,7 @@ Two additions make the figures complete:
 from __future__ import annotations
 
 import csv
+import os
 import time
 from typing import Any
 
@@ -49,6 +50,23 @@ def _master_wound_down(environment: Any, msg: Any, **_: Any) -> None:
     _wound_down.add(str(msg.data.get("worker")))
 
 
+def _keep_window(environment: Any) -> None:
+    """Master or single process: when the runner opens the measured window, restart the statistics (workers
+    report deltas, so the master's totals are all there is to reset), then end the run window_s later, the
+    way Locust's own --run-time does. WATCH rows keep the connections established while users started."""
+    path = CONFIG.window_file
+    while not os.path.exists(path):
+        gevent.sleep(0.02)
+    stats = environment.runner.stats
+    for (_name, method), entry in stats.entries.items():
+        if method != "WATCH":  # a watch is counted once, when established: keep the step's established watches
+            entry.reset()
+    stats.total.reset()
+    stats.errors.clear()
+    gevent.sleep(CONFIG.window_s or 0.0)
+    environment.runner.quit()
+
+
 @events.init.add_listener
 def _setup(environment: Any, **_: Any) -> None:
     _environment.append(environment)
@@ -56,6 +74,8 @@ def _setup(environment: Any, **_: Any) -> None:
         environment.runner.register_message(WIND_DOWN, _worker_wind_down, concurrent=True)
     elif isinstance(environment.runner, MasterRunner):
         environment.runner.register_message(WOUND_DOWN, _master_wound_down)
+    if CONFIG.window_file and not isinstance(environment.runner, WorkerRunner):
+        gevent.spawn(_keep_window, environment)
 
 
 @events.test_stopping.add_listener

@@ -104,6 +104,9 @@ class Watchdog:
     def __exit__(self, *_exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
+        if self.reason is None and (dead := self.check()):
+            # a load that ended on its own between two checks must not hide a component that died
+            self.reason = f"{', '.join(dead)} stopped running"
 
 
 class Runner:
@@ -204,14 +207,18 @@ class Runner:
         probes = StepProbes(info, probe_namespace=objects.NS_PROBE, churn_namespace=objects.NS_CHURN)
         load = LoadGenerator(self.plan.load, info.access, nodes=step.nodes,
                              out_dir=self.options.out_dir / f"step-{index + 1}", duration_s=step.duration_s,
-                             workers=self._workers(), run_id=self.options.out_dir.name)
-        started = time.monotonic()
-        probes.start()
+                             workers=self._workers(), run_id=self.options.out_dir.name, windowed=True)
         try:
+            # the window opens once every user runs: a burst of new connections is not the step's steady state
+            spawning = time.monotonic()
             load.start()
+            self._wait_spawned(load, prefix)
+            step_result.ramp["load_spawn_s"] = round(time.monotonic() - spawning, 3)
             probes.add_pids("loadgen", load.pids())
+            probes.start(on_window_start=load.open_window)
+            started = time.monotonic()
             with Watchdog(self._dead_components, lambda reason: load.stop()) as watchdog:
-                outcome = self._wait_load(load, step, prefix, watchdog)
+                outcome = self._wait_load(load, step, prefix, watchdog, started)
             if watchdog.reason:
                 raise TargetError(f"{watchdog.reason} during {prefix}")
         except BaseException:
@@ -226,19 +233,31 @@ class Runner:
         self._note_loadgen_cpu(step_result)
         return step_result
 
-    def _wait_load(self, load: LoadGenerator, step: Step, prefix: str, watchdog: Watchdog) -> Any:
+    def _wait_spawned(self, load: LoadGenerator, prefix: str) -> None:
+        """Wait until the load generator runs every user, checking the control plane meanwhile."""
+        self.say(f"{prefix}: starting the load ({load.users.total} users)")
+        deadline = time.monotonic() + load.spawn_time_s() + 120
+        while not load.wait_spawned(timeout=1.0):
+            self._check_alive()
+            if not load.running():
+                load.wait(timeout=5)  # raises with the tail of Locust's log
+                raise TargetError(f"the load generator exited before its users were running ({prefix})")
+            if time.monotonic() > deadline:
+                raise TargetError(f"the load generator did not start its users within "
+                                  f"{load.spawn_time_s() + 120:.0f} s ({prefix}); see {load.log_path}")
+
+    def _wait_load(self, load: LoadGenerator, step: Step, prefix: str, watchdog: Watchdog, started: float) -> Any:
         """Wait for the load to finish while printing progress; the watchdog may cut it short."""
         done: dict[str, Any] = {}
 
         def wait() -> None:
             try:
-                done["outcome"] = load.wait(timeout=step.duration_s + 120)
+                done["outcome"] = load.wait()
             except BaseException as error:  # noqa: BLE001 - handed to the main thread
                 done["error"] = error
 
         waiter = threading.Thread(target=wait, name="load-wait", daemon=True)
         waiter.start()
-        started = time.monotonic()
         while waiter.is_alive():
             waiter.join(timeout=10)
             if waiter.is_alive():

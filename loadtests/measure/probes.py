@@ -70,8 +70,8 @@ class StepProbes:
             self.notes.append(f"{what} failed: {_one_line(error)}")
             return None
 
-    def _scrape_apiserver(self) -> Snapshot:
-        return scrape_apiserver(self.target_info.access, families=self.apiserver_families)
+    def _scrape_apiserver(self, on_fetched: Callable[[], None] | None = None) -> Snapshot:
+        return scrape_apiserver(self.target_info.access, families=self.apiserver_families, on_fetched=on_fetched)
 
     def _scrape_etcd(self) -> Snapshot | None:
         url = self.target_info.etcd_metrics_url
@@ -79,15 +79,21 @@ class StepProbes:
             return None
         return self._attempt("etcd /metrics scrape", lambda: scrape(url, families=self.etcd_families))
 
-    def start(self) -> None:
-        """Scrape, then start the background probes; returns within a few requests' time."""
+    def start(self, on_window_start: Callable[[], None] | None = None) -> None:
+        """Scrape, then start the background probes; returns within a few requests' time.
+
+        on_window_start runs right after the apiserver scrape that opens the window, so whatever the caller
+        counts from then on (the load generator's statistics) covers the same requests as the server's counts.
+        """
         self.stop()
         self.notes = []
         self.start_snapshot = self.end_snapshot = self.etcd_start = self.etcd_end = None
         self.probe_requests = {}
         access = self.target_info.access
         self.start_snapshot = self._attempt("apiserver /metrics scrape at step start",
-                                            self._scrape_apiserver)
+                                            lambda: self._scrape_apiserver(on_window_start))
+        if self.start_snapshot is None and on_window_start is not None:
+            on_window_start()  # the scrape failed: the window still opens, the server figures are missing
         self.etcd_start = self._scrape_etcd()
 
         pids = {component: list(p) for component, p in self.target_info.pids.items()}

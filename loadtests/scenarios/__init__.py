@@ -43,6 +43,10 @@ class LoadConfig:
     run_id: str = ""
     workers: int = 0  # Locust worker processes (0 = one local process); node watchers stride over them
     stop_at: float | None = None  # wall-clock time after which users end themselves, whatever Locust does
+    # The measured window: once this file exists, Locust's statistics restart from zero and the run ends
+    # window_s later, so the step's figures exclude the users' start-up (a burst of new connections).
+    window_file: str | None = None
+    window_s: float | None = None
 
     def node(self, index: int) -> str:
         """The name of the index-th node (wrapping around), so watchers spread over the fleet."""
