@@ -13,7 +13,8 @@ Schema (version 1), all times in seconds, sizes in bytes, rates per second:
     environment: versions (kubernetes, etcd, kwok, locust, python), target, machine (cpus, memory, platform)
     steps: list of StepResult, in order:
         index, name, nodes, pods_per_node, started_at, duration_s (measured window)
-        ramp: nodes_ready_s, pods_running_s (time to reach the step's scale)
+        ramp: nodes_ready_s, pods_running_s (time to reach the step's scale), harness_cpu_s (the harness's CPU
+            during the node ramp), load_spawn_s (time until every load user ran, before the window opened)
         client: list of ClientStat (Locust, per request type+name)
         rates: list of RateResult (per scenario: asked vs achieved per second)
         server: list of ServerLatency (apiserver_request_sli_duration_seconds deltas per verb/resource/scope)
