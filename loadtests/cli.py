@@ -106,6 +106,14 @@ def _add_cluster_args(parser: argparse.ArgumentParser) -> None:
                         help="name of the local control plane (default: default)")
 
 
+def _cluster_command(sub: Any, name: str, func: Any, help_text: str) -> argparse.ArgumentParser:
+    """A subcommand that acts on one named local control plane."""
+    parser = sub.add_parser(name, help=help_text)
+    _add_cluster_args(parser)
+    parser.set_defaults(func=func)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loadtest", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -126,23 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--events-etcd", action="store_true", help="store Events in a second etcd")
     p.set_defaults(func=cmd_up)
 
-    p = sub.add_parser("down", help="stop every process of a local control plane and free its ports")
-    _add_cluster_args(p)
-    p.set_defaults(func=cmd_down)
-
-    p = sub.add_parser("status", help="what runs, where, which versions")
-    _add_cluster_args(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_status)
-
-    p = sub.add_parser("kubeconfig", help="print the admin kubeconfig path (last line)")
-    _add_cluster_args(p)
-    p.set_defaults(func=cmd_kubeconfig)
-
-    p = sub.add_parser("nodes", help="scale the fake fleet to COUNT Ready nodes")
-    _add_cluster_args(p)
-    p.add_argument("count", type=int)
-    p.set_defaults(func=cmd_nodes)
+    _cluster_command(sub, "down", cmd_down, "stop every process of a local control plane and free its ports")
+    _cluster_command(sub, "status", cmd_status, "what runs, where, which versions").add_argument(
+        "--json", action="store_true")
+    _cluster_command(sub, "kubeconfig", cmd_kubeconfig, "print the admin kubeconfig path (last line)")
+    _cluster_command(sub, "nodes", cmd_nodes, "scale the fake fleet to COUNT Ready nodes").add_argument(
+        "count", type=int)
 
     _add_run_commands(sub)
     return parser
