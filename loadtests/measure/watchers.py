@@ -376,7 +376,8 @@ class WatchDelayProbe:
             self._sent[seq] = time.monotonic() if at is None else at
 
     def _ensure_configmap(self) -> None:
-        status, body = self._client.request("GET", f"{self._collection}/{self.name}", verb="GET",
+        # a short server-side timeout: with etcd gone, start() fails in seconds instead of holding up the step
+        status, body = self._client.request("GET", f"{self._collection}/{self.name}?timeout=10s", verb="GET",
                                             resource="configmaps")
         if status == 200:
             return
@@ -385,7 +386,7 @@ class WatchDelayProbe:
         manifest = {"apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": {"name": self.name, "namespace": self.namespace, "labels": dict(MANAGED_BY)},
                     "data": {"purpose": "watch delay probe: write -> watch event"}}
-        status, body = self._client.request("POST", self._collection, manifest, verb="POST",
+        status, body = self._client.request("POST", f"{self._collection}?timeout=10s", manifest, verb="POST",
                                             resource="configmaps")
         if status not in (200, 201, 409):  # 409: created meanwhile by someone else, which is fine
             raise ApiError(status, f"create configmap {self.namespace}/{self.name}: {_message(body)}")
