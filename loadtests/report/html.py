@@ -49,6 +49,7 @@ class StepView:
     ramp: dict[str, Any] = field(default_factory=dict)
     apiserver_rows: list[tuple[str, str]] = field(default_factory=list)
     storage_rows: list[tuple[str, str]] = field(default_factory=list)
+    count_rows: list[tuple[str, int, int]] = field(default_factory=list)  # request, client, apiserver
 
 
 def step_warnings(step: StepResult) -> list[StepWarning]:
@@ -103,6 +104,16 @@ def _gauge(name: str, value: Any) -> str:
     return page.number(value)
 
 
+def count_rows(step: StepResult) -> list[tuple[str, int, int]]:
+    """Each verb+resource the load sent: the client's count (all its request kinds of that verb+resource,
+    e.g. "LIST pods (rv=0)" and "LIST pods (informer, rv=0)") beside the apiserver's."""
+    rows = []
+    for key, server in sorted(step.server_requests.items()):
+        client = sum(c.count for c in step.client if c.name == key or c.name.startswith(key + " "))
+        rows.append((key, client, server))
+    return rows
+
+
 def step_view(step: StepResult, step_verdicts: list[Verdict]) -> StepView:
     by_slo = {v.slo: v for v in step_verdicts}
     rows = []
@@ -115,7 +126,8 @@ def step_view(step: StepResult, step_verdicts: list[Verdict]) -> StepView:
                     pod_startup_verdict=by_slo.get("pod startup"), ramp=dict(step.ramp),
                     apiserver_rows=[(k, _gauge(k, v)) for k, v in sorted(step.apiserver.items())],
                     storage_rows=[(k, page.number(v)) for k, v in sorted(step.storage_objects.items(),
-                                                                         key=lambda kv: (-(kv[1] or 0), kv[0]))])
+                                                                         key=lambda kv: (-(kv[1] or 0), kv[0]))],
+                    count_rows=count_rows(step))
 
 
 def verdict_matrix(run: RunResult, found: list[Verdict]) -> list[tuple[str, str, list[Verdict | None]]]:
