@@ -20,7 +20,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,6 +43,7 @@ from loadtests.scenarios import (
     user_plan,
 )
 from loadtests.target.base import ClusterAccess
+from loadtests.target.processes import free_ports, log_tail
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 CSV_PREFIX = "locust"
@@ -158,19 +158,6 @@ def achieved_rates(load: dict[str, Any], nodes: int, duration_s: float,
     return rates, notes
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _tail(path: Path, lines: int = 25) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
 class LoadGenerator:
     """The Locust processes of one step. start() returns at once; wait() blocks until the run time is over."""
 
@@ -257,7 +244,7 @@ class LoadGenerator:
         if self.workers <= 0:
             self._spawn(self.command(), self.log_path, env)
             return
-        port = _free_port()
+        port = free_ports(1)[0]
         self._spawn(self.command(port), self.log_path, env)
         for index in range(self.workers):
             worker_cmd = [self.python, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host",
@@ -360,7 +347,7 @@ class LoadGenerator:
             self.stop()
             raise LoadGeneratorError(
                 f"Locust did not finish within {timeout:.0f} s (run time {self.run_time_s} s); stopped it. "
-                f"Last lines of {self.log_path}:\n{_tail(self.log_path)}"
+                f"Last lines of {self.log_path}:\n{log_tail(self.log_path, 25)}"
             ) from None
         for worker in self._procs[1:]:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -368,7 +355,7 @@ class LoadGenerator:
         self.stop()  # workers that outlived their master
         if code != 0:
             raise LoadGeneratorError(
-                f"Locust exited with code {code}; last lines of {self.log_path}:\n{_tail(self.log_path)}"
+                f"Locust exited with code {code}; last lines of {self.log_path}:\n{log_tail(self.log_path, 25)}"
             )
         return self.outcome()
 
@@ -384,7 +371,7 @@ class LoadGenerator:
         path = self.stats_path()
         if not path.exists() or not path.stat().st_size:
             raise LoadGeneratorError(
-                f"Locust wrote no statistics ({path}); last lines of {self.log_path}:\n{_tail(self.log_path)}"
+                f"Locust wrote no statistics ({path}); last lines of {self.log_path}:\n{log_tail(self.log_path, 25)}"
             )
         client, total = read_stats_csv(path)
         failures = read_failures_csv(self._csv(FINAL_FAILURES_SUFFIX, "_failures.csv"))

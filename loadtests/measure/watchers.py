@@ -273,7 +273,28 @@ def pod_running_ready(pod: Json) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
 
 
-class PodStartupProbe:
+class _WatchProbe:
+    """What both watch probes share: the watch they read, and a distribution of their samples at the end."""
+
+    SOURCE = ""
+    _watch: Watch
+
+    @property
+    def watch(self) -> Watch:
+        return self._watch
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def samples(self) -> list[float]:
+        raise NotImplementedError
+
+    def gather(self) -> Distribution:
+        self.stop()
+        return Distribution.of(self.samples(), source=self.SOURCE)
+
+
+class PodStartupProbe(_WatchProbe):
     """Creation -> Running+Ready per pod created after start(), both moments as received by one watch."""
 
     SOURCE = "watch receive times, create -> Running"
@@ -322,16 +343,9 @@ class PodStartupProbe:
         return (f"pod startup: {self.not_running} pods created during the step were not seen Running+Ready "
                 "(deleted first, or still starting)")
 
-    @property
-    def watch(self) -> Watch:
-        return self._watch
-
-    def gather(self) -> Distribution:
-        self.stop()
-        return Distribution.of(self.samples(), source=self.SOURCE)
 
 
-class WatchDelayProbe:
+class WatchDelayProbe(_WatchProbe):
     """Writes a ConfigMap every `interval_s` and times how long each write takes to come back on a watch."""
 
     SOURCE = "write -> watch event"
@@ -454,10 +468,5 @@ class WatchDelayProbe:
         failed = f" ({self.write_errors} failed; last: {self.last_error})" if self.write_errors else ""
         return f"watch delay: {self.lost} writes never came back on the watch{failed}"
 
-    @property
-    def watch(self) -> Watch:
-        return self._watch
-
-    def gather(self) -> Distribution:
-        self.stop()
-        return Distribution.of(self.delays(), source=self.SOURCE)
+    def samples(self) -> list[float]:
+        return self.delays()
