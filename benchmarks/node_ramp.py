@@ -23,9 +23,9 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from loadtests import binaries  # noqa: E402
+from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
 from loadtests.fleet import Fleet  # noqa: E402
-from loadtests.k8sclient import RestClient  # noqa: E402
-from loadtests.target.local import LocalControlPlane, LocalOptions  # noqa: E402
+from loadtests.kube.rest import RestClient  # noqa: E402
 
 
 def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:

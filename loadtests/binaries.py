@@ -6,37 +6,45 @@ its Go module. A finished set is moved into the cache in one rename, so a half-b
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from loadtests.errors import SetupError
+from loadtests.versions import (  # noqa: F401 - re-exported: callers name versions through this module too
+    DEFAULT_KUBE_VERSION,
+    ETCD_VERSION,
+    KWOK_VERSION,
+    MIN_KUBE_MINOR,
+    PREVIOUS_KUBE_VERSION,
+    VERSION_RE,
+    check_kube_version,
+)
 
-# The one place versions are pinned. KUBE_VERSION may be overridden per call (upgrade rehearsals need two).
-DEFAULT_KUBE_VERSION = "v1.37.2"
-PREVIOUS_KUBE_VERSION = "v1.36.3"  # the "from" side of upgrade rehearsals in the test suite and README
-ETCD_VERSION = "v3.6.16"
-KWOK_VERSION = "v0.8.0"
-MIN_KUBE_MINOR = 30  # the SLI histograms and the flags used here exist from 1.30 on
+# The versions are pinned in loadtests/versions.py; KUBE_VERSION may be overridden per call (upgrade rehearsals
+# need two).
 
 KUBE_BINARIES = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
 ETCD_BINARIES = ("etcd",)
 KWOK_BINARIES = ("kwok", "kwokctl")
 
 DOWNLOAD_TIMEOUT_S = 15.0
-_VERSION_RE = re.compile(r"^v1\.(\d+)\.(\d+)$")
 _COMPLETE_MARKER = ".provided.json"
 
 
@@ -95,20 +103,6 @@ class Binaries:
 
     def versions(self) -> dict[str, str]:
         return {"kubernetes": self.kube_version, "etcd": ETCD_VERSION, "kwok": KWOK_VERSION}
-
-
-def check_kube_version(version: str) -> str:
-    """Refuse a malformed or unsupported Kubernetes version with one line that says what to pass instead."""
-    match = _VERSION_RE.match(version or "")
-    if not match:
-        raise SetupError(
-            f"Kubernetes version {version!r} is not of the form v1.MINOR.PATCH (for example {DEFAULT_KUBE_VERSION})"
-        )
-    if int(match.group(1)) < MIN_KUBE_MINOR:
-        raise SetupError(
-            f"Kubernetes version {version} is too old for this harness; use v1.{MIN_KUBE_MINOR}.0 or newer"
-        )
-    return version
 
 
 def sets_for(kube_version: str) -> list[BinarySet]:
@@ -259,14 +253,180 @@ def _require_go(binary_set: BinarySet, download_reason: object) -> None:
 
 
 def _go(args: list[str], cwd: Path, log: Callable[[str], None], env: dict[str, str] | None = None) -> str:
-    full_env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod", **(env or {})}
     result = subprocess.run(
-        ["go", *args], cwd=cwd, env=full_env, capture_output=True, text=True, check=False
+        ["go", *args], cwd=cwd, env=_go_env(env), capture_output=True, text=True, check=False
     )
     if result.returncode != 0:
         tail = "\n".join(result.stderr.strip().splitlines()[-15:])
         raise SetupError(f"`go {' '.join(args[:3])} ...` failed in {cwd}:\n{tail}")
     return result.stdout
+
+
+# ---------------------------------------------------------------------------------------------- build progress
+# A first build compiles a few thousand packages for 10+ minutes; without these lines setup looks hung.
+
+PROGRESS_INTERVAL_S = 12.0
+_MIN_DONE_FOR_ESTIMATE = 20  # below this (or 2% of the total) the pace says little: the first packages are small
+_PACKAGE_LINE = re.compile(r"[\w.~+-]+(/[\w.~+-]+)*")  # what `go build -v` prints per package, when go list failed
+_IN_BUILD_CACHE = "not installed but available in build cache"  # a `go list` StaleReason: nothing to compile
+
+
+@dataclass(frozen=True)
+class BuildScope:
+    """What `go list -deps` says a build involves: every package, and how many of them need compiling."""
+
+    packages: frozenset[str]
+    to_compile: int  # an upper bound: a package stale only through a dependency may still come from the cache
+
+
+def parse_go_list(output: str) -> BuildScope:
+    """Read `go list -deps -f '{{.ImportPath}}\\t{{.Stale}}\\t{{.StaleReason}}'` output."""
+    packages, to_compile = set(), 0
+    for line in output.splitlines():
+        path, _, rest = line.partition("\t")
+        if not path.strip():
+            continue
+        packages.add(path.strip())
+        stale, _, reason = rest.partition("\t")
+        if stale.strip() == "true" and reason.strip() != _IN_BUILD_CACHE:
+            to_compile += 1
+    return BuildScope(frozenset(packages), to_compile)
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def estimate_remaining_s(done: int, total: int | None, elapsed_s: float) -> float | None:
+    """Seconds left if the rest compiles at the pace so far; None while the pace means nothing yet."""
+    if not total or done >= total or elapsed_s <= 0 or done < max(_MIN_DONE_FOR_ESTIMATE, total // 50):
+        return None
+    return elapsed_s / done * (total - done)
+
+
+def progress_line(label: str, done: int, total: int | None, elapsed_s: float) -> str:
+    """One line of build progress: packages compiled so far, time spent, and roughly how long is left."""
+    elapsed = format_duration(elapsed_s)
+    if total is None:
+        return f"{label}: {done} packages compiled, {elapsed} elapsed"
+    if done >= total:
+        return f"{label}: {done} packages compiled, {elapsed} elapsed; linking"
+    share = f"{done}/{total} packages compiled ({100 * done // total}%), {elapsed} elapsed"
+    remaining = estimate_remaining_s(done, total, elapsed_s)
+    if remaining is None:
+        left = "estimating time left"
+    else:
+        left = "almost done" if remaining < 5 else f"about {format_duration(remaining)} left"
+    return f"{label}: {share}, {left}"
+
+
+def scope_line(label: str, scope: BuildScope | None) -> str:
+    """The line before a build: how much of it needs compiling (the rest is in Go's build cache)."""
+    if scope is None:
+        return f"{label}: compiling (package count unknown)"
+    cached = len(scope.packages) - scope.to_compile
+    if scope.to_compile == 0:
+        return f"{label}: all {len(scope.packages)} packages are in Go's build cache; linking only"
+    return (f"{label}: up to {scope.to_compile} of {len(scope.packages)} packages to compile "
+            f"({cached} in Go's build cache); progress every {PROGRESS_INTERVAL_S:.0f} s")
+
+
+def run_counting(
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    counts: Callable[[str], bool],
+    tick: Callable[[int, float], None],
+    interval_s: float = PROGRESS_INTERVAL_S,
+) -> tuple[int, list[str]]:
+    """Run argv, counting output lines that `counts` accepts and calling tick(count, elapsed) every interval_s.
+
+    Returns the exit code and the last lines that were not counted (the ones worth showing on failure).
+    """
+    started = time.monotonic()
+    done = 0
+    others: deque[str] = deque(maxlen=40)
+    proc = subprocess.Popen(  # noqa: S603 - argv built here from fixed tool names
+        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, errors="replace",
+        start_new_session=True,  # its own process group, so an interrupt can stop the compilers go started too
+    )
+
+    def read() -> None:
+        nonlocal done
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.rstrip("\n")
+            if counts(line):
+                done += 1
+            elif line.strip():
+                others.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        while True:
+            try:
+                proc.wait(timeout=interval_s)
+                break
+            except subprocess.TimeoutExpired:
+                tick(done, time.monotonic() - started)
+    finally:
+        if proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM): leave no compiler running
+            _stop_group(proc)
+        reader.join(timeout=5)
+    return proc.returncode, list(others)
+
+
+def _stop_group(proc: subprocess.Popen[str]) -> None:
+    """Stop a child started in its own session and everything in its process group: politely, then for sure."""
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=5)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _go_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    return {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod", **(env or {})}
+
+
+def _build_scope(flags: list[str], packages: list[str], cwd: Path, env: dict[str, str]) -> BuildScope | None:
+    """Ask `go list` with the build's own flags and env (they decide what is cached); None if it cannot say."""
+    result = subprocess.run(
+        ["go", "list", "-deps", *flags, "-f", "{{.ImportPath}}\t{{.Stale}}\t{{.StaleReason}}", *packages],
+        cwd=cwd, env=env, capture_output=True, text=True, check=False,
+    )
+    if result.returncode != 0:
+        return None
+    scope = parse_go_list(result.stdout)
+    return scope if scope.packages else None
+
+
+def _go_build(label: str, flags: list[str], packages: list[str], output: str, cwd: Path,
+              log: Callable[[str], None]) -> None:
+    """`go build -v` with a progress line every PROGRESS_INTERVAL_S; -v names each package as it is compiled."""
+    env = _go_env()
+    scope = _build_scope(flags, packages, cwd, env)
+    log(scope_line(label, scope))
+    total = scope.to_compile if scope else None
+    code, others = run_counting(
+        ["go", "build", "-v", *flags, "-o", output, *packages], cwd, env,
+        counts=(lambda line: line in scope.packages) if scope else (lambda line: bool(_PACKAGE_LINE.fullmatch(line))),
+        tick=lambda done, elapsed: log(progress_line(label, done, total, elapsed)),
+        interval_s=PROGRESS_INTERVAL_S,
+    )
+    if code != 0:
+        tail = "\n".join(others[-15:])
+        raise SetupError(f"`go build` of {label} failed in {cwd}:\n{tail}")
 
 
 def _module_gomod(module: str, version: str, cwd: Path, log: Callable[[str], None]) -> str:
@@ -291,14 +451,15 @@ def known_kube_versions() -> list[str]:
     )
     if result.returncode != 0:
         return []
-    return [v for v in result.stdout.split()[1:] if _VERSION_RE.match(v)]
+    return [v for v in result.stdout.split()[1:] if VERSION_RE.match(v)]
 
 
 def _wrapper_module(directory: Path, name: str, requires: list[str], replaces: list[str], tools: list[str]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     lines = [f"module loadtest.local/{name}", "", "go 1.26.0", "", "require ("]
-    lines += [f"\t{r}" for r in requires] + [")", "", "replace ("]
-    lines += [f"\t{r}" for r in replaces] + [")", ""]
+    lines += [f"\t{r}" for r in requires] + [")", ""]
+    if replaces:
+        lines += ["replace ("] + [f"\t{r}" for r in replaces] + [")", ""]
     if tools:
         lines += ["tool ("] + [f"\t{t}" for t in tools] + [")", ""]
     (directory / "go.mod").write_text("\n".join(lines))
@@ -331,9 +492,9 @@ def _build_kube(binary_set: BinarySet, dest: Path, log: Callable[[str], None]) -
             f"-X {pkg}.gitMinor={minor}",
             f"-X {pkg}.gitTreeState=clean",
         ]
-    log(f"kube {version}: compiling {', '.join(binary_set.binaries)} (about 15-30 minutes on 2 cores)")
-    _go(["build", "-trimpath", "-tags=notest", "-ldflags", " ".join(ldflags), "-o", str(dest) + "/", *packages],
-        work, log)
+    log(f"kube {version}: compiling {', '.join(binary_set.binaries)} (about 10-20 minutes on 2 cores)")
+    _go_build(f"kube {version}", ["-trimpath", "-tags=notest", "-ldflags", " ".join(ldflags)], packages,
+              str(dest) + "/", work, log)
 
 
 def _build_etcd(binary_set: BinarySet, dest: Path, log: Callable[[str], None]) -> None:
@@ -350,19 +511,21 @@ def _build_etcd(binary_set: BinarySet, dest: Path, log: Callable[[str], None]) -
     )
     log(f"etcd {version}: building")
     _go(["mod", "tidy"], work, log)
-    _go(["build", "-trimpath", "-ldflags", "-s -w", "-o", str(dest / "etcd"), "go.etcd.io/etcd/server/v3"],
-        work, log)
+    _go_build(f"etcd {version}", ["-trimpath", "-ldflags", "-s -w"], ["go.etcd.io/etcd/server/v3"],
+              str(dest / "etcd"), work, log)
 
 
 def _build_kwok(binary_set: BinarySet, dest: Path, log: Callable[[str], None]) -> None:
+    # A wrapper module (not `go install pkg@version`) so that `go list` can count the packages for the progress
+    # lines; kwok's go.mod has no replace directives, so the selected dependency versions are the same.
     version = binary_set.version
-    ldflags = f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={version}"
+    work = cache_root() / "build" / f"kwok-{version}"
+    packages = [f"sigs.k8s.io/kwok/cmd/{b}" for b in binary_set.binaries]
+    _wrapper_module(work, "kwokbuild", requires=[f"sigs.k8s.io/kwok {version}"], replaces=[], tools=packages)
     log(f"kwok {version}: building kwok and kwokctl")
-    _go(
-        ["install", "-trimpath", "-ldflags", ldflags,
-         *(f"sigs.k8s.io/kwok/cmd/{b}@{version}" for b in binary_set.binaries)],
-        cache_root(), log, env={"GOBIN": str(dest), "GOFLAGS": ""},
-    )
+    _go(["mod", "tidy"], work, log)
+    ldflags = f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={version}"
+    _go_build(f"kwok {version}", ["-trimpath", "-ldflags", ldflags], packages, str(dest) + "/", work, log)
 
 
 BUILDERS: dict[str, Callable[[BinarySet, Path, Callable[[str], None]], None]] = {

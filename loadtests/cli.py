@@ -18,7 +18,7 @@ def _say(message: str) -> None:
 
 
 def _local(args: argparse.Namespace) -> Any:
-    from loadtests.target.local import LocalControlPlane, LocalOptions
+    from loadtests.controlplane.local import LocalControlPlane, LocalOptions
 
     return LocalControlPlane(LocalOptions(
         name=args.name,
@@ -49,10 +49,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def _scale(access: Any, nodes: int) -> None:
-    from loadtests.fleet import Fleet
-    from loadtests.k8sclient import RestClient
+    from loadtests.fleet import FLEET_USER_AGENT, Fleet
+    from loadtests.kube.rest import RestClient
 
-    client = RestClient(access)
+    client = RestClient(access, user_agent=FLEET_USER_AGENT)
     try:
         ramp = Fleet(client).scale_nodes(nodes, progress=_say)
     finally:

@@ -11,15 +11,22 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 
 from loadtests import objects
+from loadtests.controlplane.processes import wait_for
 from loadtests.errors import TargetError
-from loadtests.k8sclient import ApiError, RestClient
-from loadtests.target.processes import wait_for
+from loadtests.kube.errors import ApiError
+from loadtests.kube.names import WatchNames
+from loadtests.kube.paths import resource_path
+from loadtests.kube.reflector import BackgroundReflector
+from loadtests.kube.rest import RestClient
+from loadtests.kube.watch import ListPage, WatchEvent
 
 CREATE_CONCURRENCY = 16  # enough to keep the apiserver busy, few enough to spread joins over seconds
+FLEET_USER_AGENT = "k8s-loadtest/fleet"  # the fleet's own requests, told apart from the load's and the probes'
 
 
 @dataclass
@@ -39,56 +46,42 @@ def _is_ready(node: dict) -> bool:
 class NodeWatch:
     """Keeps the set of Ready kwok nodes current from a LIST then WATCH, in a background thread."""
 
+    NAMES = WatchNames.of("nodes", "", "fleet", list_rv="0")
+
     def __init__(self, client: RestClient) -> None:
-        self.client = client
         self.ready: set[str] = set()
         self.present: set[str] = set()
         self._cond = threading.Condition()
-        self._stop = threading.Event()
-        self._error: Exception | None = None
-        self._thread = threading.Thread(target=self._run, name="node-watch", daemon=True)
-        self._synced = threading.Event()
+        self._watch = BackgroundReflector(client, "nodes", self.NAMES, label_selector=objects.NODE_SELECTOR,
+                                          on_list=self._replace, on_event=self._apply)
 
     def start(self) -> NodeWatch:
-        self._thread.start()
-        if not self._synced.wait(60):
-            raise TargetError("could not list nodes within 60 s")
+        try:
+            self._watch.start()
+        except ApiError as error:
+            raise TargetError(f"could not list nodes: {error}") from None
         return self
 
-    def _apply(self, kind: str, node: dict) -> None:
+    def _replace(self, page: ListPage) -> None:
+        items: list[dict[str, Any]] = page.items or []
+        with self._cond:
+            self.present = {n["metadata"]["name"] for n in items}
+            self.ready = {n["metadata"]["name"] for n in items if _is_ready(n)}
+            self._cond.notify_all()
+
+    def _apply(self, event: WatchEvent) -> None:
+        if event.type not in ("ADDED", "MODIFIED", "DELETED"):
+            return
+        node = event.object
         name = node["metadata"]["name"]
         with self._cond:
-            if kind == "DELETED":
+            if event.type == "DELETED":
                 self.present.discard(name)
                 self.ready.discard(name)
             else:
                 self.present.add(name)
                 (self.ready.add if _is_ready(node) else self.ready.discard)(name)
             self._cond.notify_all()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                items, rv = self.client.list_all("/api/v1/nodes", labelSelector=objects.NODE_SELECTOR)
-                with self._cond:
-                    self.present = {n["metadata"]["name"] for n in items}
-                    self.ready = {n["metadata"]["name"] for n in items if _is_ready(n)}
-                    self._cond.notify_all()
-                self._synced.set()
-                while not self._stop.is_set():
-                    for kind, obj, _ in self.client.watch("/api/v1/nodes", rv, timeout_s=30,
-                                                          labelSelector=objects.NODE_SELECTOR):
-                        if self._stop.is_set():
-                            return
-                        if kind == "ERROR":
-                            raise ApiError(obj.get("code", 0), str(obj.get("message")), "WATCH", "nodes")
-                        rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                        if kind != "BOOKMARK":
-                            self._apply(kind, obj)
-            except Exception as error:  # noqa: BLE001 - re-list after any watch failure
-                self._error = error
-                if self._stop.wait(0.5):
-                    return
 
     def wait(self, predicate: Callable[[NodeWatch], bool], timeout_s: float, what: str,
              progress: Callable[[str], None] | None = None) -> None:
@@ -106,7 +99,7 @@ class NodeWatch:
                     progress(f"{len(self.ready)}/{len(self.present)} nodes Ready")
 
     def stop(self) -> None:
-        self._stop.set()
+        self._watch.stop()
 
 
 class Fleet:
@@ -119,9 +112,9 @@ class Fleet:
         """Create the harness's namespaces and wait for their default ServiceAccounts: pods created before
         those exist are refused, and the ReplicaSet controller then backs off for many seconds."""
         for name in objects.NAMESPACES:
-            self.client.create("/api/v1/namespaces", objects.namespace_manifest(name), exist_ok=True)
+            self.client.create(resource_path("namespaces"), objects.namespace_manifest(name), exist_ok=True)
         for name in objects.NAMESPACES:
-            path = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+            path = resource_path("serviceaccounts", name, "default")
             wait_for(lambda p=path: bool(self.client.request("GET", p, ok=(404,))), timeout_s,
                      f"default ServiceAccount in namespace {name}", interval_s=0.1)
 
@@ -137,9 +130,9 @@ class Fleet:
             to_create = sorted(wanted - existing)
             to_delete = sorted(existing - wanted, reverse=True)
             with ThreadPoolExecutor(CREATE_CONCURRENCY, thread_name_prefix="fleet") as pool:
-                list(pool.map(lambda n: self.client.create("/api/v1/nodes", objects.node_manifest(n),
+                list(pool.map(lambda n: self.client.create(resource_path("nodes"), objects.node_manifest(n),
                                                            exist_ok=True), to_create))
-                list(pool.map(lambda n: self.client.delete(f"/api/v1/nodes/{n}"), to_delete))
+                list(pool.map(lambda n: self.client.delete(resource_path("nodes", name=n)), to_delete))
             watch.wait(lambda w: wanted <= w.ready and not (w.present - wanted), timeout_s,
                        f"{count} nodes Ready", progress)
             seconds = time.monotonic() - started
@@ -152,7 +145,7 @@ class Fleet:
                    progress: Callable[[str], None] | None = None) -> float:
         """Set the fleet Deployment to `replicas` Running pods; returns the seconds it took."""
         started = time.monotonic()
-        path = f"/apis/apps/v1/namespaces/{objects.NS_FLEET}/deployments"
+        path = resource_path("deployments", objects.NS_FLEET)
         self.client.create(path, objects.deployment_manifest("fleet", objects.NS_FLEET, replicas), exist_ok=True)
         self.client.patch(f"{path}/fleet", {"spec": {"replicas": replicas}})
         deadline = started + timeout_s

@@ -31,23 +31,15 @@ from typing import IO, Any
 
 import pandas as pd
 
+from loadtests.controlplane.processes import free_ports, log_tail
 from loadtests.errors import LoadTestError
+from loadtests.kube.access import ClusterAccess
 from loadtests.results import ClientStat, RateResult
-from loadtests.scenarios import (
-    CONFIG_ENV,
-    FINAL_FAILURES_SUFFIX,
-    FINAL_STATS_SUFFIX,
-    LoadConfig,
-    demands,
-    scenario_params,
-    user_plan,
-)
-from loadtests.target.base import ClusterAccess
-from loadtests.target.processes import free_ports, log_tail
+from loadtests.scenarios.catalog import achieved_rates, scenario_params, user_plan
+from loadtests.scenarios.config import CONFIG_ENV, FINAL_FAILURES_SUFFIX, FINAL_STATS_SUFFIX, LoadConfig
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 CSV_PREFIX = "locust"
-ACHIEVED_WARN_FRACTION = 0.9
 WINDOW_FILE = "window-open"
 WINDOW_CAP_S = 180.0  # time allowed for start-up and spawning before the window opens
 STOP_SLACK_S = 60.0  # users end themselves this long after the run time, should Locust not stop them
@@ -133,29 +125,6 @@ def failure_note(total: ClientStat | None, failures: list[FailureStat]) -> list[
     top = "; ".join(f"{f.name}: {f.error} x{f.count}" for f in failures[:3])
     return [f"load: {total.failures} of {total.count} requests failed ({100 * total.failures / total.count:.1f}%)"
             + (f"; most frequent: {top}" if top else "")]
-
-
-def achieved_rates(load: dict[str, Any], nodes: int, duration_s: float,
-                   client: list[ClientStat]) -> tuple[list[RateResult], list[str]]:
-    """Asked vs achieved per scenario. Achieved counts successful requests of the scenario's measuring kind
-    (creates, first pages of LISTs) per second of the step, or watches established (first watch of each
-    user); a note for each scenario below 90% of what it asked."""
-    successes = {(s.type, s.name): s.count - s.failures for s in client}
-    rates: list[RateResult] = []
-    notes: list[str] = []
-    for scenario, demand in demands(load, nodes).items():
-        done = successes.get(demand.counted_by, 0)
-        achieved = done / duration_s if demand.per_second and duration_s > 0 else float(done)
-        rates.append(RateResult(scenario=scenario, asked_per_s=demand.asked, achieved_per_s=round(achieved, 3),
-                                unit=demand.unit))
-        if demand.asked > 0 and achieved < ACHIEVED_WARN_FRACTION * demand.asked:
-            per = "/s" if demand.per_second else ""
-            notes.append(
-                f"load: {scenario} achieved {achieved:.2f} {demand.unit}{per} of {demand.asked:g} asked "
-                f"({100 * achieved / demand.asked:.0f}%, counted from '{demand.counted_by[1]}' successes): "
-                "the load generator or the target fell behind"
-            )
-    return rates, notes
 
 
 class LoadGenerator:
@@ -337,8 +306,8 @@ class LoadGenerator:
         if self._started_at is None:
             raise LoadGeneratorError("wait() before start()")
         if not self._procs:
-            rates, notes = achieved_rates(self.scenarios, self.nodes, self.duration_s, [])
-            return LoadOutcome(client=[], rates=rates, notes=notes, users={})
+            return LoadOutcome(client=[], rates=achieved_rates(self.scenarios, self.nodes, self.duration_s, []),
+                               notes=[], users={})
         timeout = timeout if timeout is not None else self.run_time_s + self.spawn_time_s() + 90.0
         master = self._procs[0]
         try:
@@ -375,8 +344,8 @@ class LoadGenerator:
             )
         client, total = read_stats_csv(path)
         failures = read_failures_csv(self._csv(FINAL_FAILURES_SUFFIX, "_failures.csv"))
-        rates, notes = achieved_rates(self.scenarios, self.nodes, self.duration_s, client)
-        notes += failure_note(total, failures) + self._log_notes()
+        rates = achieved_rates(self.scenarios, self.nodes, self.duration_s, client)
+        notes = failure_note(total, failures) + self._log_notes()
         return LoadOutcome(client=client, rates=rates, notes=notes, total=total, failures=failures,
                            users=dict(self.users.by_class), log=self.log_path)
 

@@ -22,12 +22,26 @@ from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
-from loadtests.scenarios import FINAL_FAILURES_SUFFIX, FINAL_STATS_SUFFIX, LoadConfig, build_user_classes
+from loadtests.scenarios.catalog import SCENARIOS, scenario_params
+from loadtests.scenarios.config import FINAL_FAILURES_SUFFIX, FINAL_STATS_SUFFIX, LoadConfig
 from loadtests.scenarios.pod_churn import CLEANUP_S
 
 WIND_DOWN = "loadtest_wind_down"
 WOUND_DOWN = "loadtest_wound_down"
 WIND_DOWN_WAIT_S = CLEANUP_S + 15.0
+
+
+
+def build_user_classes(config: LoadConfig) -> list[Any]:
+    """The Locust user classes of every configured scenario, each with its exact fixed_count; classes
+    with no users are left out (Locust would spawn weight-based users of them otherwise)."""
+    classes: list[Any] = []
+    for name, params in scenario_params(config.scenarios).items():
+        scenario = SCENARIOS[name]
+        built = scenario.factory()(config, params, scenario.demand(params, config.nodes).users)
+        classes.extend(cls for cls in built if cls.fixed_count > 0)
+    return classes
+
 
 CONFIG = LoadConfig.from_env()
 globals().update({cls.__name__: cls for cls in build_user_classes(CONFIG)})

@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-KWOK_CONFIGS = Path(__file__).resolve().parent.parent / "kwok-configs"
+# Package data, so an installed wheel has it too; the top-level kwok-configs/ of a checkout links here.
+KWOK_CONFIGS = Path(__file__).resolve().parent / "kwok_configs"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "k8s-loadtest"}
 MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=k8s-loadtest"
 NODE_SELECTOR = "type=kwok,app.kubernetes.io/managed-by=k8s-loadtest"
@@ -26,7 +27,7 @@ NAMESPACES = (NS_FLEET, NS_CHURN, NS_PROBE)
 
 
 def kwok_configs_dir() -> Path:
-    """kwok-configs/ of the source tree (or of the installed package's data, when that is where it is)."""
+    """The kwok templates, Stages and in-cluster manifests shipped inside the package (loadtests/kwok_configs/)."""
     return KWOK_CONFIGS
 
 

@@ -13,8 +13,9 @@ from typing import Any
 
 import yaml
 
-from loadtests.binaries import DEFAULT_KUBE_VERSION, check_kube_version
 from loadtests.errors import PlanError, SetupError
+from loadtests.scenarios.catalog import SCENARIOS
+from loadtests.versions import DEFAULT_KUBE_VERSION, check_kube_version
 
 PLANS_DIR = Path(__file__).parent / "plans"
 
@@ -38,31 +39,6 @@ REGRESSION_DEFAULTS: dict[str, float] = {
     "errors_5xx_extra": 0,  # more 5xx responses than A: any new 5xx is a regression
     "throttled_429_extra": 0,  # more 429 responses than A by more than this
 }
-
-# Scenario parameters and their defaults. A plan names scenarios under load.scenarios; unknown names and
-# unknown keys are refused so a typo never silently runs a different test.
-SCENARIO_DEFAULTS: dict[str, dict[str, Any]] = {
-    # creates bare pods at `rate`/s and deletes them after `lifetime_s`; scales a Deployment every
-    # `deployment_scale_every_s` seconds between `deployment_min` and `deployment_max` replicas (0 = off)
-    "pod_churn": {
-        "rate": 5.0,
-        "lifetime_s": 10.0,
-        "users": 2,
-        "deployment_scale_every_s": 0.0,
-        "deployment_min": 0,
-        "deployment_max": 10,
-    },
-    # one watch per fake node on pods with fieldSelector=spec.nodeName=<node>, like kubelets; at most max_watchers
-    "kubelet_watchers": {"per_node": 1.0, "max_watchers": 2000},
-    # LIST then WATCH from its resourceVersion with bookmarks, re-LIST on 410 Gone
-    "informers": {"count": 4, "resource": "pods", "namespace": ""},
-    # periodic LISTs; resource_version "0" is served from the watch cache, "" goes to etcd
-    "list_pollers": {"rate": 1.0, "users": 2, "resource": "pods", "resource_version": "0", "namespace": "",
-                     "limit": 500},
-}
-
-_RESOURCES = {"pods", "nodes", "configmaps", "services", "endpointslices", "leases", "events", "namespaces"}
-
 
 @dataclass
 class Target:
@@ -189,20 +165,21 @@ def parse(data: Any, source: str = "plan") -> Plan:
     load: dict[str, dict[str, Any]] = {}
     for scenario, params in scenarios_data.items():
         path = f"load.scenarios.{scenario}"
-        if scenario not in SCENARIO_DEFAULTS:
-            raise _fail(source, path, f"unknown scenario; expected one of: {', '.join(sorted(SCENARIO_DEFAULTS))}")
+        if scenario not in SCENARIOS:
+            raise _fail(source, path, f"unknown scenario; expected one of: {', '.join(sorted(SCENARIOS))}")
         params = _mapping(source, path, params)
-        defaults = SCENARIO_DEFAULTS[scenario]
-        _no_unknown(source, path, params, set(defaults))
-        merged = {**copy.deepcopy(defaults), **params}
-        for key, default in defaults.items():
+        declared = SCENARIOS[scenario]
+        _no_unknown(source, path, params, set(declared.defaults))
+        merged = {**copy.deepcopy(declared.defaults), **params}
+        for key, default in declared.defaults.items():
             value = merged[key]
             if isinstance(default, int | float) and not isinstance(default, bool):
                 _number(source, f"{path}.{key}", value, minimum=0, integer=isinstance(default, int))
             elif isinstance(default, str) and not isinstance(value, str):
                 raise _fail(source, f"{path}.{key}", f"must be a string (got {value!r})")
-        if "resource" in merged and merged["resource"] not in _RESOURCES:
-            raise _fail(source, f"{path}.resource", f"must be one of: {', '.join(sorted(_RESOURCES))}")
+        for key, allowed in declared.choices.items():
+            if merged[key] not in allowed:
+                raise _fail(source, f"{path}.{key}", f"must be one of: {', '.join(sorted(allowed))}")
         load[scenario] = merged
 
     slo_data = _mapping(source, "slo", data.get("slo"))

@@ -100,6 +100,7 @@ class RateResult:
     asked_per_s: float | None
     achieved_per_s: float
     unit: str = "requests"
+    per_second: bool = True  # False: a count (watches established), not a rate
 
 
 @dataclass
@@ -132,13 +133,13 @@ class ProcessStat:
 
 @dataclass
 class EtcdStats:
+    source: str = "etcd /metrics"
     db_size_bytes: float | None = None
     db_size_in_use_bytes: float | None = None
     keys_total: float | None = None
     quota_bytes: float | None = None
     wal_fsync_p99_s: float | None = None
     backend_commit_p99_s: float | None = None
-    source: str = "etcd /metrics"
 
 
 @dataclass

@@ -1,19 +1,24 @@
-"""`loadtest run | report | compare | rehearse`: the commands that run plans and read their results."""
+"""`loadtest run | report | compare | rehearse`: the commands that run plans and read their results.
+
+The runner (and pandas, Locust's CSV reader, behind it) is imported only by the commands that run plans, so
+that `loadtest status` or `loadtest report` start quickly.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadtests import plan as plan_mod
 from loadtests import results
 from loadtests.errors import LoadTestError, RunAborted
 from loadtests.plan import Plan
-from loadtests.runner import Runner, RunOptions, new_run_id
-from loadtests.target.local import LocalControlPlane, LocalOptions
+
+if TYPE_CHECKING:
+    from loadtests.controlplane.base import Target
 
 REPORTS_DIR = Path("reports")
 
@@ -24,47 +29,27 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
-class RunTarget:
-    """A local control plane private to one run: fresh etcd, logs kept with the results, state removed after."""
-
-    def __init__(self, plan: Plan, run_id: str, out_dir: Path) -> None:
-        self.out_dir = out_dir
-        self.plane = LocalControlPlane(LocalOptions(
-            # two runs with the same folder name never share a cluster
-            name=f"run-{run_id}-{os.getpid()}", kube_version=plan.target.kube_version,
-            heartbeat_factor=plan.target.heartbeat_factor, events_etcd=plan.target.events_etcd))
-
-    def up(self) -> Any:
-        return self.plane.up(log=_say)
-
-    def info(self) -> Any:
-        return self.plane.info()
-
-    def dead_components(self) -> list[str]:
-        return self.plane.dead_components()
-
-    def down(self) -> None:
-        try:
-            self.plane.down()
-        finally:
-            logs = self.plane.directory / "logs"
-            if logs.is_dir():
-                shutil.copytree(logs, self.out_dir / "control-plane-logs", dirs_exist_ok=True)
-            # the cluster folder holds keys: it never goes into the report folder, and is removed after the run
-            shutil.rmtree(self.plane.directory, ignore_errors=True)
+def new_run_id(plan: Plan) -> str:
+    return f"{plan.name}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
 
 
-def make_target(plan: Plan, run_id: str, out_dir: Path, args: argparse.Namespace) -> Any:
+def make_target(plan: Plan, run_id: str, out_dir: Path, args: argparse.Namespace) -> Target:
     if plan.target.kind == "cluster" or getattr(args, "kubeconfig", None):
-        from loadtests.target.cluster import ExistingCluster
+        from loadtests.controlplane.existing import ExistingCluster
 
         return ExistingCluster.from_args(plan, args, log_dir=out_dir / "control-plane-logs", log=_say)
-    return RunTarget(plan, run_id, out_dir)
+    from loadtests.controlplane.local import LocalOptions, RunControlPlane
+
+    return RunControlPlane(LocalOptions(
+        # two runs with the same folder name never share a cluster
+        name=f"run-{run_id}-{os.getpid()}", kube_version=plan.target.kube_version,
+        heartbeat_factor=plan.target.heartbeat_factor, events_etcd=plan.target.events_etcd), out_dir, _say)
 
 
 def run_plan(plan: Plan, out_dir: Path, args: argparse.Namespace) -> int:
     """Run one plan into out_dir, write its report, and return the exit code its verdicts call for."""
     from loadtests.report import run_passed, verdicts, write_report
+    from loadtests.runner import Runner, RunOptions
 
     if out_dir.exists() and any(out_dir.iterdir()):
         raise LoadTestError(f"{out_dir} is not empty; choose another --out or remove it")

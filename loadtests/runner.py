@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -22,16 +21,14 @@ from typing import Any
 import psutil
 
 from loadtests import objects, results
+from loadtests.controlplane.base import Target, TargetInfo
 from loadtests.errors import LoadTestError, RunAborted, TargetError
-from loadtests.fleet import Fleet
-from loadtests.k8sclient import RestClient
+from loadtests.fleet import FLEET_USER_AGENT, Fleet
+from loadtests.kube.rest import RestClient
 from loadtests.load import LoadGenerator
 from loadtests.measure.probes import StepProbes
 from loadtests.plan import Plan, Step
 from loadtests.results import ClientStat, RunResult, StepResult
-from loadtests.target.base import TargetInfo
-
-LOADGEN_CPU_BOUND_PERCENT = 85.0  # per load-generator process; above this its numbers understate the server
 
 
 @dataclass
@@ -57,10 +54,6 @@ def _version(package: str) -> str:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-def new_run_id(plan: Plan) -> str:
-    return f"{plan.name}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
 
 
 def server_counts(probes: StepProbes, client: list[ClientStat]) -> dict[str, int]:
@@ -110,7 +103,7 @@ class Watchdog:
 
 
 class Runner:
-    def __init__(self, plan: Plan, options: RunOptions, target: Any) -> None:
+    def __init__(self, plan: Plan, options: RunOptions, target: Target) -> None:
         self.plan = plan
         self.options = options
         self.target = target
@@ -168,7 +161,7 @@ class Runner:
         return self.plan.workers if self.options.workers is None else self.options.workers
 
     def _steps(self, run: RunResult, info: TargetInfo) -> None:
-        client = RestClient(info.access)
+        client = RestClient(info.access, user_agent=FLEET_USER_AGENT)
         fleet = Fleet(client)
         try:
             fleet.ensure_namespaces()
@@ -230,7 +223,6 @@ class Runner:
         step_result.client, step_result.rates = outcome.client, outcome.rates
         step_result.server_requests = server_counts(probes, outcome.client)
         step_result.notes.extend(outcome.notes)
-        self._note_loadgen_cpu(step_result)
         return step_result
 
     def _wait_spawned(self, load: LoadGenerator, prefix: str) -> None:
@@ -269,23 +261,11 @@ class Runner:
             raise done["error"]
         return done["outcome"]
 
-    def _note_loadgen_cpu(self, step_result: StepResult) -> None:
-        for proc in step_result.processes:
-            if proc.component == "loadgen" and proc.pids:
-                per_process = proc.cpu_percent / len(proc.pids)
-                if per_process >= LOADGEN_CPU_BOUND_PERCENT:
-                    step_result.notes.append(
-                        f"load generator CPU-bound: {per_process:.0f}% of a core per process; the achieved "
-                        "rates and client latencies understate what the control plane can take "
-                        "(use --workers N)")
-
     def _current_pids(self, info: TargetInfo) -> dict[str, list[int]]:
-        refresh = getattr(self.target, "info", None)
-        return refresh().pids if callable(refresh) else info.pids
+        return self.target.info().pids
 
     def _dead_components(self) -> list[str]:
-        check = getattr(self.target, "dead_components", None)
-        return check() if callable(check) else []
+        return self.target.dead_components()
 
     def _check_alive(self) -> None:
         dead = self._dead_components()

@@ -10,11 +10,24 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def loadtest(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "loadtests.cli", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=REPO, env={**os.environ, **(env or {})},
-    )
+def start_loadtest(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.Popen[str]:
+    """`loadtest ARGS` started in the background, its output captured."""
+    return subprocess.Popen([sys.executable, "-m", "loadtests.cli", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            env={**os.environ, **(env or {})})
+
+
+def loadtest(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
+             cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    """`loadtest ARGS` to its end; its exit code and output."""
+    proc = start_loadtest(*args, env=env, cwd=cwd)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:

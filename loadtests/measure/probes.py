@@ -9,12 +9,13 @@ import collections
 from collections.abc import Callable, Iterable
 from typing import Protocol, TypeVar
 
+from loadtests.controlplane.base import TargetInfo
+from loadtests.kube.reflector import Reflector
 from loadtests.measure import apiserver, etcd
 from loadtests.measure.processes import ProcessSampler
 from loadtests.measure.prometheus import Snapshot, scrape, scrape_apiserver
-from loadtests.measure.watchers import PodStartupProbe, Watch, WatchDelayProbe
+from loadtests.measure.watchers import PodStartupProbe, WatchDelayProbe
 from loadtests.results import StepResult
-from loadtests.target.base import TargetInfo
 
 T = TypeVar("T")
 
@@ -186,16 +187,17 @@ class StepProbes:
                 self.notes.append(note)
             self._note_watch(f"{label} watch", probe.watch)
 
-    def _note_watch(self, what: str, watch: Watch) -> None:
-        if watch.errors or watch.relists:
-            self.notes.append(f"{what}: {watch.errors} errors, {watch.relists} relists "
+    def _note_watch(self, what: str, watch: Reflector) -> None:
+        relists = watch.lists - 1
+        if watch.errors or relists > 0:
+            self.notes.append(f"{what}: {watch.errors} errors, {relists} relists "
                               f"(last error: {watch.last_error})")
 
     def _probe_request_counts(self) -> dict[tuple[str, str], int]:
         total: collections.Counter[tuple[str, str]] = collections.Counter()
         for probe in (self._pod_startup, self._watch_delay):
             if probe is not None:
-                total.update(probe.requests.counts())
+                total.update(probe.requests())
         return dict(total)
 
     def count_requests(self, verb: str, resource: str, subresource: str = "", *,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadtests.target.base import ClusterAccess
+from loadtests.kube.access import ClusterAccess
 
 LabelSet = frozenset[tuple[str, str]]
 SeriesKey = tuple[str, LabelSet]  # (sample name as exposed, e.g. "apiserver_request_total", labels)

@@ -69,8 +69,9 @@ def step_warnings(step: StepResult) -> list[StepWarning]:
     for rate in step.rates:
         if rate.asked_per_s and rate.achieved_per_s < RATE_SHORTFALL * rate.asked_per_s:
             found.append(StepWarning(step.name, (
-                f"scenario {rate.scenario} achieved {rate.achieved_per_s:.2f} {rate.unit}/s of "
-                f"{rate.asked_per_s:.2f} asked ({rate.achieved_per_s / rate.asked_per_s:.0%})"), "measured"))
+                f"scenario {rate.scenario} achieved {rate.achieved_per_s:.2f} {rate.unit}"
+                f"{'/s' if rate.per_second else ''} of {rate.asked_per_s:.2f} asked "
+                f"({rate.achieved_per_s / rate.asked_per_s:.0%})"), "measured"))
     throttled = sum(n for code, n in step.requests_by_code.items() if str(code) == "429")
     errors = sum(n for code, n in step.requests_by_code.items() if str(code).startswith("5"))
     if throttled:

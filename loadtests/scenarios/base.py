@@ -14,10 +14,11 @@ from typing import Any
 from locust import FastHttpUser
 from locust.exception import StopUser
 
-from loadtests.kubeapi import JSON, KubeApi
+from loadtests.kube.access import ClusterAccess
+from loadtests.kube.names import request_name
 from loadtests.objects import namespace_manifest
-from loadtests.scenarios import LoadConfig, request_name
-from loadtests.target.base import ClusterAccess
+from loadtests.scenarios.config import LoadConfig
+from loadtests.scenarios.transport import JSON, KubeApi
 
 
 class SslContexts:

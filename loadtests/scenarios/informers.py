@@ -8,9 +8,11 @@ from typing import Any
 from locust import task
 from locust.exception import StopUser
 
-from loadtests.kubeapi import Reflector
-from loadtests.scenarios import WATCH_READ_TIMEOUT_S, LoadConfig, informer_names
+from loadtests.kube.reflector import Reflector
+from loadtests.kube.watch import WATCH_READ_TIMEOUT_S
 from loadtests.scenarios.base import KubeUser, user_class
+from loadtests.scenarios.catalog import informer_names
+from loadtests.scenarios.config import LoadConfig
 
 
 class InformerUser(KubeUser):

@@ -8,8 +8,9 @@ from typing import Any
 
 from locust import constant_throughput, task
 
-from loadtests.scenarios import LoadConfig, poller_names
 from loadtests.scenarios.base import KubeUser, user_class
+from loadtests.scenarios.catalog import poller_names
+from loadtests.scenarios.config import LoadConfig
 
 
 class ListPollerUser(KubeUser):

@@ -13,9 +13,11 @@ from typing import Any
 import gevent
 from locust import constant_pacing, constant_throughput, task
 
+from loadtests.kube.names import request_name
 from loadtests.objects import NS_CHURN, deployment_manifest, pod_manifest
-from loadtests.scenarios import CREATE_PODS, DELETE_PODS, SCALE_DEPLOYMENT, LoadConfig, request_name
 from loadtests.scenarios.base import KubeUser, json_bytes, user_class
+from loadtests.scenarios.catalog import CREATE_PODS, DELETE_PODS, SCALE_DEPLOYMENT
+from loadtests.scenarios.config import LoadConfig
 
 DEPLOYMENT = "churn-deploy"
 CLEANUP_S = 30.0  # the most a user spends deleting what it still owns when the run ends

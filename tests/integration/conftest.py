@@ -13,24 +13,10 @@ from pathlib import Path
 import pytest
 
 from loadtests import binaries
-from loadtests.k8sclient import RestClient
-from loadtests.target.base import TargetInfo
-from loadtests.target.local import LocalControlPlane, LocalOptions
-from loadtests.target.processes import listening_ports
-
-pytestmark = pytest.mark.integration
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "integration" in str(item.fspath):
-            item.add_marker(pytest.mark.integration)
-
-
-@pytest.fixture(scope="session")
-def bins() -> binaries.Binaries:
-    """The pinned binaries; `make test` provides them before pytest starts."""
-    return binaries.find(os.environ.get("KUBE_VERSION") or binaries.DEFAULT_KUBE_VERSION)
+from loadtests.controlplane.base import TargetInfo
+from loadtests.controlplane.local import LocalControlPlane, LocalOptions
+from loadtests.kube.rest import RestClient
+from tests.checks import assert_nothing_left
 
 
 @pytest.fixture(scope="session")
@@ -40,13 +26,12 @@ def local_plane(bins: binaries.Binaries, tmp_path_factory: pytest.TempPathFactor
     plane.up(log=lambda _m: None)
     state = plane.state
     assert state is not None
-    pids = [p.pid for p in state.processes]
+    records = list(state.processes)
     try:
         yield plane
     finally:
         plane.down()
-        assert not any(p.alive() for p in state.processes)
-        assert listening_ports(pids) == []
+        assert_nothing_left(records)
 
 
 @pytest.fixture(scope="session")

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
-import subprocess
-import sys
 
-from loadtests.target.processes import ProcessRecord, listening_ports, wait_for
-from tests.cli import REPO, error_lines, loadtest
+from loadtests.controlplane.processes import ProcessRecord, wait_for
+from tests.checks import assert_nothing_left
+from tests.cli import error_lines, loadtest, start_loadtest
 
 
 def test_port_in_use_is_named(bins, tmp_path) -> None:
@@ -38,9 +36,7 @@ def _cache(tmp_path) -> str:
 def test_sigint_during_up_stops_everything_started(bins, tmp_path) -> None:
     cache = _cache(tmp_path)
     state_file = tmp_path / "cache" / "clusters" / "interrupted" / "state.json"
-    proc = subprocess.Popen([sys.executable, "-m", "loadtests.cli", "up", "--name", "interrupted"], cwd=REPO,
-                            env={**os.environ, "LOADTEST_CACHE": cache}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = start_loadtest("up", "--name", "interrupted", env={"LOADTEST_CACHE": cache})
 
     def started(n: int) -> bool:
         try:
@@ -59,5 +55,4 @@ def test_sigint_during_up_stops_everything_started(bins, tmp_path) -> None:
             proc.kill()
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr
-    assert [r.component for r in records if r.alive()] == []
-    assert listening_ports([r.pid for r in records]) == []
+    assert_nothing_left(records)

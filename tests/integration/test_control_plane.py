@@ -8,10 +8,11 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadtests import objects
+from loadtests.controlplane.base import TargetInfo
+from loadtests.controlplane.processes import port_is_free, wait_for
 from loadtests.fleet import Fleet
-from loadtests.k8sclient import RestClient
-from loadtests.target.base import TargetInfo
-from loadtests.target.processes import port_is_free, wait_for
+from loadtests.kube.rest import RestClient
+from tests.checks import assert_nothing_left
 
 
 def test_every_component_listens_on_loopback_only(local_plane) -> None:
@@ -42,12 +43,12 @@ def test_200_nodes_ready_and_100_pods_running(rest: RestClient) -> None:
     fleet.ensure_namespaces()
     ramp = fleet.scale_nodes(200, timeout_s=120)
     assert ramp.nodes == 200
-    nodes, _ = rest.list_all("/api/v1/nodes", labelSelector=objects.NODE_SELECTOR)
+    nodes = rest.list_items("nodes", label_selector=objects.NODE_SELECTOR)
     ready = [n for n in nodes if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])]
     assert len(ready) == 200
 
     fleet.scale_pods(100, timeout_s=120)
-    pods, _ = rest.list_all(f"/api/v1/namespaces/{objects.NS_FLEET}/pods")
+    pods = rest.list_items("pods", objects.NS_FLEET)
     running = [p for p in pods if p["status"].get("phase") == "Running"]
     assert len(running) == 100
     assert all(p["spec"]["nodeName"].startswith(objects.NODE_PREFIX) for p in running)
@@ -62,7 +63,7 @@ def test_node_lease_renew_time_advances(rest: RestClient) -> None:
 
 
 def _kwok_node_count(rest: RestClient) -> int:
-    nodes, _ = rest.list_all("/api/v1/nodes", labelSelector=objects.NODE_SELECTOR)
+    nodes = rest.list_items("nodes", label_selector=objects.NODE_SELECTOR)
     return len(nodes)
 
 
@@ -76,7 +77,7 @@ def test_etcd_reports_its_database_size(control_plane: TargetInfo) -> None:
 
 
 def test_down_stops_every_process_and_frees_every_port(bins, tmp_path) -> None:
-    from loadtests.target.local import LocalControlPlane, LocalOptions
+    from loadtests.controlplane.local import LocalControlPlane, LocalOptions
 
     plane = LocalControlPlane(LocalOptions(name="down-check", directory=tmp_path / "c"), bins)
     plane.up(log=lambda _m: None)
@@ -86,6 +87,6 @@ def test_down_stops_every_process_and_frees_every_port(bins, tmp_path) -> None:
     assert len(records) == 5 and all(r.alive() for r in records)
     started = time.monotonic()
     plane.down()
-    assert not [r.component for r in records if r.alive()]
+    assert_nothing_left(records)
     assert [p for p in ports if not port_is_free(p)] == []
     assert time.monotonic() - started < 60

@@ -18,15 +18,14 @@ import pytest
 import yaml
 
 from loadtests import binaries, objects, results
+from loadtests.controlplane.existing import KWOK_NAMESPACE, ClusterOptions, ExistingCluster, guard
+from loadtests.controlplane.local import LocalControlPlane, LocalOptions
+from loadtests.controlplane.processes import wait_for
 from loadtests.errors import TargetError
 from loadtests.fleet import Fleet
-from loadtests.k8sclient import RestClient
-from loadtests.target.cluster import KWOK_NAMESPACE, ClusterOptions, ExistingCluster, guard
-from loadtests.target.local import LocalControlPlane, LocalOptions
-from loadtests.target.processes import listening_ports, wait_for
+from loadtests.kube.rest import RestClient
+from tests.checks import assert_nothing_left
 from tests.cli import error_lines, loadtest
-
-pytestmark = pytest.mark.integration
 
 CONTEXT = "loadtest"  # the context name of the kubeconfig a local control plane writes
 THEIR_NAMESPACE, THEIR_CONFIGMAP, THEIR_NODE = "theirs", "their-settings", "their-worker-1"
@@ -53,10 +52,9 @@ def their_plane(bins: binaries.Binaries, tmp_path_factory: pytest.TempPathFactor
         yield plane
     finally:
         client.close()
-        pids = [p.pid for p in state.processes]
+        records = list(state.processes)
         plane.down()
-        assert not any(p.alive() for p in state.processes)
-        assert listening_ports(pids) == []
+        assert_nothing_left(records)
 
 
 @pytest.fixture()
@@ -89,7 +87,7 @@ def assert_nothing_of_ours_left(client: RestClient) -> None:
         return not any(namespaces)
 
     wait_for(ours_gone, 90, "harness namespaces gone", interval_s=1.0)
-    nodes, _ = client.list_all("/api/v1/nodes", labelSelector=objects.NODE_SELECTOR)
+    nodes = client.list_items("nodes", label_selector=objects.NODE_SELECTOR)
     assert nodes == []
     assert client.get(f"/api/v1/namespaces/{THEIR_NAMESPACE}")["status"]["phase"] == "Active"
     configmap = client.get(f"/api/v1/namespaces/{THEIR_NAMESPACE}/configmaps/{THEIR_CONFIGMAP}")

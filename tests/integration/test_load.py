@@ -9,14 +9,12 @@ from pathlib import Path
 import pytest
 
 from loadtests import objects
+from loadtests.controlplane.base import TargetInfo
+from loadtests.controlplane.processes import wait_for
 from loadtests.fleet import Fleet
-from loadtests.k8sclient import RestClient
+from loadtests.kube.rest import RestClient
 from loadtests.load import LoadGenerator
-from loadtests.scenarios import LoadConfig
-from loadtests.target.base import TargetInfo
-from loadtests.target.processes import wait_for
-
-pytestmark = pytest.mark.integration
+from loadtests.scenarios.config import LoadConfig
 
 NODES = 10
 LOAD = {

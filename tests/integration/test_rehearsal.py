@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
 from loadtests import binaries, results
-from tests.cli import REPO, write_tiny_plan
-
-pytestmark = pytest.mark.integration
+from tests.cli import loadtest, write_tiny_plan
 
 
-
-def test_rehearsal_runs_both_versions_and_compares(tmp_path: Path) -> None:
+def test_rehearsal_runs_both_versions_and_compares(bins, tmp_path: Path) -> None:
     old, new = binaries.PREVIOUS_KUBE_VERSION, binaries.DEFAULT_KUBE_VERSION
     binaries.find(old)  # `make test` provides both
     plan = write_tiny_plan(tmp_path / "plan.yaml", "rehearsal-check", (10, 10))
     out = tmp_path / "rehearsal"
-    proc = subprocess.run([sys.executable, "-m", "loadtests.cli", "rehearse", "--plan", str(plan), "--from", old,
-                           "--to", new, "--out", str(out), "--no-gate"],
-                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    proc = loadtest("rehearse", "--plan", str(plan), "--from", old, "--to", new, "--out", str(out), "--no-gate",
+                    timeout=900)
     # 0: no regression, 1: regressions flagged; both are a finished rehearsal
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
     for version in (old, new):

@@ -6,28 +6,22 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
-import pytest
 
 from loadtests import results
 from loadtests.binaries import cache_root
-from loadtests.target.processes import ProcessRecord, listening_ports, wait_for
-from tests.cli import REPO, write_tiny_plan
+from loadtests.controlplane.processes import ProcessRecord, wait_for
+from tests.checks import assert_nothing_left
+from tests.cli import start_loadtest, write_tiny_plan
 
 
-def _start_run(out: Path, *args: str, cwd: Path = REPO) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "loadtests.cli", "run", "--out", str(out), *args], cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
-
-
-def test_smoke_plan_end_to_end(tmp_path: Path) -> None:
+def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
     out = tmp_path / "smoke"
     # a relative --out, as users type it
-    proc = _start_run(Path("smoke"), "--plan", "smoke", "--no-gate", cwd=tmp_path)
+    proc = start_loadtest("run", "--out", "smoke", "--plan", "smoke", "--no-gate", cwd=tmp_path)
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     run = results.load(out)
@@ -56,7 +50,7 @@ def _run_and_interrupt(tmp_path: Path, interrupt) -> tuple[subprocess.Popen, str
     """Start a short run, wait until its first step is saved and the second is under load, then interrupt."""
     plan = write_tiny_plan(tmp_path / "fault.yaml", "fault", (8, 30))
     out = tmp_path / "run"
-    proc = _start_run(out, "--plan", str(plan))
+    proc = start_loadtest("run", "--out", str(out), "--plan", str(plan))
     state_file = cache_root() / "clusters" / f"run-{out.name}-{proc.pid}" / "state.json"
 
     def second_step_loaded() -> bool:
@@ -78,19 +72,6 @@ def _run_and_interrupt(tmp_path: Path, interrupt) -> tuple[subprocess.Popen, str
     return proc, stdout, stderr, out, records + children
 
 
-def _assert_nothing_left(leftovers: list) -> None:
-    alive = []
-    for item in leftovers:
-        if isinstance(item, ProcessRecord):
-            if item.alive():
-                alive.append(item.component)
-        elif item.is_running() and item.status() != psutil.STATUS_ZOMBIE:
-            alive.append(" ".join(item.cmdline()[:3]))
-    assert alive == []
-    pids = [r.pid for r in leftovers if isinstance(r, ProcessRecord)]
-    assert listening_ports(pids) == []
-
-
 def _assert_partial_results(out: Path, error_words: str) -> None:
     run = results.load(out)
     assert run.status == "aborted" and error_words in (run.error or "")
@@ -99,7 +80,7 @@ def _assert_partial_results(out: Path, error_words: str) -> None:
     assert "aborted" in (out / "report.html").read_text().lower()
 
 
-def test_etcd_killed_mid_step_ends_with_one_error_and_partial_report(tmp_path: Path) -> None:
+def test_etcd_killed_mid_step_ends_with_one_error_and_partial_report(bins, tmp_path: Path) -> None:
     def kill_etcd(_proc, records) -> None:
         etcd = next(r for r in records if r.component == "etcd")
         os.kill(etcd.pid, signal.SIGKILL)
@@ -109,10 +90,10 @@ def test_etcd_killed_mid_step_ends_with_one_error_and_partial_report(tmp_path: P
     errors = [line for line in (stdout + stderr).splitlines() if line.startswith("loadtest:")]
     assert len(errors) == 1 and "etcd stopped running" in errors[0], errors
     _assert_partial_results(out, "etcd stopped running")
-    _assert_nothing_left(leftovers)
+    assert_nothing_left(leftovers)
 
 
-def test_ctrl_c_mid_step_ends_with_partial_report(tmp_path: Path) -> None:
+def test_ctrl_c_mid_step_ends_with_partial_report(bins, tmp_path: Path) -> None:
     def ctrl_c(proc, _records) -> None:
         proc.send_signal(signal.SIGINT)
 
@@ -121,8 +102,7 @@ def test_ctrl_c_mid_step_ends_with_partial_report(tmp_path: Path) -> None:
     assert proc.returncode == 3, stdout[-2000:] + stderr[-2000:]
     assert "interrupted" in stdout + stderr
     _assert_partial_results(out, "interrupted")
-    _assert_nothing_left(leftovers)
+    assert_nothing_left(leftovers)
     assert time.monotonic() - started < 300
 
 
-pytestmark = pytest.mark.integration

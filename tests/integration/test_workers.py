@@ -5,14 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import psutil
-import pytest
 
+from loadtests.controlplane.base import TargetInfo
 from loadtests.fleet import Fleet
-from loadtests.k8sclient import RestClient
+from loadtests.kube.rest import RestClient
 from loadtests.load import LoadGenerator
-from loadtests.target.base import TargetInfo
-
-pytestmark = pytest.mark.integration
 
 RATE = 6.0
 

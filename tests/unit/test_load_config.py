@@ -10,25 +10,21 @@ from pathlib import Path
 import pytest
 
 from loadtests import plan as plan_module
-from loadtests.load import (
-    LoadGenerator,
+from loadtests.kube.access import ClusterAccess
+from loadtests.kube.names import request_name
+from loadtests.load import LoadGenerator, failure_note, read_failures_csv, read_stats_csv
+from loadtests.report.html import step_warnings
+from loadtests.results import ClientStat, StepResult
+from loadtests.scenarios.catalog import (
     achieved_rates,
-    failure_note,
-    read_failures_csv,
-    read_stats_csv,
-)
-from loadtests.results import ClientStat
-from loadtests.scenarios import (
-    LoadConfig,
     demands,
     informer_names,
     kubelet_watcher_count,
     poller_names,
-    request_name,
     scenario_params,
     user_plan,
 )
-from loadtests.target.base import ClusterAccess
+from loadtests.scenarios.config import LoadConfig
 
 DATA = Path(__file__).parent / "data"
 ACCESS = ClusterAccess(server="https://127.0.0.1:1", kubeconfig="/nonexistent", ca_file="/ca.crt",
@@ -156,20 +152,23 @@ class TestAchieved:
         client = [stat("POST", "POST pods", 600, 10), stat("LIST", "LIST pods (rv=0)", 120),
                   stat("LIST", "LIST pods (continue)", 500), stat("WATCH", "WATCH pods (node)", 20),
                   stat("WATCH", "WATCH pods (node, rewatch)", 40)]
-        rates, notes = achieved_rates(self.LOAD, nodes=20, duration_s=60, client=client)
+        rates = achieved_rates(self.LOAD, nodes=20, duration_s=60, client=client)
         by = {r.scenario: r for r in rates}
         assert (by["pod_churn"].asked_per_s, by["pod_churn"].achieved_per_s, by["pod_churn"].unit) == (10, 9.833,
                                                                                                        "creates")
         assert (by["list_pollers"].achieved_per_s, by["kubelet_watchers"].achieved_per_s) == (2.0, 20.0)
         assert by["kubelet_watchers"].unit == "watches" and by["kubelet_watchers"].asked_per_s == 20
-        assert notes == []
+        step = StepResult(0, "20 nodes", 20, 0, "", 60, rates=rates)
+        assert [w.text for w in step_warnings(step)] == []
 
-    def test_a_note_below_ninety_percent(self) -> None:
+    def test_the_report_warns_below_ninety_percent(self) -> None:
         client = [stat("POST", "POST pods", 500), stat("WATCH", "WATCH pods (node)", 20, failures=5)]
-        rates, notes = achieved_rates(self.LOAD, nodes=20, duration_s=60, client=client)
-        assert len(notes) == 3
-        assert notes[0].startswith("load: pod_churn achieved 8.33 creates/s of 10 asked (83%")
-        assert "kubelet_watchers achieved 15.00 watches of 20 asked" in notes[2]
+        step = StepResult(0, "20 nodes", 20, 0, "", 60,
+                          rates=achieved_rates(self.LOAD, nodes=20, duration_s=60, client=client))
+        texts = [w.text for w in step_warnings(step)]
+        assert len(texts) == 3
+        assert texts[0].startswith("scenario pod_churn achieved 8.33 creates/s of 10.00 asked (83%)")
+        assert "kubelet_watchers achieved 15.00 watches of 20.00 asked" in texts[2]
 
     def test_demands_say_what_counts(self) -> None:
         assert demands({"informers": {"count": 2}}, 1)["informers"].counted_by == ("WATCH", "WATCH pods (informer)")
@@ -177,6 +176,7 @@ class TestAchieved:
 
 def test_the_runner_side_never_imports_locust() -> None:
     """Importing Locust monkey-patches the process for gevent: the runner must stay free of it."""
-    code = "import sys, loadtests.load, loadtests.scenarios, loadtests.kubeapi; print('locust' in sys.modules)"
+    code = ("import sys, loadtests.load, loadtests.scenarios.catalog, loadtests.scenarios.transport, "
+            "loadtests.kube.reflector; print('locust' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

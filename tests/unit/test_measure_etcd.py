@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from loadtests.measure import etcd
 from loadtests.measure.prometheus import Snapshot
-
-DATA = Path(__file__).parent / "data"
-
-
-def recorded(name: str) -> Snapshot:
-    return Snapshot.parse((DATA / name).read_text())
+from tests.checks import recorded
 
 
 def test_stats_over_a_step() -> None:
@@ -57,7 +50,7 @@ def test_fallback_from_the_apiserver() -> None:
 
 def test_the_declared_families_are_all_the_stats_need() -> None:
     def only(name: str) -> Snapshot:
-        return Snapshot.parse((DATA / name).read_text(), families=etcd.FAMILIES)
+        return recorded(name, etcd.FAMILIES)
 
     full = etcd.etcd_stats(recorded("etcd_metrics_start.txt"), recorded("etcd_metrics_end.txt"))
     assert etcd.etcd_stats(only("etcd_metrics_start.txt"), only("etcd_metrics_end.txt")) == full

@@ -5,11 +5,11 @@ from __future__ import annotations
 import select
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
+from loadtests.controlplane.processes import wait_for
 from loadtests.measure.processes import ProcessSampler
 
 # Waits for "go" (unless told to start at once), burns CPU until the process has used `target` seconds in all,
@@ -50,13 +50,6 @@ def wait_line(child: subprocess.Popen[str], expected: str, timeout_s: float = 60
     assert child.stdout.readline().strip() == expected
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
-
-
 def test_measures_the_cpu_a_component_burns_during_the_step(spawn) -> None:
     child = spawn(0.3, True)
     sampler = ProcessSampler({"burner": [child.pid]}, interval_s=0.05)
@@ -84,7 +77,8 @@ def test_pids_added_after_start_and_processes_that_exit(spawn) -> None:
     sampler.add("loadgen", [second.pid, first.pid])  # a pid given twice is counted once
     wait_line(first, "burnt")
     wait_line(second, "burnt")
-    wait_until(lambda: sampler.cpu_seconds("loadgen") >= 0.38)  # the sampling thread saw both burns
+    # the sampling thread saw both burns
+    wait_for(lambda: sampler.cpu_seconds("loadgen") >= 0.38, 30, "both burns sampled", interval_s=0.02)
     assert first.stdin is not None
     first.stdin.close()
     first.wait(timeout=30)

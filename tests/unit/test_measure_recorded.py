@@ -6,19 +6,13 @@ to the families the probes read). What is asserted is what that action implies, 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from loadtests.measure import apiserver, etcd
 from loadtests.measure.prometheus import Snapshot
+from tests.checks import recorded
 
-DATA = Path(__file__).parent / "data"
 PODS_CREATED = 10
-
-
-def recorded(name: str) -> Snapshot:
-    return Snapshot.parse((DATA / name).read_text())
 
 
 @pytest.fixture(scope="module")

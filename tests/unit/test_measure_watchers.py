@@ -6,16 +6,9 @@ from typing import Any
 
 import pytest
 
-from loadtests.measure.watchers import (
-    ApiError,
-    Gone,
-    PodStartupProbe,
-    RequestLog,
-    Watch,
-    WatchDelayProbe,
-    pod_running_ready,
-)
-from loadtests.target.base import ClusterAccess
+from loadtests.kube.access import ClusterAccess
+from loadtests.kube.watch import WatchEvent
+from loadtests.measure.watchers import PodStartupProbe, WatchDelayProbe, pod_running_ready
 
 ACCESS = ClusterAccess(server="https://127.0.0.1:1", kubeconfig="/nonexistent")  # never contacted here
 
@@ -93,37 +86,17 @@ class TestWatchDelay:
         assert WatchDelayProbe(ACCESS, "probe").token != WatchDelayProbe(ACCESS, "probe").token
 
 
-class TestWatchDispatch:
-    def make(self) -> tuple[Watch, list[tuple[str, str, float]]]:
-        seen: list[tuple[str, str, float]] = []
-        watch = Watch(ACCESS, "/api/v1/namespaces/x/pods", "pods",
-                      lambda kind, obj, t: seen.append((kind, obj["metadata"]["name"], t)), RequestLog())
-        return watch, seen
-
-    def test_events_go_on_and_move_the_resource_version(self) -> None:
-        watch, seen = self.make()
-        watch.dispatch({"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "10"}}}, 1.0)
-        watch.dispatch({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "15"}}}, 2.0)
-        assert seen == [("ADDED", "a", 1.0)]  # bookmarks only move the version
-        assert watch.resource_version == "15"
-
-    def test_expired_version_asks_for_a_relist_and_other_errors_raise(self) -> None:
-        watch, _ = self.make()
-        with pytest.raises(Gone):
-            watch.dispatch({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}, 1.0)
-        with pytest.raises(ApiError) as error:
-            watch.dispatch({"type": "ERROR", "object": {"kind": "Status", "code": 500, "message": "boom"}}, 1.0)
-        assert error.value.status == 500
-
-    def test_stop_without_start_is_safe_twice(self) -> None:
-        watch, _ = self.make()
-        watch.stop()
-        watch.stop()
+def test_events_reach_the_probe_from_the_shared_watch_loop() -> None:
+    probe = PodStartupProbe(ACCESS, "churn")
+    probe.on_event(WatchEvent("ADDED", pod("a"), 1.0))
+    probe.on_event(WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": "9"}}, 1.5))
+    probe.on_event(WatchEvent("MODIFIED", pod("a", "Running", ready=True), 2.0))
+    assert probe.samples() == [pytest.approx(1.0)]
 
 
-def test_request_log_counts_per_verb_and_resource() -> None:
-    log = RequestLog()
-    log.add("LIST", "pods")
-    log.add("LIST", "pods")
-    log.add("PATCH", "configmaps")
-    assert log.counts() == {("LIST", "pods"): 2, ("PATCH", "configmaps"): 1}
+def test_stop_before_start_is_safe_twice_and_sends_nothing() -> None:
+    probe = WatchDelayProbe(ACCESS, "probe")
+    probe.stop()
+    probe.stop()
+    assert probe.requests() == {}
+    assert probe.watch.watches == 0 and probe.lost == 0

@@ -9,9 +9,6 @@ reachable there, so the probes fall back to what the apiserver reports about sto
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
 import shlex
 import shutil
 import ssl
@@ -22,17 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import urllib3
-import yaml
-
 from loadtests import binaries as binaries_mod
 from loadtests import objects
+from loadtests.controlplane import kwok as kwok_mod
+from loadtests.controlplane.base import TargetInfo
+from loadtests.controlplane.processes import ClusterState, ProcessGroup, ProcessRecord, free_ports, wait_for
 from loadtests.errors import TargetError
-from loadtests.k8sclient import ApiError, RestClient
-from loadtests.target import kwok as kwok_mod
-from loadtests.target.base import ClusterAccess, TargetInfo
-from loadtests.target.pki import write_private
-from loadtests.target.processes import ClusterState, ProcessGroup, ProcessRecord, free_ports, wait_for
+from loadtests.kube.access import ClusterAccess
+from loadtests.kube.errors import ApiError
+from loadtests.kube.kubeconfig import KubeContext, context_names, parse_context, read_kubeconfig
+from loadtests.kube.paths import object_path, resource_path
+from loadtests.kube.rest import RestClient, short_error
 
 KWOK_MODES = ("local", "in-cluster")
 KWOK_NAMESPACE = "loadtest-kwok"  # the in-cluster kwok's namespace (kwok-configs/cluster/00-namespace.yaml)
@@ -46,169 +43,6 @@ REQUIRED_RIGHTS = (("create", "nodes", ""), ("delete", "nodes", ""), ("create", 
                    ("delete", "namespaces", ""), ("create", "pods", ""), ("create", "deployments", "apps"))
 IN_CLUSTER_RIGHTS = (("create", "clusterroles", "rbac.authorization.k8s.io"),
                      ("create", "clusterrolebindings", "rbac.authorization.k8s.io"))
-
-# kubeconfig features the harness's clients cannot honour; refused up front rather than failing obscurely later
-_UNSUPPORTED_USER = {"exec": "an exec credential plugin", "auth-provider": "an auth-provider plugin",
-                     "username": "basic authentication", "password": "basic authentication"}
-_UNSUPPORTED_CLUSTER = {"tls-server-name": "tls-server-name", "proxy-url": "a proxy (proxy-url)"}
-
-# object kind -> API path, for the objects in kwok-configs/cluster/
-_PATHS = {
-    ("v1", "Namespace"): "/api/v1/namespaces/{name}",
-    ("v1", "ServiceAccount"): "/api/v1/namespaces/{namespace}/serviceaccounts/{name}",
-    ("v1", "ConfigMap"): "/api/v1/namespaces/{namespace}/configmaps/{name}",
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"): "/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}",
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"):
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{name}",
-    ("apps/v1", "Deployment"): "/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
-}
-
-
-# ------------------------------------------------------------------------------------------------ kubeconfig
-@dataclass(frozen=True)
-class Material:
-    """A certificate, key or CA as a kubeconfig gives it: a file of the user's, or inline data."""
-
-    path: Path | None = None
-    data: bytes | None = None
-
-    def place(self, workdir: Path, name: str) -> str | None:
-        """A file path for it: the user's own file, or inline data written to a private file of ours."""
-        if self.data is not None:
-            target = workdir / name
-            write_private(target, self.data)
-            return str(target)
-        return str(self.path) if self.path else None
-
-
-@dataclass(frozen=True)
-class KubeContext:
-    """One context of a kubeconfig, resolved to what the harness needs; nothing is written until materialize."""
-
-    name: str
-    source: Path
-    server: str
-    ca: Material = Material()
-    client_cert: Material = Material()
-    client_key: Material = Material()
-    token: str | None = None
-    token_file: Path | None = None
-    insecure: bool = False
-
-    def materialize(self, workdir: Path) -> ClusterAccess:
-        """Files for every credential, and a kubeconfig (0600) whose current context is this one (kwok uses it)."""
-        ca = self.ca.place(workdir, "ca.crt")
-        cert = self.client_cert.place(workdir, "client.crt")
-        key = self.client_key.place(workdir, "client.key")
-        token = self.token
-        if token is None and self.token_file is not None:
-            token = _read(self.token_file, self.source, "tokenFile").decode().strip()
-        cluster: dict[str, Any] = {"server": self.server}
-        if ca:
-            cluster["certificate-authority"] = ca
-        if self.insecure:
-            cluster["insecure-skip-tls-verify"] = True
-        user: dict[str, Any] = {}
-        if cert and key:
-            user.update({"client-certificate": cert, "client-key": key})
-        if self.token_file is not None:
-            user["tokenFile"] = str(self.token_file)
-        elif token:
-            user["token"] = token
-        kubeconfig = workdir / "kubeconfig"
-        write_private(kubeconfig, yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "target", "cluster": cluster}],
-            "users": [{"name": "harness", "user": user}],
-            "contexts": [{"name": self.name, "context": {"cluster": "target", "user": "harness"}}],
-            "current-context": self.name,
-        }, sort_keys=False).encode())
-        return ClusterAccess(server=self.server.rstrip("/"), kubeconfig=str(kubeconfig), ca_file=ca,
-                             cert_file=cert, key_file=key, token=token, insecure_skip_verify=self.insecure)
-
-
-def _read(path: Path, source: Path, field: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as error:
-        raise TargetError(f"{source}: {field} {path}: cannot read it ({error.strerror})") from None
-
-
-def read_kubeconfig(path: Path) -> dict[str, Any]:
-    """The kubeconfig as a mapping, or one line saying why it cannot be used."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise TargetError(f"kubeconfig {path}: cannot read it ({error.strerror})") from None
-    except yaml.YAMLError as error:
-        raise TargetError(f"kubeconfig {path}: not valid YAML ({getattr(error, 'problem', error)})") from None
-    if not isinstance(data, dict):
-        raise TargetError(f"kubeconfig {path}: not a kubeconfig (expected a mapping with clusters, users, contexts)")
-    return data
-
-
-def context_names(config: dict[str, Any]) -> list[str]:
-    return [str(c.get("name")) for c in config.get("contexts") or [] if isinstance(c, dict)]
-
-
-def _named(config: dict[str, Any], section: str, name: str, source: Path, what: str) -> dict[str, Any]:
-    for entry in config.get(section) or []:
-        if isinstance(entry, dict) and entry.get("name") == name:
-            body = entry.get(section.rstrip("s"))
-            if isinstance(body, dict):
-                return body
-    raise TargetError(f"{source}: {what} {name!r} is not in the file's {section}")
-
-
-def _material(entry: dict[str, Any], key: str, source: Path) -> Material:
-    """`key-data` (base64, inline) or `key` (a file path, relative to the kubeconfig's folder)."""
-    inline = entry.get(f"{key}-data")
-    if inline:
-        try:
-            return Material(data=base64.b64decode(str(inline), validate=True))
-        except (binascii.Error, ValueError):
-            raise TargetError(f"{source}: {key}-data is not valid base64") from None
-    if entry.get(key):
-        return Material(path=_file(entry[key], source, key))
-    return Material()
-
-
-def _file(value: Any, source: Path, field: str) -> Path:
-    path = Path(str(value)).expanduser()
-    path = path if path.is_absolute() else source.parent / path
-    if not path.is_file():
-        raise TargetError(f"{source}: {field} {path} does not exist")
-    return path
-
-
-def parse_context(config: dict[str, Any], name: str, source: Path) -> KubeContext:
-    """Resolve one context to server and credentials; features the harness cannot honour are refused here."""
-    context = _named(config, "contexts", name, source, "context")
-    cluster = _named(config, "clusters", str(context.get("cluster")), source, f"context {name!r} names cluster")
-    user_name = context.get("user")
-    user = _named(config, "users", str(user_name), source, f"context {name!r} names user") if user_name else {}
-    for key, what in _UNSUPPORTED_CLUSTER.items():
-        if cluster.get(key):
-            raise TargetError(f"{source}: context {name!r} uses {what}, which the harness does not support; "
-                              "use a kubeconfig that reaches the apiserver directly")
-    for key, what in _UNSUPPORTED_USER.items():
-        if user.get(key):
-            raise TargetError(f"{source}: context {name!r} authenticates with {what}, which the harness cannot "
-                              "use; give it a client certificate or a token (e.g. from `kubectl create token`)")
-    server = str(cluster.get("server") or "")
-    if not server.startswith(("https://", "http://")):
-        raise TargetError(f"{source}: context {name!r}: cluster has no server URL (got {server!r})")
-    cert, key = _material(user, "client-certificate", source), _material(user, "client-key", source)
-    if (cert == Material()) != (key == Material()):
-        raise TargetError(f"{source}: context {name!r}: a client certificate needs its key, and a key its "
-                          "certificate")
-    return KubeContext(
-        name=name, source=source, server=server,
-        ca=_material(cluster, "certificate-authority", source), client_cert=cert, client_key=key,
-        token=str(user["token"]) if user.get("token") else None,
-        token_file=_file(user["tokenFile"], source, "tokenFile") if user.get("tokenFile") else None,
-        insecure=bool(cluster.get("insecure-skip-tls-verify")),
-    )
 
 
 def guard(kubeconfig: str | None, context: str | None, allow_context: str | None) -> KubeContext:
@@ -232,52 +66,9 @@ def guard(kubeconfig: str | None, context: str | None, allow_context: str | None
     return parse_context(config, context, path)
 
 
-# ------------------------------------------------------------------------------------------------ manifests
-def cluster_manifests_dir() -> Path:
-    return objects.kwok_configs_dir() / "cluster"
-
-
-def in_cluster_manifests(heartbeat_factor: float) -> list[dict[str, Any]]:
-    """kwok-configs/cluster/ with the kwok configuration, the shared flags and the pinned image tag filled in."""
-    docs: list[dict[str, Any]] = []
-    for path in sorted(cluster_manifests_dir().glob("*.yaml")):
-        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
-    config = kwok_mod.config_text(heartbeat_factor)
-    for doc in docs:
-        if doc["kind"] == "ConfigMap":
-            doc["data"]["kwok.yaml"] = config
-        elif doc["kind"] == "Deployment":
-            template = doc["spec"]["template"]
-            container = template["spec"]["containers"][0]
-            container["image"] = f"{container['image']}:{binaries_mod.KWOK_VERSION}"
-            container["args"] = [*container["args"], *kwok_mod.common_flags(heartbeat_factor)]
-            # a changed configuration rolls the pod, since the mounted file alone would not restart kwok
-            template["metadata"].setdefault("annotations", {})["k8s-loadtest/kwok-config-sha256"] = (
-                hashlib.sha256(config.encode()).hexdigest())
-    return docs
-
-
-def object_path(obj: dict[str, Any]) -> str:
-    meta = obj["metadata"]
-    try:
-        template = _PATHS[(obj["apiVersion"], obj["kind"])]
-    except KeyError:
-        raise TargetError(f"no API path known for {obj['apiVersion']} {obj['kind']}") from None
-    return template.format(name=meta["name"], namespace=meta.get("namespace", ""))
-
-
+# ------------------------------------------------------------------------------------------------ target
 def _cluster_scoped(obj: dict[str, Any]) -> bool:
     return "namespace" not in obj["metadata"]
-
-
-# ------------------------------------------------------------------------------------------------ target
-def _short(error: BaseException) -> str:
-    """The gist of a connection error, on one line."""
-    text = " ".join(str(getattr(error, "reason", None) or error).split())
-    return f"{type(error).__name__}: {text[:200]}"
-
-
-_UNREACHABLE = (urllib3.exceptions.HTTPError, OSError, ssl.SSLError)
 
 
 def _local_kwok_binary() -> Path | None:
@@ -347,9 +138,8 @@ class ExistingCluster:
             try:
                 version = self._up()
             except ApiError as error:
-                raise TargetError(f"{self._where}: {error}") from None
-            except _UNREACHABLE as error:
-                raise TargetError(f"lost {self._where}: {_short(error)}") from None
+                lost = "lost " if not error.status else ""
+                raise TargetError(f"{lost}{self._where}: {error}") from None
         except BaseException:
             # a refused or half-done up leaves nothing behind (down only removes what was created)
             try:
@@ -370,7 +160,7 @@ class ExistingCluster:
             self.client = RestClient(self.access, timeout_s=15.0)
         except (ssl.SSLError, OSError) as error:
             raise TargetError(f"{self.context.source}: context {self.context.name!r}: its certificates cannot "
-                              f"be loaded ({_short(error)})") from None
+                              f"be loaded ({short_error(error)})") from None
         version = self._check_reachable()
         self.kwok_mode = self.options.kwok_mode or ("local" if _local_kwok_binary() else "in-cluster")
         self._check_rights(REQUIRED_RIGHTS + (IN_CLUSTER_RIGHTS if self.kwok_mode == "in-cluster" else ()))
@@ -390,15 +180,15 @@ class ExistingCluster:
         client = self._rest()
         try:
             version = client.get("/version").get("gitVersion", "unknown")
-            client.get("/api/v1/nodes", limit=1)  # /version may be public; this one needs the credentials
+            client.get(resource_path("nodes"), limit=1)  # /version may be public; this one needs the credentials
         except ApiError as error:
+            if not error.status:
+                raise TargetError(f"cannot reach {self._where}: {error.reason}; is the cluster running and "
+                                  "the kubeconfig current?") from None
             if error.status in (401, 403):
                 raise TargetError(f"{self._where} refused the kubeconfig's credentials (HTTP {error.status}: "
                                   f"{error.reason}); check the user of that context") from None
             raise TargetError(f"{self._where} answered HTTP {error.status}: {error.reason}") from None
-        except _UNREACHABLE as error:
-            raise TargetError(f"cannot reach {self._where}: {_short(error)}; is the cluster running and "
-                              "the kubeconfig current?") from None
         self.log(f"existing cluster: {self._where}, Kubernetes {version}")
         return str(version)
 
@@ -406,7 +196,7 @@ class ExistingCluster:
         """Ask the apiserver (SelfSubjectAccessReview) rather than fail half-way through a run."""
         missing = []
         for verb, resource, group in rights:
-            review = self._rest().create("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {
+            review = self._rest().create(resource_path("selfsubjectaccessreviews"), {
                 "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
                 "spec": {"resourceAttributes": {"verb": verb, "resource": resource, "group": group}},
             })
@@ -419,11 +209,11 @@ class ExistingCluster:
     def _claim(self) -> None:
         """Refuse to start next to harness objects of another run; wait out namespaces still being deleted."""
         client = self._rest()
-        nodes, _ = client.list_all("/api/v1/nodes", labelSelector=objects.NODE_SELECTOR)
+        nodes = client.list_items("nodes", label_selector=objects.NODE_SELECTOR)
         names = sorted(n["metadata"]["name"] for n in nodes)
         namespaces = []
         for name in (*objects.NAMESPACES, KWOK_NAMESPACE):
-            path = f"/api/v1/namespaces/{name}"
+            path = resource_path("namespaces", name=name)
             found = client.request("GET", path, ok=(404,))
             if found and found["metadata"].get("deletionTimestamp") and not names:
                 self.log(f"waiting for namespace {name} (being deleted by an earlier run) to be gone")
@@ -466,10 +256,10 @@ class ExistingCluster:
     def _install_in_cluster_kwok(self) -> None:
         client = self._rest()
         self._installed = True  # from the first object on, so a half-done install is removed too
-        for doc in in_cluster_manifests(self.options.heartbeat_factor):
+        for doc in kwok_mod.in_cluster_manifests(self.options.heartbeat_factor):
             client.request("PATCH", object_path(doc), doc, content_type="application/apply-patch+yaml",
                            params={"fieldManager": FIELD_MANAGER, "force": "true"})
-        path = f"/apis/apps/v1/namespaces/{KWOK_NAMESPACE}/deployments/{KWOK_DEPLOYMENT}"
+        path = resource_path("deployments", KWOK_NAMESPACE, KWOK_DEPLOYMENT)
 
         def available() -> bool:
             conditions = client.get(path).get("status", {}).get("conditions", [])
@@ -483,7 +273,7 @@ class ExistingCluster:
             raise TargetError(f"{error} in {self._where}{self._kwok_pod_state()}") from None
 
     def _kwok_pods(self) -> list[dict[str, Any]]:
-        return self._rest().get(f"/api/v1/namespaces/{KWOK_NAMESPACE}/pods",
+        return self._rest().get(resource_path("pods", KWOK_NAMESPACE),
                                 labelSelector="app.kubernetes.io/name=kwok-controller").get("items", [])
 
     def _kwok_pod_failure(self) -> str | None:
@@ -528,12 +318,10 @@ class ExistingCluster:
                 return True
             except (TargetError, ApiError) as error:
                 problems.append(f"{what}: {error}")
-            except _UNREACHABLE as error:
-                problems.append(f"{what}: {_short(error)}")
             return False
 
         if self._claimed:
-            namespaces = [f"/api/v1/namespaces/{name}" for name in objects.NAMESPACES]
+            namespaces = [resource_path("namespaces", name=name) for name in objects.NAMESPACES]
             deleted = attempt("harness namespaces", lambda: self._delete_owned(namespaces, objects.MANAGED_BY))
             # while kwok still runs, the pods on the fake nodes finish deleting and the namespaces go quickly;
             # pods left on deleted nodes (kwok dead, say) are removed later by the pod garbage collector
@@ -586,21 +374,22 @@ class ExistingCluster:
     def _delete_our_nodes(self) -> None:
         """The nodes this run created: the harness-labelled ones (none existed when the cluster was claimed)."""
         client = self._rest()
-        nodes, _ = client.list_all("/api/v1/nodes", labelSelector=objects.NODE_SELECTOR)
+        nodes = client.list_items("nodes", label_selector=objects.NODE_SELECTOR)
         record = sorted(n["metadata"]["name"] for n in nodes
                         if _owned(n, NODE_LABELS) and n["metadata"]["name"].startswith(objects.NODE_PREFIX))
-        deleted = self._delete_owned([f"/api/v1/nodes/{name}" for name in record], NODE_LABELS)
+        deleted = self._delete_owned([resource_path("nodes", name=name) for name in record], NODE_LABELS)
         self.deleted_nodes = [p.rsplit("/", 1)[1] for p in deleted]
 
         def remaining() -> set[str]:
-            items, _ = client.list_all("/api/v1/nodes", labelSelector=objects.NODE_SELECTOR)
+            items = client.list_items("nodes", label_selector=objects.NODE_SELECTOR)
             return {n["metadata"]["name"] for n in items} & set(record)
 
         wait_for(lambda: not remaining(), 60, "harness nodes deleted", interval_s=1.0)
 
     def _uninstall_in_cluster_kwok(self) -> None:
         """Its namespace (with everything in it) and its cluster-scoped RBAC, found from the same manifests."""
-        scoped = [object_path(d) for d in in_cluster_manifests(self.options.heartbeat_factor) if _cluster_scoped(d)]
+        manifests = kwok_mod.in_cluster_manifests(self.options.heartbeat_factor)
+        scoped = [object_path(d) for d in manifests if _cluster_scoped(d)]
         self._delete_owned(scoped, objects.MANAGED_BY)
         self._wait_gone(scoped, self.options.cleanup_timeout_s, "in-cluster kwok removed")
 

@@ -1,27 +1,22 @@
-"""The load generator's client mechanics without a server: watch decoding whatever the chunking, the
-watch stream's bookkeeping, LIST metadata, paths, and the reflector's LIST/WATCH/410 loop."""
+"""The protocol layer without a server: watch decoding whatever the chunking, the watch stream's
+bookkeeping, LIST metadata, paths, request verbs, and the reflector's LIST/WATCH/410 loop."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from typing import Any
 
 import pytest
 
-from loadtests.kubeapi import (
-    Backoff,
-    Gone,
-    ListPage,
-    Reflector,
-    WatchDecoder,
-    WatchError,
-    WatchEvent,
-    WatchStream,
-    iter_watch_events,
-    list_metadata,
-    resource_path,
-)
-from loadtests.scenarios import KUBELET_WATCH, WatchNames
+from loadtests.kube.errors import ApiError, Gone, WatchError
+from loadtests.kube.names import WatchNames
+from loadtests.kube.paths import object_path, resource_path
+from loadtests.kube.reflector import BackgroundReflector, Backoff, Reflector
+from loadtests.kube.rest import verb_and_resource
+from loadtests.kube.watch import ListPage, WatchDecoder, WatchEvent, WatchStream, iter_watch_events, list_metadata
+from loadtests.scenarios.catalog import KUBELET_WATCH
 
 
 def line(kind: str, rv: str, name: str = "p", **extra: Any) -> bytes:
@@ -98,7 +93,7 @@ class TestDecoding:
 
 
 class FakeRaw:
-    """geventhttpclient's streaming response as WatchStream uses it: readline(b"\\n"), release()."""
+    """A streaming response as a transport hands it to WatchStream: readline(b"\\n"), release()."""
 
     def __init__(self, body: bytes, error: Exception | None = None) -> None:
         self.lines = body.splitlines(keepends=True)
@@ -117,39 +112,31 @@ class FakeRaw:
         self.released += 1
 
 
-class FakeEvent:
-    def __init__(self) -> None:
-        self.fired: list[dict[str, Any]] = []
-
-    def fire(self, **kwargs: Any) -> None:
-        self.fired.append(kwargs)
-
-
-class FakeResponse:
-    def __init__(self, raw: FakeRaw) -> None:
-        self._response = raw
+def stream_of(raw: FakeRaw, broken: list[BaseException] | None = None) -> WatchStream:
+    return WatchStream(lambda: raw.readline(b"\n"), raw.release,
+                       on_broken=lambda _stream, error: (broken if broken is not None else []).append(error))
 
 
 class TestWatchStream:
     def test_follows_resource_versions_and_counts_bookmarks(self) -> None:
-        raw, events = FakeRaw(RECORDED), FakeEvent()
-        stream = WatchStream(FakeResponse(raw), "WATCH pods", events)  # type: ignore[arg-type]
+        raw, broken = FakeRaw(RECORDED), []
+        stream = stream_of(raw, broken)
         assert [e.type for e in stream] == ["ADDED", "MODIFIED", "BOOKMARK", "DELETED"]
         assert (stream.resource_version, stream.events, stream.bookmarks) == ("16", 4, 1)
-        assert stream.broken is None and events.fired == []  # a normal end is no failure
+        assert stream.bytes == len(RECORDED)
+        assert stream.broken is None and broken == []  # a normal end is no failure
         assert raw.released == 1
 
     def test_a_broken_connection_ends_the_stream_and_is_reported_once(self) -> None:
-        raw, events = FakeRaw(RECORDED[: RECORDED.index(b"BOOKMARK") + 200], TimeoutError("timed out")), FakeEvent()
-        stream = WatchStream(FakeResponse(raw), "WATCH pods (node)", events)  # type: ignore[arg-type]
+        raw, broken = FakeRaw(RECORDED[: RECORDED.index(b"BOOKMARK") + 200], TimeoutError("timed out")), []
+        stream = stream_of(raw, broken)
         assert [e.type for e in stream] == ["ADDED", "MODIFIED", "BOOKMARK"]
         assert stream.resource_version == "15" and isinstance(stream.broken, TimeoutError)
-        assert len(events.fired) == 1
-        assert events.fired[0]["name"] == "WATCH pods (node) stream" and events.fired[0]["request_type"] == "WATCH"
+        assert len(broken) == 1 and broken[0] is stream.broken
 
     def test_gone_propagates_and_still_releases_the_connection(self) -> None:
         raw = FakeRaw(line("ADDED", "3") + GONE)
-        stream = WatchStream(FakeResponse(raw), "WATCH pods", FakeEvent())  # type: ignore[arg-type]
+        stream = stream_of(raw)
         with pytest.raises(Gone):
             list(stream)
         assert stream.resource_version == "3" and raw.released == 1
@@ -178,15 +165,37 @@ def test_resource_paths() -> None:
         resource_path("widgets")
 
 
+def test_object_paths_come_from_the_same_table() -> None:
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"}}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "r"}}
+    assert object_path(deployment) == "/apis/apps/v1/namespaces/n/deployments/d"
+    assert object_path(role) == "/apis/rbac.authorization.k8s.io/v1/clusterroles/r"
+    with pytest.raises(ValueError, match="Widget"):
+        object_path({"apiVersion": "v1", "kind": "Widget", "metadata": {"name": "w"}})
+
+
+def test_request_verbs_are_the_apiservers() -> None:
+    assert verb_and_resource("GET", "/api/v1/namespaces/x/pods") == ("LIST", "pods")
+    assert verb_and_resource("GET", "/api/v1/namespaces/x/pods?watch=1&resourceVersion=5") == ("WATCH", "pods")
+    assert verb_and_resource("GET", "/api/v1/namespaces/x/configmaps/c") == ("GET", "configmaps")
+    assert verb_and_resource("PATCH", "/apis/apps/v1/namespaces/x/deployments/d") == ("PATCH", "deployments")
+    assert verb_and_resource("GET", "/api/v1/namespaces/loadtest-fleet") == ("GET", "namespaces")
+    assert verb_and_resource("POST", "/api/v1/nodes") == ("POST", "nodes")
+
+
 class FakeStream:
     def __init__(self, events: list[WatchEvent], end: Exception | None = None, rv: str = "") -> None:
         self._events, self._end = events, end
         self.resource_version, self.events, self.broken, self.opened_at = rv, len(events), None, 0.0
+        self.aborted = False
 
     def __iter__(self) -> Any:
         yield from self._events
         if self._end:
             raise self._end
+
+    def abort(self) -> None:
+        self.aborted = True
 
 
 class FakeApi:
@@ -197,12 +206,12 @@ class FakeApi:
         self.calls: list[tuple[str, str, str]] = []
 
     def list_all(self, resource: str, namespace: str, names: Any, *, resource_version: str, limit: int,
-                 field_selector: str) -> ListPage:
+                 field_selector: str, label_selector: str, all_pages: bool) -> ListPage:
         self.calls.append(("LIST", names.first, resource_version))
-        return ListPage(resource_version="100", continue_token="", size_bytes=10)
+        return ListPage(resource_version="100", continue_token="", size_bytes=10, items=[{"metadata": {}}])
 
     def watch(self, resource: str, namespace: str, name: str, *, resource_version: str, field_selector: str,
-              timeout_s: float) -> Any:
+              label_selector: str, timeout_s: float) -> Any:
         self.calls.append(("WATCH", name, resource_version))
         assert timeout_s >= 1
         answer = self.watches.pop(0)
@@ -273,3 +282,42 @@ class TestReflector:
         Reflector(api, "pods", KUBELET_WATCH, deadline=35.0, clock=lambda: now[0],  # type: ignore[arg-type]
                   backoff=Backoff(sleep=lambda _s: None)).run()
         assert len(api.calls) == 4
+
+    def test_api_errors_count_and_back_off_without_ending_the_loop(self) -> None:
+        slept: list[float] = []
+        api = FakeApi([ApiError(0, "connection refused"), WatchError("not a watch event"),
+                       FakeStream([event("ADDED", "5")], rv="5")])
+        reflector = Reflector(api, "pods", KUBELET_WATCH, backoff=Backoff(sleep=slept.append))  # type: ignore[arg-type]
+        for _ in range(3):
+            reflector.step()
+        assert reflector.errors == 2 and len(slept) == 2
+        assert reflector.last_error == "WatchError: not a watch event"
+        assert reflector.resource_version == "5"
+
+
+class TestBackgroundReflector:
+    def test_lists_in_the_callers_thread_then_watches_until_stopped(self) -> None:
+        names = WatchNames.of("nodes", "", "fleet", list_rv="0")
+        release = threading.Event()
+        lists: list[int] = []
+        seen: list[str] = []
+
+        class Blocking(FakeStream):
+            def __iter__(self) -> Any:
+                yield from self._events
+                release.wait(10)  # a watch with nothing to say, until stop() aborts it
+
+            def abort(self) -> None:
+                release.set()
+
+        api = FakeApi([Blocking([event("ADDED", "101")], rv="101")] + [FakeStream([], rv="101")] * 100)
+        watch = BackgroundReflector(api, "nodes", names, on_list=lambda page: lists.append(len(page.items or [])),
+                                    on_event=lambda e: seen.append(e.type))
+        watch.start()
+        assert lists == [1] and api.calls[0] == ("LIST", "LIST nodes (fleet, rv=0)", "0")
+        deadline = time.monotonic() + 10
+        while not seen and time.monotonic() < deadline:
+            release.wait(0.01)
+        watch.stop()
+        assert seen[0] == "ADDED" and release.is_set()
+        assert watch._thread is None  # joined

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,17 +15,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from loadtests.kube import kubeconfig
+from loadtests.private import write_private
+
 SERVICE_IP = "10.96.0.1"  # first address of the service range; only ever a name in a certificate
 _VALIDITY = datetime.timedelta(days=30)
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Write a file only its owner can read, without a window where it is world-readable."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    path.chmod(0o600)
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
@@ -142,25 +135,6 @@ def create_cluster_pki(directory: Path) -> ClusterPki:
 
 
 def write_kubeconfig(path: Path, server: str, ca: Path, client: CertPair, user: str) -> Path:
-    """A kubeconfig that points at files (so it holds no key itself), mode 0600."""
-    text = f"""apiVersion: v1
-kind: Config
-clusters:
-- name: loadtest
-  cluster:
-    server: {server}
-    certificate-authority: {ca}
-users:
-- name: {user}
-  user:
-    client-certificate: {client.cert}
-    client-key: {client.key}
-contexts:
-- name: loadtest
-  context:
-    cluster: loadtest
-    user: {user}
-current-context: loadtest
-"""
-    write_private(path, text.encode())
-    return path
+    """A kubeconfig for one component's client certificate (files, so it holds no key itself), mode 0600."""
+    return kubeconfig.write_kubeconfig(path, server, user=user, ca=ca, client_cert=client.cert,
+                                       client_key=client.key)

@@ -41,14 +41,6 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, *, inte
         time.sleep(interval_s)
 
 
-def ssl_unverified() -> ssl.SSLContext:
-    """For the self-signed /healthz endpoints of components on loopback (scheduler, controller-manager, kwok)."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
-
-
 def http_ok(url: str, context: ssl.SSLContext | None = None, expect: bytes | None = None) -> bool:
     """Whether a health endpoint answers 200 (and contains `expect`); any failure to connect is a no."""
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,10 @@ import yaml
 
 from loadtests import binaries as binaries_mod
 from loadtests.binaries import Binaries
-from loadtests.errors import TargetError
-from loadtests.target import kwok as kwok_mod
-from loadtests.target.base import ClusterAccess, TargetInfo
-from loadtests.target.pki import ClusterPki, create_cluster_pki, write_kubeconfig, write_private
-from loadtests.target.processes import (
+from loadtests.controlplane import kwok as kwok_mod
+from loadtests.controlplane.base import TargetInfo
+from loadtests.controlplane.pki import ClusterPki, create_cluster_pki, write_kubeconfig
+from loadtests.controlplane.processes import (
     LOOPBACK,
     ClusterState,
     ProcessGroup,
@@ -29,9 +29,11 @@ from loadtests.target.processes import (
     http_ok,
     listening_ports,
     port_is_free,
-    ssl_unverified,
     wait_for,
 )
+from loadtests.errors import TargetError
+from loadtests.kube.access import ClusterAccess, unverified_context
+from loadtests.private import write_private
 
 SERVICE_CIDR = "10.96.0.0/16"
 NODE_MONITOR_GRACE_S = 50  # kube-controller-manager default since 1.32
@@ -163,7 +165,7 @@ class LocalControlPlane:
             started.append(self.group.start("kwok", kwok_mod.local_argv(
                 bins.kwok, kwok_kubeconfig, kwok_config, ports["kwok"], self.options.heartbeat_factor,
                 tls=(pki.kwok.cert, pki.kwok.key))))
-        insecure = ssl_unverified()
+        insecure = unverified_context()
 
         def first_exit() -> str | None:
             return next((r for r in (self.group.exited(p) for p in started) if r), None)
@@ -297,3 +299,32 @@ class LocalControlPlane:
         if bound:
             raise TargetError(f"ports still bound after stop: {bound}")
         return {"stopped": stopped, "killed": killed}
+
+
+class RunControlPlane:
+    """A local control plane private to one run (the Target of `loadtest run`): a fresh etcd, logs kept with
+    the results, the cluster folder (which holds keys) removed afterwards."""
+
+    def __init__(self, options: LocalOptions, out_dir: Path, log: Callable[[str], None] = print) -> None:
+        self.out_dir = out_dir
+        self.log = log
+        self.plane = LocalControlPlane(options)
+
+    def up(self) -> TargetInfo:
+        return self.plane.up(log=self.log)
+
+    def info(self) -> TargetInfo:
+        return self.plane.info()
+
+    def dead_components(self) -> list[str]:
+        return self.plane.dead_components()
+
+    def down(self) -> None:
+        try:
+            self.plane.down()
+        finally:
+            logs = self.plane.directory / "logs"
+            if logs.is_dir():
+                shutil.copytree(logs, self.out_dir / "control-plane-logs", dirs_exist_ok=True)
+            # the cluster folder holds keys: it never goes into the report folder, and is removed after the run
+            shutil.rmtree(self.plane.directory, ignore_errors=True)

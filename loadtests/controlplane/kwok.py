@@ -1,19 +1,22 @@
 """The kwok controller as every target runs it: one configuration, one set of Stages, one set of flags.
 
 A local control plane and an existing cluster must simulate nodes and pods the same way, or their results
-could not be compared; so the configuration, the Stages from kwok-configs/stages and the flags that choose
-which nodes kwok manages are built here once.
+could not be compared; so the configuration, the Stages from kwok-configs/stages, the flags that choose
+which nodes kwok manages, and the manifests of a kwok run inside a cluster are built here once.
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from loadtests.controlplane.processes import LOOPBACK, http_ok
+from loadtests.kube.access import unverified_context
 from loadtests.objects import kwok_configs_dir
-from loadtests.target.processes import LOOPBACK, http_ok, ssl_unverified
+from loadtests.versions import KWOK_VERSION
 
 NODE_LEASE_SECONDS = 40  # kubelet default; kwok renews at a quarter of it, like a kubelet
 POD_CIDR = "10.0.0.1/16"  # addresses kwok writes into pod status; never contacted
@@ -82,4 +85,24 @@ def local_argv(binary: Path, kubeconfig: Path, config: Path, port: int, heartbea
 def healthy(port: int) -> bool:
     """Whether a local kwok answers /healthz (over HTTPS when it was given a certificate, else HTTP)."""
     return (http_ok(f"http://{LOOPBACK}:{port}/healthz")
-            or http_ok(f"https://{LOOPBACK}:{port}/healthz", ssl_unverified()))
+            or http_ok(f"https://{LOOPBACK}:{port}/healthz", unverified_context()))
+
+
+def in_cluster_manifests(heartbeat_factor: float) -> list[dict[str, Any]]:
+    """kwok-configs/cluster/ with the kwok configuration, the shared flags and the pinned image tag filled in."""
+    docs: list[dict[str, Any]] = []
+    for path in sorted((kwok_configs_dir() / "cluster").glob("*.yaml")):
+        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    config = config_text(heartbeat_factor)
+    for doc in docs:
+        if doc["kind"] == "ConfigMap":
+            doc["data"]["kwok.yaml"] = config
+        elif doc["kind"] == "Deployment":
+            template = doc["spec"]["template"]
+            container = template["spec"]["containers"][0]
+            container["image"] = f"{container['image']}:{KWOK_VERSION}"
+            container["args"] = [*container["args"], *common_flags(heartbeat_factor)]
+            # a changed configuration rolls the pod, since the mounted file alone would not restart kwok
+            template["metadata"].setdefault("annotations", {})["k8s-loadtest/kwok-config-sha256"] = (
+                hashlib.sha256(config.encode()).hexdigest())
+    return docs

@@ -1,0 +1,40 @@
+"""What a target (a control plane we start, or a cluster someone else runs) gives the rest of the harness."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from loadtests.kube.access import ClusterAccess
+
+
+@dataclass
+class TargetInfo:
+    """Everything probes need to observe a running target."""
+
+    access: ClusterAccess
+    etcd_metrics_url: str | None  # http://127.0.0.1:PORT/metrics, or None where etcd is not reachable
+    versions: dict[str, str] = field(default_factory=dict)
+    # component name -> pids to measure with psutil (empty for a remote cluster)
+    pids: dict[str, list[int]] = field(default_factory=dict)
+    kind: str = "local"
+
+
+class Target(Protocol):
+    """A control plane the runner brings up, observes and brings down."""
+
+    def up(self) -> TargetInfo:
+        """Start (or claim) it; tears down whatever it started when it fails."""
+        ...
+
+    def info(self) -> TargetInfo:
+        """The current view, pids included (components may have been restarted)."""
+        ...
+
+    def dead_components(self) -> list[str]:
+        """Components of ours that stopped running."""
+        ...
+
+    def down(self) -> None:
+        """Stop and remove everything up() started or created; safe to call twice and after a failed up."""
+        ...

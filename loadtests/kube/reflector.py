@@ -1,0 +1,196 @@
+"""client-go's reflector loop, once for every watcher of the harness: the load's kubelets and informers
+(gevent, in Locust), the fleet's node watch and the probes' watches (threads, in the runner).
+
+LIST (or not), WATCH from the list's resourceVersion with bookmarks, resume each ended watch from the last
+resourceVersion seen, LIST again (a consistent read) on 410 Gone, back off with jitter after failures.
+The transport is anything with `list_all` and `watch` as below; failures come back as None (the load's
+client, which records them as Locust failures) or as ApiError / WatchError (the harness's client).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from loadtests.kube.errors import ApiError, Gone, WatchError
+from loadtests.kube.names import ListNames, WatchNames
+from loadtests.kube.watch import WATCH_TIMEOUT_MIN_S, ListPage, WatchEvent, WatchStream
+
+FAILURES = (ApiError, WatchError)
+
+
+class ListWatchApi(Protocol):
+    def list_all(self, resource: str, namespace: str, names: ListNames, *, resource_version: str = "0",
+                 limit: int = 0, field_selector: str = "", label_selector: str = "",
+                 all_pages: bool = True) -> ListPage | None: ...
+
+    def watch(self, resource: str, namespace: str, name: str, *, resource_version: str = "",
+              field_selector: str = "", label_selector: str = "", timeout_s: float = WATCH_TIMEOUT_MIN_S,
+              bookmarks: bool = True) -> WatchStream | None: ...
+
+
+class Backoff:
+    """Exponential backoff with jitter, so a failing apiserver is not hammered by every watcher at once."""
+
+    def __init__(self, first_s: float = 0.5, max_s: float = 10.0, sleep: Callable[[float], Any] = time.sleep,
+                 rng: random.Random | None = None) -> None:
+        self.first_s, self.max_s, self._sleep = first_s, max_s, sleep
+        self._rng = rng or random.Random()
+        self._next = first_s
+
+    def wait(self) -> None:
+        self._sleep(self._next * (0.5 + self._rng.random()))
+        self._next = min(self.max_s, self._next * 2)
+
+    def reset(self) -> None:
+        self._next = self.first_s
+
+
+class Reflector:
+    """One watcher of one collection. Runs until `deadline` (clock time) or stop(); Locust may also kill a
+    user's greenlet at the end of a run. `on_list` sees each LIST (its items when the transport decodes
+    them), `on_event` each watch event (BOOKMARKs included)."""
+
+    def __init__(self, api: ListWatchApi, resource: str, names: WatchNames, *, namespace: str = "",
+                 field_selector: str = "", label_selector: str = "", page_limit: int = 500,
+                 all_pages: bool = True, deadline: float | None = None,
+                 on_event: Callable[[WatchEvent], None] | None = None,
+                 on_list: Callable[[ListPage], None] | None = None, backoff: Backoff | None = None,
+                 clock: Callable[[], float] = time.time, rng: random.Random | None = None) -> None:
+        self.api, self.resource, self.names = api, resource, names
+        self.namespace, self.field_selector, self.label_selector = namespace, field_selector, label_selector
+        self.page_limit, self.all_pages = page_limit, all_pages
+        self.deadline, self.on_event, self.on_list, self._clock = deadline, on_event, on_list, clock
+        self._backoff = backoff or Backoff()
+        self._rng = rng or random.Random()
+        self.resource_version: str | None = None  # None: LIST (or watch from "now") next
+        self.watches = 0
+        self.lists = 0
+        self.gone = 0
+        self.errors = 0
+        self.last_error: str | None = None
+        self._stopping = False
+        self._stream: WatchStream | None = None
+
+    def _remaining(self) -> float:
+        return float("inf") if self.deadline is None else self.deadline - self._clock()
+
+    def _watch_timeout(self) -> float:
+        jittered = WATCH_TIMEOUT_MIN_S * (1.0 + self._rng.random())
+        return max(1.0, min(jittered, self._remaining()))
+
+    def list_now(self) -> bool:
+        """LIST and remember its resourceVersion; False when the transport reported a failure. The first
+        LIST uses the initial names (rv=0, the watch cache), later ones a consistent read (after a 410)."""
+        names = self.names.relist if self.lists else self.names.initial_list
+        assert names is not None, "a watcher without LIST names watches from now"
+        page = self.api.list_all(self.resource, self.namespace, names, resource_version="" if self.lists else "0",
+                                 limit=self.page_limit, field_selector=self.field_selector,
+                                 label_selector=self.label_selector, all_pages=self.all_pages)
+        if page is None:
+            return False
+        self.lists += 1
+        self.resource_version = page.resource_version
+        if self.on_list is not None:
+            self.on_list(page)
+        return True
+
+    def step(self) -> None:
+        """One LIST-if-needed and one watch to its end."""
+        try:
+            self._step()
+        except Gone:
+            self.gone += 1
+            self.resource_version = None
+        except FAILURES as error:
+            self._failed(error)
+
+    def _failed(self, error: BaseException | None) -> None:
+        self.errors += 1
+        if error is not None:
+            self.last_error = f"{type(error).__name__}: {error}"
+        if not self._stopping:
+            self._backoff.wait()
+
+    def _step(self) -> None:
+        if self.resource_version is None and self.names.initial_list is not None and not self.list_now():
+            self._failed(None)
+            return
+        name = self.names.again if self.watches else self.names.first
+        stream = self.api.watch(self.resource, self.namespace, name, resource_version=self.resource_version or "",
+                                field_selector=self.field_selector, label_selector=self.label_selector,
+                                timeout_s=self._watch_timeout())
+        if stream is None:
+            self._failed(None)
+            return
+        self.watches += 1
+        self._stream = stream
+        try:
+            for event in stream:
+                self.resource_version = stream.resource_version or self.resource_version
+                if self.on_event is not None:
+                    self.on_event(event)
+                if self._stopping:
+                    break
+        except WatchError:
+            self.resource_version = stream.resource_version or self.resource_version
+            raise
+        finally:
+            self._stream = None
+        self.resource_version = stream.resource_version or self.resource_version
+        if stream.broken is not None or (stream.events == 0 and self._clock() - stream.opened_at < 1.0):
+            self._failed(stream.broken)  # a watch that ends at once must not turn into a request loop
+        else:
+            self._backoff.reset()
+
+    def run(self) -> None:
+        while not self._stopping and self._remaining() > 0:
+            self.step()
+
+    def stop(self) -> None:
+        """From another thread: end the loop, and the watch it is reading, now."""
+        self._stopping = True
+        stream = self._stream
+        if stream is not None:
+            stream.abort()
+
+
+class BackgroundReflector:
+    """A Reflector in a daemon thread, for the runner's own watchers (fleet, probes): start() LISTs first in
+    the caller's thread, so a failure to list surfaces there, then watches until stop()."""
+
+    JOIN_TIMEOUT_S = 5.0
+
+    def __init__(self, api: ListWatchApi, resource: str, names: WatchNames, **options: Any) -> None:
+        self._stop = threading.Event()
+        options.setdefault("backoff", Backoff(first_s=0.2, max_s=5.0, sleep=self._stop.wait))
+        self.reflector = Reflector(api, resource, names, **options)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.reflector.names.initial_list is not None and not self.reflector.list_now():
+            raise ApiError(0, f"LIST {self.reflector.resource} failed")
+        self._thread = threading.Thread(target=self._run, name=f"watch {self.reflector.resource}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.reflector.run()
+            except Exception as error:  # a watcher thread must survive anything, and retry
+                self.reflector.errors += 1
+                self.reflector.last_error = f"{type(error).__name__}: {error}"
+                self._stop.wait(1.0)
+            else:
+                return
+
+    def stop(self) -> None:
+        """End the watch now and join the thread; idempotent."""
+        self._stop.set()
+        self.reflector.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=self.JOIN_TIMEOUT_S)
+            self._thread = None

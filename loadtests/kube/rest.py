@@ -1,0 +1,189 @@
+"""The harness's own thread-safe REST client (fleet, probes, clean-up, checks): plain JSON over a pooled
+urllib3 connection. Creating thousands of nodes must cost the harness far less CPU than it costs the
+apiserver, which the kubernetes client's model classes would not.
+
+It speaks the same LIST/WATCH interface as the load's gevent client, so the same Reflector drives both, and
+it counts what it sent per (verb, resource), so the runner can take the harness's own requests off the
+apiserver's counts. Every failure is an ApiError (status 0: no answer).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import socket
+import threading
+import time
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import urllib3
+
+from loadtests.kube.access import ClusterAccess
+from loadtests.kube.errors import ApiError, Gone, status_message
+from loadtests.kube.names import ListNames
+from loadtests.kube.paths import resource_path
+from loadtests.kube.watch import WATCH_READ_TIMEOUT_S, WATCH_TIMEOUT_MIN_S, ListPage, WatchStream
+
+USER_AGENT = "k8s-loadtest"
+TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
+
+
+def short_error(error: BaseException) -> str:
+    """The gist of a connection error, on one line."""
+    text = " ".join(str(getattr(error, "reason", None) or error).split())
+    return f"{type(error).__name__}: {text[:200]}"
+
+
+def verb_and_resource(method: str, path: str) -> tuple[str, str]:
+    """The apiserver's verb and resource for a request path, as apiserver_request_total labels them."""
+    split = urlsplit(path)
+    parts = split.path.strip("/").split("/")
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    if len(rest) > 2 and rest[0] == "namespaces":
+        rest = rest[2:]
+    resource = rest[0] if rest else ""
+    verb = method.upper()
+    if verb == "GET":
+        verb = "WATCH" if "watch=" in split.query else ("GET" if len(rest) > 1 else "LIST")
+    return verb, resource
+
+
+class RestClient:
+    def __init__(self, access: ClusterAccess, *, pool_size: int = 32, timeout_s: float = 30.0,
+                 user_agent: str = USER_AGENT) -> None:
+        self.access = access
+        self.timeout_s = timeout_s
+        self.pool = urllib3.PoolManager(
+            num_pools=4, maxsize=pool_size, block=True, ssl_context=access.ssl_context(),
+            timeout=urllib3.Timeout(connect=5.0, read=timeout_s), retries=False,
+        )
+        self.headers = {"Accept": "application/json", "User-Agent": user_agent, **access.auth_headers()}
+        self._lock = threading.Lock()
+        self._sent: collections.Counter[tuple[str, str]] = collections.Counter()
+
+    # --- bookkeeping ------------------------------------------------------------------------------------
+
+    def _count(self, method: str, path: str) -> None:
+        key = verb_and_resource(method, path)
+        with self._lock:
+            self._sent[key] += 1
+
+    def sent(self) -> dict[tuple[str, str], int]:
+        """Requests sent so far per (apiserver verb, resource)."""
+        with self._lock:
+            return dict(self._sent)
+
+    # --- plain requests ---------------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, body: Any = None, *, params: dict[str, Any] | None = None,
+                content_type: str = "application/json", ok: tuple[int, ...] = ()) -> dict[str, Any]:
+        """Send one request; statuses in `ok` (besides 2xx) return {} instead of raising."""
+        url = self.access.server + path + (f"?{urlencode(params)}" if params else "")
+        headers = dict(self.headers)
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = content_type
+        self._count(method, path + (f"?{urlencode(params)}" if params else ""))
+        try:
+            response = self.pool.request(method, url, body=data, headers=headers)
+        except TRANSPORT_ERRORS as error:
+            raise ApiError(0, short_error(error), method, path) from None
+        if 200 <= response.status < 300:
+            return json.loads(response.data) if response.data else {}
+        if response.status in ok:
+            return {}
+        raise ApiError(response.status, status_message(response.data), method, path)
+
+    def get(self, path: str, **params: Any) -> dict[str, Any]:
+        return self.request("GET", path, params=params or None)
+
+    def create(self, path: str, body: dict[str, Any], *, exist_ok: bool = False) -> dict[str, Any]:
+        return self.request("POST", path, body, ok=(409,) if exist_ok else ())
+
+    def delete(self, path: str, *, missing_ok: bool = True, **params: Any) -> dict[str, Any]:
+        return self.request("DELETE", path, params=params or None, ok=(404,) if missing_ok else ())
+
+    def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.request("PATCH", path, body, content_type="application/merge-patch+json")
+
+    # --- LIST and WATCH (the Reflector's interface) -----------------------------------------------------
+
+    def list_all(self, resource: str, namespace: str = "", names: ListNames | None = None, *,
+                 resource_version: str | None = None, limit: int = 500, field_selector: str = "",
+                 label_selector: str = "", all_pages: bool = True) -> ListPage:
+        """A LIST with its items, followed through all its pages unless all_pages is False; the result
+        carries the list's resourceVersion (to WATCH from)."""
+        query: dict[str, Any] = {"limit": limit} if limit else {}
+        if resource_version is not None:
+            query["resourceVersion"] = resource_version
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        if label_selector:
+            query["labelSelector"] = label_selector
+        path = resource_path(resource, namespace)
+        result = self.get(path, **query)
+        meta = result.get("metadata", {})
+        page = ListPage(str(meta.get("resourceVersion", "")), str(meta.get("continue", "")), 0,
+                        items=list(result.get("items", [])))
+        while all_pages and page.continue_token:
+            more = {k: v for k, v in query.items() if k != "resourceVersion"}
+            result = self.get(path, **more, **{"continue": page.continue_token})
+            page.items = [*(page.items or []), *result.get("items", [])]
+            page.continue_token = str(result.get("metadata", {}).get("continue", ""))
+            page.pages += 1
+        return page
+
+    def list_items(self, resource: str, namespace: str = "", *, label_selector: str = "") -> list[dict[str, Any]]:
+        return self.list_all(resource, namespace, label_selector=label_selector).items or []
+
+    def watch(self, resource: str, namespace: str = "", name: str = "", *, resource_version: str = "",
+              field_selector: str = "", label_selector: str = "", timeout_s: float = WATCH_TIMEOUT_MIN_S,
+              bookmarks: bool = True) -> WatchStream:
+        """Open a watch; raises Gone on 410 and ApiError when it cannot be established."""
+        query: dict[str, Any] = {"watch": "1", "timeoutSeconds": max(1, int(timeout_s))}
+        if bookmarks:
+            query["allowWatchBookmarks"] = "true"
+        if resource_version:
+            query["resourceVersion"] = resource_version
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        if label_selector:
+            query["labelSelector"] = label_selector
+        path = resource_path(resource, namespace, query=query)
+        self._count("GET", path)
+        try:
+            response = self.pool.request("GET", self.access.server + path, headers=self.headers,
+                                         preload_content=False,
+                                         timeout=urllib3.Timeout(connect=5.0, read=min(WATCH_READ_TIMEOUT_S,
+                                                                                       timeout_s + 60)))
+        except TRANSPORT_ERRORS as error:
+            raise ApiError(0, short_error(error), "WATCH", path) from None
+        if response.status != 200:
+            body = response.read()
+            response.release_conn()
+            if response.status == 410:
+                raise Gone(status_message(body))
+            raise ApiError(response.status, status_message(body), "WATCH", path)
+        chunks = response.stream(65536, decode_content=True)
+        connection = response.connection
+
+        def abort() -> None:
+            # the plain socket's shutdown, so the TLS state the reading thread uses is left alone
+            sock = getattr(connection, "sock", None)
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+        def release() -> None:
+            with contextlib.suppress(Exception):  # an unfinished body: the connection is closed, never reused
+                response.close()
+            response.release_conn()
+
+        return WatchStream(lambda: next(chunks, b""), release, broken_errors=TRANSPORT_ERRORS, abort=abort,
+                           clock=time.monotonic)
+
+    def close(self) -> None:
+        self.pool.clear()

@@ -1,0 +1,178 @@
+"""Watch streams and LIST results as the apiserver sends them: newline-delimited JSON events, list metadata.
+
+Nothing here does I/O: every transport (the load's gevent client, the harness's thread client) feeds the
+bytes it read, so decoding and its edge cases (events split across chunks, a truncated last event, ERROR
+events) are handled once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from loadtests.kube.errors import Gone, WatchError
+
+# client-go's reflector picks a watch timeout in [5 min, 10 min) so that watches do not all end at once
+WATCH_TIMEOUT_MIN_S = 300.0
+# a watch read may block for a whole timeoutSeconds when nothing changes (a node without pods)
+WATCH_READ_TIMEOUT_S = 2 * WATCH_TIMEOUT_MIN_S + 60.0
+
+
+@dataclass(slots=True)
+class WatchEvent:
+    type: str  # ADDED | MODIFIED | DELETED | BOOKMARK | ERROR
+    object: dict[str, Any]
+    received_at: float  # clock time when the bytes ending this event were read (watch-delay measurements)
+
+    @property
+    def resource_version(self) -> str:
+        return str((self.object.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def status_error(status: dict[str, Any]) -> Exception:
+    """The exception an ERROR event's Status stands for: Gone for 410 (Expired / Gone), else WatchError."""
+    code = status.get("code")
+    text = f"{code} {status.get('reason', '')}: {status.get('message', '')}"
+    return Gone(text) if code == 410 else WatchError(f"watch ended with an error: {text}")
+
+
+def _parse_event(line: bytes, received_at: float) -> WatchEvent:
+    try:
+        data = json.loads(line)
+        return WatchEvent(str(data["type"]), data.get("object") or {}, received_at)
+    except (ValueError, KeyError, TypeError) as error:
+        raise WatchError(f"not a watch event ({error}): {line[:120]!r}") from None
+
+
+class WatchDecoder:
+    """Splits a watch body into events whatever the chunking: keeps the partial last line for the next chunk."""
+
+    def __init__(self) -> None:
+        self._pending = bytearray()
+
+    def feed(self, chunk: bytes, received_at: float) -> list[WatchEvent]:
+        self._pending += chunk
+        end = self._pending.rfind(b"\n")
+        if end < 0:
+            return []
+        complete = bytes(self._pending[:end])
+        del self._pending[: end + 1]
+        return [_parse_event(line, received_at) for line in complete.split(b"\n") if line.strip()]
+
+    def finish(self, received_at: float) -> list[WatchEvent]:
+        """An event the stream ended without a newline after; a truncated one (the connection broke in the
+        middle of it, which the stream reports itself) is dropped."""
+        rest, self._pending = bytes(self._pending).strip(), bytearray()
+        try:
+            return [_parse_event(rest, received_at)] if rest else []
+        except WatchError:
+            return []
+
+
+def iter_watch_events(chunks: Iterable[bytes], clock: Callable[[], float] = time.time) -> Iterator[WatchEvent]:
+    """Events of a watch body as they arrive; an ERROR event raises Gone (410) or WatchError instead."""
+    decoder = WatchDecoder()
+    for chunk in chunks:
+        for event in decoder.feed(chunk, clock()):
+            if event.type == "ERROR":
+                raise status_error(event.object)
+            yield event
+    for event in decoder.finish(clock()):
+        if event.type == "ERROR":
+            raise status_error(event.object)
+        yield event
+
+
+class WatchStream:
+    """An established watch over any transport: iterate its events (BOOKMARKs included); `resource_version`
+    follows them, so a new watch can resume where this one ended. Iterating to the end (or breaking off)
+    releases the connection.
+
+    The transport gives `read` (the next bytes of the body; b"" when the server ended the watch), the
+    errors that mean the connection broke or stalled (recorded in `broken` and passed to `on_broken`, once;
+    a normal end after timeoutSeconds is not one), `release` (drop the connection) and `abort` (from another
+    thread: make a blocked read return now).
+    """
+
+    def __init__(self, read: Callable[[], bytes], release: Callable[[], None], *,
+                 broken_errors: tuple[type[BaseException], ...] = (OSError,),
+                 on_broken: Callable[[WatchStream, BaseException], None] | None = None,
+                 abort: Callable[[], None] | None = None, clock: Callable[[], float] = time.time) -> None:
+        self._read = read
+        self._release = release
+        self._broken_errors = broken_errors
+        self._on_broken = on_broken
+        self._abort = abort
+        self._clock = clock
+        self.opened_at = clock()
+        self.resource_version = ""
+        self.events = 0
+        self.bookmarks = 0
+        self.bytes = 0
+        self.broken: BaseException | None = None
+
+    def _chunks(self) -> Iterator[bytes]:
+        while True:
+            try:
+                chunk = self._read()
+            except self._broken_errors as error:  # reset, read timeout, connection closed mid-chunk
+                self.broken = error
+                if self._on_broken is not None:
+                    self._on_broken(self, error)
+                return
+            if not chunk:
+                return
+            self.bytes += len(chunk)
+            yield chunk
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        try:
+            for event in iter_watch_events(self._chunks(), self._clock):
+                if event.type == "BOOKMARK":
+                    self.bookmarks += 1
+                self.events += 1
+                self.resource_version = event.resource_version or self.resource_version
+                yield event
+        finally:
+            self.close()
+
+    def age_s(self) -> float:
+        return self._clock() - self.opened_at
+
+    def close(self) -> None:
+        """Drop the connection (an unfinished body is never reused); safe to call twice."""
+        self._release()
+
+    def abort(self) -> None:
+        """From another thread: end a read blocked on a silent server."""
+        if self._abort is not None:
+            self._abort()
+
+
+@dataclass
+class ListPage:
+    """A LIST (all its pages, or one): the list's resourceVersion, its size, and its items when decoded."""
+
+    resource_version: str
+    continue_token: str
+    size_bytes: int
+    pages: int = 1
+    items: list[dict[str, Any]] | None = None  # None: the transport did not decode them (the load's LISTs)
+
+
+def list_metadata(body: bytes) -> dict[str, Any]:
+    """The list's metadata without decoding its items: the apiserver writes kind, apiVersion and metadata
+    before items, so the head of the body is enough (a full decode of a big LIST costs the client dearly)."""
+    head = body[:16384].decode("utf-8", errors="ignore")
+    start = head.find('"metadata":')
+    if start >= 0:
+        try:
+            value, _ = json.JSONDecoder().raw_decode(head, start + len('"metadata":'))
+            if isinstance(value, dict):
+                return value
+        except ValueError:
+            pass
+    return dict(json.loads(body).get("metadata") or {})

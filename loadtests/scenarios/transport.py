@@ -1,0 +1,171 @@
+"""The load's transport: raw JSON over geventhttpclient, on Locust's FastHttpSession.
+
+Every call fires a Locust request event (one stats row per request kind, named by the caller). The
+kubernetes client's model classes are far too slow for this path. A watch fires one event when its response
+headers arrive (the time to establish it); its events are then read line by line as they come and decoded
+by loadtests.kube.watch, each stamped with its receive time. Paths, names, decoding and the LIST+WATCH loop
+are the shared ones of loadtests.kube; only the gevent I/O is here.
+
+Nothing here imports Locust (the session is handed in): importing Locust monkey-patches the whole process
+for gevent, which tests and the runner must not suffer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from geventhttpclient._parser import HTTPParseError
+
+from loadtests.kube.errors import Gone
+from loadtests.kube.names import ListNames
+from loadtests.kube.paths import resource_path
+from loadtests.kube.watch import WATCH_TIMEOUT_MIN_S, ListPage, WatchStream, list_metadata
+
+if TYPE_CHECKING:
+    from locust.contrib.fasthttp import FastHttpSession, ResponseContextManager
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+
+_URL = re.compile(r"\w+://\S+")
+
+
+def describe_failure(response: Any) -> str:
+    """A failure message of few distinct values (Locust groups failures by message): the status code and
+    the Status reason, or the connection error without its URL."""
+    status = response.status_code
+    if not status:
+        error = getattr(response, "error", None)
+        return _URL.sub("<url>", f"{type(error).__name__}: {error}")[:200]
+    reason = ""
+    try:
+        data = json.loads(response.content or b"{}")
+        reason = str(data.get("reason") or "") if isinstance(data, dict) else ""
+    except (ValueError, TypeError):
+        pass
+    return f"HTTP {status} {reason}".strip()
+
+
+class KubeApi:
+    """Kubernetes REST calls on a Locust FastHttpSession. Calls return the status code (0: no response) or
+    None on failure rather than raising, so a failing apiserver shows up as failures in the stats, not as
+    task exceptions."""
+
+    def __init__(self, session: FastHttpSession) -> None:
+        self.session = session
+
+    def call(self, verb: str, method: str, path: str, name: str, *, body: bytes | None = None,
+             content_type: str = JSON, ok: Collection[int] = (200,), stream: bool = False,
+             headers: dict[str, str] | None = None) -> ResponseContextManager:
+        """One request, recorded under `name` with the apiserver's verb as its type."""
+        request_headers = {"Content-Type": content_type} if body is not None else {}
+        request_headers.update(headers or {})
+        with self.session.request(method, path, name=name, data=body, headers=request_headers,
+                                  catch_response=True, stream=stream) as response:
+            response.request_meta["request_type"] = verb
+            if response.status_code in ok:
+                response.success()
+            else:
+                response.failure(describe_failure(response))
+        return response
+
+    def create(self, resource: str, namespace: str, body: bytes, name: str,
+               ok: Collection[int] = (200, 201, 202)) -> int:
+        path = resource_path(resource, namespace)
+        return self.call("POST", "POST", path, name, body=body, ok=ok).status_code
+
+    def delete(self, resource: str, namespace: str, object_name: str, name: str, missing_ok: bool = False) -> int:
+        ok = (200, 202, 404) if missing_ok else (200, 202)
+        path = resource_path(resource, namespace, object_name)
+        return self.call("DELETE", "DELETE", path, name, ok=ok).status_code
+
+    def get(self, resource: str, namespace: str, object_name: str, name: str,
+            missing_ok: bool = False) -> tuple[int, dict[str, Any] | None]:
+        ok = (200, 404) if missing_ok else (200,)
+        response = self.call("GET", "GET", resource_path(resource, namespace, object_name), name, ok=ok)
+        return response.status_code, (json.loads(response.content) if response.status_code == 200 else None)
+
+    def patch(self, resource: str, namespace: str, object_name: str, patch: dict[str, Any], name: str,
+              subresource: str = "") -> int:
+        path = resource_path(resource, namespace, object_name, subresource)
+        body = json.dumps(patch).encode()
+        return self.call("PATCH", "PATCH", path, name, body=body, content_type=MERGE_PATCH).status_code
+
+    def list_page(self, resource: str, namespace: str, name: str, *, resource_version: str | None = None,
+                  limit: int = 0, continue_token: str = "", field_selector: str = "",
+                  label_selector: str = "") -> ListPage | None:
+        query: dict[str, Any] = {}
+        if continue_token:
+            query["continue"] = continue_token  # a continuation carries its own resourceVersion
+        elif resource_version is not None:
+            query["resourceVersion"] = resource_version
+        if limit:
+            query["limit"] = limit
+        query.update(_selectors(field_selector, label_selector))
+        response = self.call("LIST", "GET", resource_path(resource, namespace, query=query), name)
+        if response.status_code != 200:
+            return None
+        body = response.content or b""
+        try:
+            meta = list_metadata(body)
+        except ValueError:
+            return None
+        return ListPage(str(meta.get("resourceVersion") or ""), str(meta.get("continue") or ""), len(body))
+
+    def list_all(self, resource: str, namespace: str, names: ListNames, *, resource_version: str = "0",
+                 limit: int = 0, field_selector: str = "", label_selector: str = "",
+                 all_pages: bool = True) -> ListPage | None:
+        """A LIST followed through all its pages (unless all_pages is False); the result carries the first
+        page's resourceVersion (the list's) and the total size. None when any page failed."""
+        first = self.list_page(resource, namespace, names.first, resource_version=resource_version,
+                               limit=limit, field_selector=field_selector, label_selector=label_selector)
+        page = first
+        while all_pages and first is not None and page is not None and page.continue_token:
+            page = self.list_page(resource, namespace, names.more, limit=limit, continue_token=page.continue_token,
+                                  field_selector=field_selector, label_selector=label_selector)
+            if page is None:
+                return None
+            first.size_bytes += page.size_bytes
+            first.pages += 1
+        return first
+
+    def watch(self, resource: str, namespace: str, name: str, *, resource_version: str = "",
+              field_selector: str = "", label_selector: str = "", timeout_s: float = WATCH_TIMEOUT_MIN_S,
+              bookmarks: bool = True) -> WatchStream | None:
+        """Open a watch; None when it could not be established, Gone when the server answers 410. A
+        connection that breaks or stalls past the read timeout later is reported once, as a failure named
+        `<name> stream` (a normal end after timeoutSeconds is not a failure)."""
+        query: dict[str, Any] = {"watch": "1", "timeoutSeconds": max(1, int(timeout_s))}
+        if bookmarks:
+            query["allowWatchBookmarks"] = "true"
+        if resource_version:
+            query["resourceVersion"] = resource_version
+        query.update(_selectors(field_selector, label_selector))
+        # identity: the stream is read line by line as it arrives
+        response = self.call("WATCH", "GET", resource_path(resource, namespace, query=query), name,
+                             stream=True, headers={"Accept-Encoding": "identity"})
+        if response.status_code == 410:
+            raise Gone(describe_failure(response))
+        if response.status_code != 200:
+            return None
+        raw = response._response  # geventhttpclient's streaming response: headers read, body not
+        request_event = self.session.request_event
+
+        def report_broken(stream: WatchStream, error: BaseException) -> None:
+            request_event.fire(request_type="WATCH", name=f"{name} stream", context={}, response=None,
+                               response_time=stream.age_s() * 1000,
+                               response_length=stream.bytes, exception=error)
+
+        # readline returns as soon as one event is complete
+        return WatchStream(lambda: raw.readline(b"\n"), raw.release, broken_errors=(OSError, HTTPParseError),
+                           on_broken=report_broken)
+
+
+def _selectors(field_selector: str, label_selector: str) -> dict[str, str]:
+    query = {"fieldSelector": field_selector} if field_selector else {}
+    if label_selector:
+        query["labelSelector"] = label_selector
+    return query

@@ -1,0 +1,36 @@
+"""Checks several tests make: that nothing a run started is left, and recorded /metrics scrapes."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+
+import psutil
+
+from loadtests.controlplane.processes import ProcessRecord, listening_ports
+from loadtests.measure.prometheus import Snapshot
+
+DATA = Path(__file__).parent / "unit" / "data"
+
+
+def assert_nothing_left(leftovers: list[ProcessRecord | psutil.Process]) -> None:
+    """No recorded component (by pid and start time) and no other process is still alive, and no pid of
+    them still holds a listening port."""
+    alive = []
+    for item in leftovers:
+        if isinstance(item, ProcessRecord):
+            if item.alive():
+                alive.append(item.component)
+            continue
+        try:
+            if item.is_running() and item.status() != psutil.STATUS_ZOMBIE:
+                alive.append(" ".join(item.cmdline()[:3]))
+        except psutil.NoSuchProcess:
+            pass
+    assert alive == []
+    assert listening_ports([item.pid for item in leftovers]) == []
+
+
+def recorded(name: str, families: Collection[str] | None = None) -> Snapshot:
+    """A /metrics page recorded from a real component, in tests/unit/data (only `families`, when given)."""
+    return Snapshot.parse((DATA / name).read_text(), families=families)
