@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from loadtests.controlplane.health import HealthCheck
 from loadtests.kube.access import ClusterAccess
 
 
@@ -18,6 +19,9 @@ class TargetInfo:
     # component name -> pids to measure with psutil (empty for a remote cluster)
     pids: dict[str, list[int]] = field(default_factory=dict)
     kind: str = "local"
+    # component name ("kube-scheduler", "kube-controller-manager") -> its /metrics URL on its secure port, which
+    # takes the admin credentials of `access`; empty where the components cannot be reached (a remote cluster)
+    metrics_urls: dict[str, str] = field(default_factory=dict)
 
 
 class Target(Protocol):
@@ -33,6 +37,10 @@ class Target(Protocol):
 
     def dead_components(self) -> list[str]:
         """Components of ours that stopped running."""
+        ...
+
+    def health_checks(self) -> list[HealthCheck]:
+        """What to check through every phase of a run: each component's process and health endpoint."""
         ...
 
     def down(self) -> None:

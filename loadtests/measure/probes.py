@@ -9,9 +9,11 @@ import collections
 from collections.abc import Callable, Iterable
 from typing import Protocol, TypeVar
 
+from loadtests import objects
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.reflector import Reflector
 from loadtests.measure import apiserver, etcd
+from loadtests.measure.cluster_health import DEFAULT_INTERVAL_S, ClusterHealthSampler
 from loadtests.measure.processes import ProcessSampler
 from loadtests.measure.prometheus import Snapshot, scrape, scrape_apiserver
 from loadtests.measure.watchers import PodStartupProbe, WatchDelayProbe
@@ -35,7 +37,8 @@ def _one_line(error: BaseException) -> str:
 
 
 class StepProbes:
-    """Start before the load, gather after it: metric scrapes, process sampling, pod startup and watch delay.
+    """Start before the load, gather after it: metric scrapes, process sampling, pod startup, watch delay and
+    cluster health sampled through the step.
 
     The scrapes stay available as attributes (start_snapshot, end_snapshot, etcd_start, etcd_end) so the
     runner can ask further questions, e.g. count_requests() to check client counts against server counts.
@@ -43,7 +46,7 @@ class StepProbes:
 
     def __init__(self, target_info: TargetInfo, probe_namespace: str, churn_namespace: str, *,
                  process_interval_s: float = 1.0, watch_delay_interval_s: float = 0.5,
-                 extra_families: Iterable[str] = ()) -> None:
+                 health_interval_s: float = DEFAULT_INTERVAL_S, extra_families: Iterable[str] = ()) -> None:
         self.target_info = target_info
         # the scrapes keep only the metric families the probes read (plus any the caller asks for)
         self.apiserver_families = apiserver.FAMILIES | set(extra_families)
@@ -52,6 +55,7 @@ class StepProbes:
         self.churn_namespace = churn_namespace
         self.process_interval_s = process_interval_s
         self.watch_delay_interval_s = watch_delay_interval_s
+        self.health_interval_s = health_interval_s
         self.start_snapshot: Snapshot | None = None
         self.end_snapshot: Snapshot | None = None
         self.etcd_start: Snapshot | None = None
@@ -62,6 +66,7 @@ class StepProbes:
         self._sampler: ProcessSampler | None = None
         self._pod_startup: PodStartupProbe | None = None
         self._watch_delay: WatchDelayProbe | None = None
+        self._health: ClusterHealthSampler | None = None
         self._extra_pids: dict[str, list[int]] = {}
 
     def _attempt(self, what: str, action: Callable[[], T]) -> T | None:
@@ -105,6 +110,11 @@ class StepProbes:
         self._pod_startup = self._start("pod startup probe", PodStartupProbe(access, self.churn_namespace))
         self._watch_delay = self._start("watch delay probe", WatchDelayProbe(access, self.probe_namespace,
                                                                              self.watch_delay_interval_s))
+        # its time series counts from the moment the window opened (the start scrape's answer)
+        opened = self.start_snapshot.taken_at if self.start_snapshot is not None else None
+        self._health = self._start("cluster health sampler", ClusterHealthSampler(
+            self.target_info, pids, interval_s=self.health_interval_s,
+            pod_namespaces=(objects.NS_FLEET, self.churn_namespace), origin=opened))
 
     def _start(self, what: str, probe: P) -> P | None:
         """The probe, started; None (and a note) when it could not start."""
@@ -120,17 +130,23 @@ class StepProbes:
         """Measure more processes from now on (e.g. the load generator, started after the probes)."""
         if self._sampler is not None:
             self._sampler.add(component, pids)
+            if self._health is not None:
+                self._health.add(component, pids)
         else:  # not started yet (or it could not start): measured from the next start()
             self._extra_pids.setdefault(component, []).extend(pids)
 
     def _stop_watch_probes(self) -> None:
-        for probe in (self._watch_delay, self._pod_startup):
+        for probe in (self._watch_delay, self._pod_startup, self._health):
             if probe is not None:
                 self._attempt(f"{type(probe).__name__} stop", probe.stop)
 
     def gather(self, step: StepResult) -> StepResult:
         """Fill the measured fields of `step` (and its notes) and return it."""
-        # The watch probes stop first, so every request they sent lies inside the window the end scrape ends.
+        # The watch probes stop first, so every request they sent lies inside the window the end scrape ends;
+        # the health sampler takes its last sample before it stops.
+        health = self._health
+        if health is not None:
+            step.health = self._attempt("cluster health", health.gather) or step.health
         self._stop_watch_probes()
         self.probe_requests = self._probe_request_counts()
         self.end_snapshot = self._attempt("apiserver /metrics scrape at step end",
@@ -157,7 +173,7 @@ class StepProbes:
             for component, missing in sampler.missing.items():
                 self.notes.append(f"process sampling: {component} pids {missing} did not exist")
         # gathered probes are done with; pids added from now on wait for the next start()
-        self._sampler = self._pod_startup = self._watch_delay = None
+        self._sampler = self._pod_startup = self._watch_delay = self._health = None
         step.notes.extend(self.notes)
         return step
 
@@ -195,7 +211,7 @@ class StepProbes:
 
     def _probe_request_counts(self) -> dict[tuple[str, str], int]:
         total: collections.Counter[tuple[str, str]] = collections.Counter()
-        for probe in (self._pod_startup, self._watch_delay):
+        for probe in (self._pod_startup, self._watch_delay, self._health):
             if probe is not None:
                 total.update(probe.requests())
         return dict(total)
@@ -215,7 +231,10 @@ class StepProbes:
         return count
 
     def stop(self) -> None:
-        """Stop every background probe without gathering (an aborted step); safe to call again."""
+        """Stop every background probe without gathering (an aborted step), without waiting for writes in
+        flight; safe to call again."""
+        if self._watch_delay is not None:
+            self._attempt("watch delay probe abort", self._watch_delay.abort)
         self._stop_watch_probes()
         if self._sampler is not None:
             self._sampler.stop()

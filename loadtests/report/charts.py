@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loadtests.report.figures import CHARTS, Chart, Series
+from loadtests.report.figures import CHARTS, Chart, HealthLine, HealthRow, Series
 
 # Colour-blind-safe palette (Okabe-Ito, then Tableau), assigned per chart by series name, so A and B match.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
@@ -20,6 +20,7 @@ FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, s
 # base unit -> (factor, axis label, hover format)
 DISPLAY = {
     "s": (1000.0, "ms", "%{y:,.1f} ms"),
+    "s_long": (1.0, "s", "%{y:,.1f} s"),  # durations of seconds and more (a Lease's age)
     "bytes": (1.0 / 2**20, "MiB", "%{y:,.1f} MiB"),
     "%": (1.0, "% of one core", "%{y:,.1f} %"),
     "count": (1.0, "count", "%{y:,.0f}"),
@@ -65,6 +66,20 @@ def _trace(chart: Chart, line: Line) -> dict[str, Any]:
             "hovertemplate": f"{line.label}<br>{hover}<br>%{{x}} nodes<extra></extra>"}
 
 
+_AXIS = {"gridcolor": "#e4e7eb", "linecolor": "#9aa5b1", "automargin": True}
+_CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
+
+
+def _page_style() -> dict[str, Any]:
+    return {"font": {"family": FONT, "size": 12, "color": "#1f2933"}, "paper_bgcolor": "#ffffff",
+            "plot_bgcolor": "#ffffff", "hovermode": "closest"}
+
+
+def _y_axis(label: str, log_y: bool) -> dict[str, Any]:
+    return {"title": {"text": label}, "type": "log" if log_y else "linear", **({"dtick": "D2"} if log_y else {}),
+            "rangemode": "tozero", **_AXIS}
+
+
 def figure(chart: Chart, lines: list[Line]) -> dict[str, Any]:
     """One chart: measurements against nodes (or grouped bars per step), with its title and source."""
     _, axis_label, _ = DISPLAY[chart.unit]
@@ -76,25 +91,55 @@ def figure(chart: Chart, lines: list[Line]) -> dict[str, Any]:
         xaxis = {"tickmode": "array", "tickvals": ticks, "ticktext": [f"{n:,} nodes" for n in ticks],
                  "zeroline": False}
     layout = {
-        "font": {"family": FONT, "size": 12, "color": "#1f2933"},
+        **_page_style(),
         "margin": {"l": 64, "r": 16, "t": 12, "b": 36},
         "height": 340,
-        "paper_bgcolor": "#ffffff",
-        "plot_bgcolor": "#ffffff",
-        "xaxis": {**xaxis, "gridcolor": "#e4e7eb", "linecolor": "#9aa5b1", "automargin": True},
-        "yaxis": {"title": {"text": axis_label}, "type": "log" if chart.log_y else "linear",
-                  **({"dtick": "D2"} if chart.log_y else {}),
-                  "gridcolor": "#e4e7eb", "linecolor": "#9aa5b1", "rangemode": "tozero", "automargin": True},
+        "xaxis": {**xaxis, **_AXIS},
+        "yaxis": _y_axis(axis_label, chart.log_y),
         "legend": {"orientation": "h", "yanchor": "top", "y": -0.12, "x": 0, "font": {"size": 11}},
         "barmode": "group",
-        "hovermode": "closest",
     }
-    return {
-        "data": [_trace(chart, line) for line in lines],
-        "layout": layout,
-        "config": {"displaylogo": False, "responsive": True,
-                   "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]},
+    return {"data": [_trace(chart, line) for line in lines], "layout": layout, "config": _CONFIG}
+
+
+HEALTH_ROW_PX, HEALTH_GAP = 165, 0.05
+
+
+def health_figure(rows: list[tuple[HealthRow, list[HealthLine]]], times: list[float]) -> dict[str, Any]:
+    """A step's health over time: one row per unit, stacked on one time axis, each row with its own legend."""
+    count = len(rows)
+    height = HEALTH_ROW_PX * count + 60
+    span = (1.0 - HEALTH_GAP * (count - 1)) / count
+    layout: dict[str, Any] = {
+        **_page_style(),
+        "margin": {"l": 64, "r": 210, "t": 22, "b": 44},
+        "height": height,
+        "xaxis": {"title": {"text": "seconds since the window opened"}, "zeroline": False, **_AXIS,
+                  "anchor": f"y{count}" if count > 1 else "y"},  # drawn under the last row
+        "annotations": [],
     }
+    data = []
+    for i, (row, lines) in enumerate(rows):
+        top = 1.0 - i * (span + HEALTH_GAP)
+        factor, axis_label, hover = DISPLAY[row.unit]
+        suffix = "" if i == 0 else str(i + 1)
+        layout[f"yaxis{suffix}"] = {**_y_axis(axis_label, row.log_y), "domain": [max(0.0, top - span), top],
+                                    "anchor": "x"}
+        layout[f"legend{suffix}"] = {"x": 1.01, "xanchor": "left", "y": top, "yanchor": "top",
+                                     "font": {"size": 10}, "tracegroupgap": 0}
+        layout["annotations"].append({"text": f"<b>{row.title}</b>", "xref": "paper", "yref": "paper", "x": 0,
+                                      "y": top, "xanchor": "left", "yanchor": "bottom", "showarrow": False,
+                                      "font": {"size": 11}})
+        palette = colours([line.label for line in lines if not line.threshold])
+        for line in lines:
+            y = [None if v is None else v * factor for v in line.values]
+            colour = SLO_COLOUR if line.threshold else palette[line.label]
+            data.append({"type": "scatter", "mode": "lines" if line.threshold else "lines+markers", "x": times,
+                         "y": y, "name": line.label, "xaxis": "x", "yaxis": f"y{suffix}", "legend": f"legend{suffix}",
+                         "connectgaps": False, "marker": {"size": 5},
+                         "line": {"color": colour, "width": 2, "dash": "dash" if line.threshold else "solid"},
+                         "hovertemplate": f"{line.label}<br>{hover}<br>%{{x:.0f}} s<extra></extra>"})
+    return {"data": data, "layout": layout, "config": _CONFIG}
 
 
 @dataclass

@@ -201,3 +201,80 @@ def series(run: RunResult) -> list[Series]:
     kept = [s for s in found if any(v is not None for v in s.values)]
     # measurements first within a chart, threshold lines last (drawn over them)
     return sorted(kept, key=lambda s: (order.index(s.chart), s.slo_line))
+
+
+# ---- cluster health over time, one chart per step ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HealthRow:
+    """One row of a step's health chart: figures of one unit over the step. A key ending in "." takes every
+    sampled figure with that prefix (e.g. "cpu." for the machine and each component)."""
+
+    title: str
+    unit: str  # as Chart.unit, or "s_long" for seconds shown as seconds
+    lines: tuple[tuple[str, str], ...]  # (label, sample key)
+    log_y: bool = False
+    threshold: str = ""  # a summary figure drawn as a dashed line (the lease duration)
+
+
+HEALTH_ROWS = (
+    HealthRow("Nodes and pods", "count", (
+        ("NotReady nodes", "nodes_not_ready"), ("unreachable nodes", "nodes_unreachable"),
+        ("not-ready taint", "taint_not_ready"), ("unreachable taint", "taint_unreachable"),
+        ("pods Pending", "pods_pending"), ("pods not Running", "pods_not_running"),
+        ("pods evicted", "pods_evicted"), ("scheduler queues", "scheduler_pending_pods"))),
+    HealthRow("Oldest node Lease renewal", "s_long", (("lease lag", "lease_lag_s"),),
+              threshold="lease_duration_s"),
+    HealthRow("Queues (now)", "count", (
+        ("work queues, all", "workqueue_depth"), ("deepest work queue", "workqueue_depth_max"),
+        ("apiserver in flight: ", "apiserver_inflight."), ("APF in queue", "apf_inqueue"))),
+    HealthRow("Waits (p99 over each interval)", "s", (
+        ("slowest work queue", "workqueue_queue_p99_max_s"), ("APF queue wait", "apf_wait_p99_s"),
+        ("etcd WAL fsync", "etcd_wal_fsync_p99_s"), ("etcd backend commit", "etcd_backend_commit_p99_s")),
+        log_y=True),
+    HealthRow("Events (per interval)", "count", (
+        ("unschedulable attempts", "scheduler_attempts.unschedulable"),
+        ("scheduling errors", "scheduler_attempts.error"),
+        ("APF rejections", "apf_rejected"), ("taint-manager evictions", "evictions_taint_manager"),
+        ("node evictions", "evictions_node_collector"), ("etcd slow applies", "etcd_slow_applies"),
+        ("etcd leader changes", "etcd_leader_changes"))),
+    HealthRow("CPU (100 % = one core)", "%", (("", "cpu."),)),
+)
+HEALTH_SOURCE = ("API watches of the kwok nodes, their Leases and the harness's pods; /metrics of kube-apiserver, "
+                 "kube-scheduler, kube-controller-manager and etcd; psutil (machine and components)")
+
+
+@dataclass
+class HealthLine:
+    label: str
+    values: list[float | None]
+    threshold: bool = False  # drawn dashed, as SLO lines are
+
+
+def _health_keys(step: StepResult, key: str) -> list[str]:
+    if not key.endswith("."):
+        return [key]
+    found = list(dict.fromkeys(k for s in step.health.samples for k in s.values if k.startswith(key)))
+    ordered = [key + c for c in ("machine", "iowait", *COMPONENT_ORDER) if key + c in found]
+    return ordered + sorted(set(found) - set(ordered))
+
+
+def health_rows(step: StepResult) -> list[tuple[HealthRow, list[HealthLine]]]:
+    """The lines of each row of the step's health chart; lines never measured, and rows left empty, are dropped."""
+    samples = step.health.samples
+    found = []
+    for row in HEALTH_ROWS:
+        lines = []
+        for label, key in row.lines:
+            for name in _health_keys(step, key):
+                values = [s.values.get(name) for s in samples]
+                if any(v is not None for v in values):
+                    lines.append(HealthLine(label + name.removeprefix(key) if key.endswith(".") else label, values))
+        limit = step.health.summary.get(row.threshold) if row.threshold else None
+        if lines and isinstance(limit, int | float):
+            lines.append(HealthLine(f"{row.threshold.removesuffix('_s').replace('_', ' ')} {limit:g} s",
+                                    [float(limit)] * len(samples), threshold=True))
+        if lines:
+            found.append((row, lines))
+    return found

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from loadtests.report import charts, figures, junit, page
+from loadtests.report.health import HealthCell, health_cells, health_details, health_panel, health_warnings
 from loadtests.report.redact import REDACTED_NOTE, redact
 from loadtests.report.slo import Verdict, classify, resource_label, thresholds, verdicts
 from loadtests.results import RESULTS_FILE, RunResult, StepResult, load
@@ -50,6 +51,9 @@ class StepView:
     apiserver_rows: list[tuple[str, str]] = field(default_factory=list)
     storage_rows: list[tuple[str, str]] = field(default_factory=list)
     count_rows: list[tuple[str, int, int]] = field(default_factory=list)  # request, client, apiserver
+    health_cells: list[HealthCell] = field(default_factory=list)  # empty: no health recorded
+    health_details: list[str] = field(default_factory=list)
+    health_panel: charts.Panel | None = None
 
 
 def step_warnings(step: StepResult) -> list[StepWarning]:
@@ -83,6 +87,7 @@ def step_warnings(step: StepResult) -> list[StepWarning]:
         found.append(StepWarning(step.name, (
             f"etcd database at {etcd.db_size_bytes / etcd.quota_bytes:.0%} of its quota: writes stop at 100 %"),
             "measured"))
+    found += [StepWarning(step.name, text, "measured") for text in health_warnings(step)]
     return found
 
 
@@ -128,7 +133,9 @@ def step_view(step: StepResult, step_verdicts: list[Verdict]) -> StepView:
                     apiserver_rows=[(k, _gauge(k, v)) for k, v in sorted(step.apiserver.items())],
                     storage_rows=[(k, page.number(v)) for k, v in sorted(step.storage_objects.items(),
                                                                          key=lambda kv: (-(kv[1] or 0), kv[0]))],
-                    count_rows=count_rows(step))
+                    count_rows=count_rows(step),
+                    health_cells=health_cells(step) if step.health.samples else [],
+                    health_details=health_details(step), health_panel=health_panel(step))
 
 
 def verdict_matrix(run: RunResult, found: list[Verdict]) -> list[tuple[str, str, list[Verdict | None]]]:
@@ -152,6 +159,14 @@ def banner(run: RunResult, found: list[Verdict]) -> dict[str, str]:
     if run.status != "complete":
         return {"state": "aborted", "label": "INCOMPLETE",
                 "line": f"the run never finished (status {run.status!r}): it may have crashed", "counts": counts}
+    saturated = next((s for s in run.steps if s.status == "saturated"), None)
+    if saturated is not None:
+        failing = {v.step_index for v in found if v.passed is False}
+        held = [s.nodes for s in run.steps if s.status != "saturated" and s.index not in failing]
+        held_text = f"largest scale that held: {max(held):,} nodes; " if held else "no scale held; "
+        return {"state": "fail", "label": "SATURATED", "counts": counts,
+                "line": f"{held_text}breaking point at {saturated.name}: {saturated.saturation.get('condition')}: "
+                        f"{saturated.saturation.get('evidence')}"}
     if failed:
         worst = [f"{v.slo} at {v.step_name} ({page.duration(v.value_s)} > {page.duration(v.threshold_s)})"
                  for v in found if v.passed is False]
@@ -221,7 +236,8 @@ def context(run: RunResult) -> dict[str, Any]:
         "steps": views,
         "warnings": [w for view in views for w in view.warnings],
         "panels": panels,
-        "figures": charts.payload(panels),
+        # in page order: the charts section, then each step's health chart in its section
+        "figures": charts.payload(panels + [v.health_panel for v in views if v.health_panel is not None]),
         "scale": " → ".join(f"{n:,}" for n in nodes),
     }
 

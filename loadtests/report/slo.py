@@ -112,7 +112,8 @@ def verdicts(run: RunResult) -> list[Verdict]:
 
 
 def run_passed(run: RunResult) -> bool:
-    """The gate: the run completed (not aborted, not left "running" by a crash) and no SLO failed."""
-    if run.status != "complete":
+    """The gate: the run completed (not aborted, not left "running" by a crash), no step saturated (the
+    control plane did not converge) and no SLO failed."""
+    if run.status != "complete" or any(step.status == "saturated" for step in run.steps):
         return False
     return not any(v.passed is False for v in verdicts(run))

@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
-import psutil
-
 from loadtests import results
-from loadtests.binaries import cache_root
-from loadtests.controlplane.processes import ProcessRecord, wait_for
-from tests.checks import assert_nothing_left
-from tests.cli import start_loadtest, write_tiny_plan
+from tests.cli import start_loadtest
 
 
 def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
@@ -39,70 +29,23 @@ def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
         components = {p.component for p in step.processes}
         assert {"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok",
                 "loadgen"} <= components
+        # cluster health, sampled every 5 s through the 20 s window
+        health = step.health
+        summary = health.summary
+        assert len(health.samples) > 1 and summary["samples"] == len(health.samples), health
+        assert summary["nodes_max"] == step.nodes and summary["nodes_not_ready_max"] == 0, summary
+        assert summary["taint_not_ready_max"] == 0 and summary["taint_unreachable_max"] == 0, summary
+        # kwok renews each Lease every 10 s; measured at most 10.42 s here (smoke and idle, 10 to 50 nodes):
+        # 2 s more than the interval means a renewal came late, well before the 40 s lease duration
+        assert summary["lease_lag_max_s"] is not None and summary["lease_lag_max_s"] < 12.0, summary
+        assert summary["lease_duration_s"] == 40
+        assert summary["scheduler_pending_pods_max"] is not None and summary["scheduler_attempts"]["scheduled"] > 0
+        assert summary["workqueue_depth_max"] is not None and summary["workqueue_queue_p99_max_s"] is not None
+        assert health.metrics_used["scheduler_pending_pods"] == "scheduler_pending_pods"
+        assert health.metrics_used["workqueue_depth"] == "workqueue_depth"
+        assert health.notes == [], health.notes
     # nothing secret lands in the results folder
     for path in out.rglob("*"):
         if path.is_file() and path.suffix in (".json", ".html", ".xml", ".csv", ".log"):
             text = path.read_text(errors="replace")
             assert "PRIVATE KEY" not in text, path
-
-
-def _run_and_interrupt(tmp_path: Path, interrupt) -> tuple[subprocess.Popen, str, str, Path, list]:
-    """Start a short run, wait until its first step is saved and the second is under load, then interrupt."""
-    plan = write_tiny_plan(tmp_path / "fault.yaml", "fault", (8, 30))
-    out = tmp_path / "run"
-    proc = start_loadtest("run", "--out", str(out), "--plan", str(plan))
-    state_file = cache_root() / "clusters" / f"run-{out.name}-{proc.pid}" / "state.json"
-
-    def second_step_loaded() -> bool:
-        try:
-            return len(results.load(out).steps) == 1 and (out / "step-2" / "locust.log").exists()
-        except (OSError, ValueError):
-            return False
-
-    try:
-        wait_for(second_step_loaded, 300, "step 1 saved and step 2 under load",
-                 abort=lambda: None if proc.poll() is None else f"run exited early: {proc.stderr.read()}")
-        records = [ProcessRecord(**p) for p in json.loads(state_file.read_text())["processes"]]
-        children = psutil.Process(proc.pid).children(recursive=True)
-        interrupt(proc, records)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return proc, stdout, stderr, out, records + children
-
-
-def _assert_partial_results(out: Path, error_words: str) -> None:
-    run = results.load(out)
-    assert run.status == "aborted" and error_words in (run.error or "")
-    assert len(run.steps) == 1 and run.steps[0].nodes == 5
-    assert (out / "report.html").exists() and (out / "junit.xml").exists()
-    assert "aborted" in (out / "report.html").read_text().lower()
-
-
-def test_etcd_killed_mid_step_ends_with_one_error_and_partial_report(bins, tmp_path: Path) -> None:
-    def kill_etcd(_proc, records) -> None:
-        etcd = next(r for r in records if r.component == "etcd")
-        os.kill(etcd.pid, signal.SIGKILL)
-
-    proc, stdout, stderr, out, leftovers = _run_and_interrupt(tmp_path, kill_etcd)
-    assert proc.returncode == 3, stdout[-2000:] + stderr[-2000:]
-    errors = [line for line in (stdout + stderr).splitlines() if line.startswith("loadtest:")]
-    assert len(errors) == 1 and "etcd stopped running" in errors[0], errors
-    _assert_partial_results(out, "etcd stopped running")
-    assert_nothing_left(leftovers)
-
-
-def test_ctrl_c_mid_step_ends_with_partial_report(bins, tmp_path: Path) -> None:
-    def ctrl_c(proc, _records) -> None:
-        proc.send_signal(signal.SIGINT)
-
-    started = time.monotonic()
-    proc, stdout, stderr, out, leftovers = _run_and_interrupt(tmp_path, ctrl_c)
-    assert proc.returncode == 3, stdout[-2000:] + stderr[-2000:]
-    assert "interrupted" in stdout + stderr
-    _assert_partial_results(out, "interrupted")
-    assert_nothing_left(leftovers)
-    assert time.monotonic() - started < 300
-
-

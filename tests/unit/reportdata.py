@@ -46,3 +46,59 @@ def scale_latencies(factor: float) -> Callable[[dict[str, Any]], None]:
                     step[name][q] = None if value is None else value * factor
 
     return edit
+
+
+def with_health(not_ready_at: int | None = None) -> Callable[[dict[str, Any]], None]:
+    """An edit giving every step a recorded health time series (every 5 s over 60 s); the step with index
+    `not_ready_at` loses 3 nodes for 20 s, their Leases going unrenewed past the lease duration."""
+
+    def edit(data: dict[str, Any]) -> None:
+        for step in data["steps"]:
+            bad = step["index"] == not_ready_at
+            samples = []
+            for i in range(13):
+                t = 5.0 * i
+                down = bad and 20 <= t <= 40
+                values = {
+                    "nodes": step["nodes"], "nodes_not_ready": 3 if down else 0, "nodes_unreachable": 3 if down else 0,
+                    "taint_not_ready": 0, "taint_unreachable": 3 if down else 0,
+                    "leases": step["nodes"], "lease_lag_s": 45.0 + t - 20 if down else 10.2 + 0.01 * i,
+                    "pods": step["nodes"] * 10, "pods_pending": i % 3, "pods_not_running": i % 3 + 1,
+                    "pods_evicted": 0, "scheduler_pending_pods": i % 2, "scheduler_pending_pods.active": i % 2,
+                    "apiserver_inflight.mutating": 3 + i % 4, "apiserver_inflight.readOnly": 5 + i % 3,
+                    "apf_inqueue": 0, "workqueue_depth": 2 * (i % 3), "workqueue_depth_max": i % 3,
+                    "cpu.machine": 120.0 + i, "cpu.iowait": 1.0, "cpu.kube-apiserver": 55.0, "cpu.etcd": 12.0,
+                }
+                if i:  # the first sample opens the intervals: no increase or p99 yet
+                    values.update({"scheduler_attempts.scheduled": 25.0, "scheduler_attempts.unschedulable": 0.0,
+                                   "scheduler_attempts.error": 0.0, "apf_rejected": 0.0, "apf_wait_p99_s": 0.004,
+                                   "workqueue_queue_p99_max_s": 0.02, "etcd_slow_applies": 0.0,
+                                   "etcd_leader_changes": 0.0, "etcd_wal_fsync_p99_s": 0.003,
+                                   "etcd_backend_commit_p99_s": 0.006})
+                samples.append({"t_s": t, "values": values})
+            step["health"] = {
+                "interval_s": 5.0,
+                "samples": samples,
+                "summary": {
+                    "samples": len(samples), "nodes_max": step["nodes"], "nodes_not_ready_max": 3 if bad else 0,
+                    "nodes_unreachable_max": 3 if bad else 0, "taint_not_ready_max": 0,
+                    "taint_unreachable_max": 3 if bad else 0, "lease_lag_max_s": 65.0 if bad else 10.32,
+                    "lease_duration_s": 40.0, "leases_expired_max": 3 if bad else 0, "pods_pending_max": 2,
+                    "pods_not_running_max": 3, "pods_evicted": 0, "scheduler_pending_pods_max": 1,
+                    "scheduler_attempts": {"scheduled": 300.0, "unschedulable": 0.0, "error": 0.0},
+                    "workqueue_depth_max": 4, "workqueue_queue_p99_max_s": 0.02,
+                    "workqueue_deepest": {"garbage_collector_graph_changes": 2},
+                    "workqueue_slowest_p99_s": {"replicaset": 0.012, "garbage_collector_graph_changes": 0.004},
+                    "apiserver_inflight_max": {"mutating": 6, "readOnly": 7}, "apf_inqueue_max": 0,
+                    "apf_rejected": 0.0, "apf_wait_p99_s": 0.004, "apf_wait_p99_max_s": 0.004,
+                    "evictions_node_collector": 0.0, "evictions_taint_manager": 0.0, "etcd_slow_applies": 0.0,
+                    "etcd_leader_changes": 0.0, "etcd_wal_fsync_p99_max_s": 0.003,
+                    "etcd_backend_commit_p99_max_s": 0.006, "cpu_machine_avg": 126.0, "cpu_machine_max": 132.0,
+                    "cpus": 8,
+                },
+                "metrics_used": {"scheduler_pending_pods": "scheduler_pending_pods",
+                                 "workqueue_depth": "workqueue_depth"},
+                "notes": [],
+            }
+
+    return edit

@@ -13,7 +13,7 @@ import pytest
 
 from loadtests.report import compare, write_report
 from tests.browser import Chromium, Page, find_chromium
-from tests.unit.reportdata import SAMPLE, copy_run, edited_run, scale_latencies
+from tests.unit.reportdata import SAMPLE, copy_run, edited_run, scale_latencies, with_health
 
 pytestmark = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (apt-get install chromium)")
 
@@ -60,6 +60,16 @@ def test_report_draws_every_chart_offline(browser: Chromium, tmp_path: Path) -> 
     shots = os.environ.get("LOADTEST_SCREENSHOT_DIR")
     if shots:
         assert page.screenshot(Path(shots) / "report-sample.png").stat().st_size > 10_000
+
+
+def test_report_with_cluster_health_draws_every_chart_offline(browser: Chromium, tmp_path: Path) -> None:
+    folder = edited_run(SAMPLE, tmp_path / "run", with_health(not_ready_at=1))
+    page = open_page(browser, write_report(folder))
+    assert assert_charts_drawn(page) == 15  # the 12 across steps, and one over time per step
+    # a health chart stacks its rows on one time axis, each row with its own legend
+    assert page.evaluate("document.querySelectorAll('#chart-health_1 g.infolayer > g[class^=legend]').length") == 6
+    assert page.evaluate("document.querySelectorAll('#chart-health_1 .cartesianlayer .subplot').length") == 6
+    assert_clean(page)
 
 
 def test_compare_draws_overlaid_charts_offline(browser: Chromium, tmp_path: Path) -> None:

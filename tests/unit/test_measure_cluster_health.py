@@ -1,0 +1,250 @@
+"""Cluster health: figures from /metrics recorded on a real v1.37.2 control plane, and from node and Lease lists.
+
+The pages (trimmed to the families the sampler reads) were recorded around one known action: 10 pods created
+and run by kwok on a 50-node cluster that already held one pod no node can take.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from loadtests.kube.errors import ApiError
+from loadtests.kube.watch import ListPage
+from loadtests.measure import cluster_health as health
+from loadtests.measure.probes import StepProbes
+from loadtests.measure.prometheus import Snapshot
+from loadtests.results import ClusterHealth, HealthSample, RunResult, StepResult, from_dict, to_dict
+from tests.checks import recorded
+from tests.unit.test_measure_probes import unreachable_target
+
+PODS_CREATED = 10
+NOW = 1_800_000_000.0  # a fixed "now" for the lease figures, epoch seconds
+
+
+def pair(prefix: str) -> tuple[Snapshot, Snapshot]:
+    return recorded(f"{prefix}_start.txt"), recorded(f"{prefix}_end.txt")
+
+
+# ---- /metrics of the real components ----------------------------------------------------------------------
+
+
+def test_scheduler_queues_and_attempts() -> None:
+    start, end = pair("kube-scheduler_v1.37.2")
+    used: dict[str, str] = {}
+    figures = health.scheduler_figures(start, end, used)
+    assert figures["scheduler_attempts.scheduled"] == PODS_CREATED
+    assert figures["scheduler_attempts.error"] == 0 and figures["scheduler_attempts.unschedulable"] == 0
+    # the pod no node can take waits in the unschedulable queue; v1.37.2 also has pod-group queues
+    assert figures["scheduler_pending_pods.unschedulable"] == 1 and figures["scheduler_pending_pods"] == 1
+    assert {"active", "backoff", "gated", "incomplete", "pending"} <= {
+        k.split(".", 1)[1] for k in figures if k.startswith("scheduler_pending_pods.")}
+    assert used == {"scheduler_pending_pods": "scheduler_pending_pods",
+                    "scheduler_attempts": "scheduler_schedule_attempts_total"}
+
+
+def test_first_scrape_gives_gauges_but_no_increase() -> None:
+    _, end = pair("kube-scheduler_v1.37.2")
+    figures = health.scheduler_figures(None, end, {})
+    assert figures["scheduler_pending_pods"] == 1
+    assert not any(k.startswith("scheduler_attempts.") for k in figures)
+    assert health.etcd_figures(None, recorded("etcd_v3.6.16_health_end.txt"), {})["etcd_slow_applies"] is None
+
+
+def test_controller_manager_work_queues() -> None:
+    start, end = pair("kube-controller-manager_v1.37.2")
+    used: dict[str, str] = {}
+    queues = health.controller_manager_figures(start, end, used)
+    assert len(queues.depth) > 40  # one per controller queue
+    assert "node_lifecycle_controller" in queues.depth
+    assert queues.figures["workqueue_depth"] == sum(queues.depth.values())
+    # the pods just created went through the garbage collector's graph
+    assert "garbage_collector_graph_changes" in queues.wait_p99
+    assert queues.figures["workqueue_queue_p99_max_s"] == max(queues.wait_p99.values())
+    assert 0 < queues.figures["workqueue_queue_p99_max_s"] < 1
+    assert queues.figures["evictions_node_collector"] == 0 and queues.figures["evictions_taint_manager"] == 0
+    assert used["workqueue_queue_p99"] == "workqueue_queue_duration_seconds"
+    assert used["evictions_node_collector"] == "node_collector_evictions_total"
+    assert used["evictions_taint_manager"] == "taint_eviction_controller_pod_deletions_total"
+
+
+def test_apiserver_inflight_and_priority_and_fairness() -> None:
+    start, end = pair("apiserver-health_v1.37.2")
+    used: dict[str, str] = {}
+    figures = health.apiserver_figures(start, end, used)
+    assert {"apiserver_inflight.mutating", "apiserver_inflight.readOnly"} <= set(figures)
+    assert figures["apf_inqueue"] == 0
+    # nothing was rejected: the counter has no series yet, which counts as 0 and says so
+    assert figures["apf_rejected"] == 0
+    assert "no series" in used["apf_rejected"]
+    assert figures["apf_wait_p99_s"] is not None and 0 < figures["apf_wait_p99_s"] < 1
+    assert used["apf_wait_p99"] == "apiserver_flowcontrol_request_wait_duration_seconds"
+
+
+def test_etcd_slow_applies_leader_changes_and_disk() -> None:
+    start, end = pair("etcd_v3.6.16_health")
+    used: dict[str, str] = {}
+    figures = health.etcd_figures(start, end, used)
+    assert figures["etcd_slow_applies"] == 0 and figures["etcd_leader_changes"] == 0
+    assert 0 < figures["etcd_wal_fsync_p99_s"] < 1 and 0 < figures["etcd_backend_commit_p99_s"] < 1
+    assert used["etcd_slow_applies"] == "etcd_server_slow_apply_total"
+    assert used["etcd_leader_changes"] == "etcd_server_leader_changes_seen_total"
+
+
+def test_an_older_metric_name_is_found_and_recorded() -> None:
+    def page(value: int) -> Snapshot:
+        return Snapshot.parse(f'# TYPE node_collector_evictions_number counter\n'
+                              f'node_collector_evictions_number{{zone=""}} {value}\n')
+
+    used: dict[str, str] = {}
+    figures = health.controller_manager_figures(page(1), page(4), used).figures
+    assert figures["evictions_node_collector"] == 3
+    assert used["evictions_node_collector"] == "node_collector_evictions_number"
+    assert "workqueue_depth" not in figures  # not on the page: missing, not zero
+
+
+# ---- nodes, Leases and pods from the API ------------------------------------------------------------------
+
+
+def stamp(epoch: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def node(name: str, ready: str = "True", taints: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "spec": {"taints": [{"key": "kwok.x-k8s.io/node", "effect": "NoSchedule"},
+                                *({"key": key, "effect": "NoExecute"} for key in taints)]},
+            "status": {"conditions": [{"type": "MemoryPressure", "status": "False"},
+                                      {"type": "Ready", "status": ready}]}}
+
+
+def lease(name: str, renewed: float, duration: int = 40) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": duration, "renewTime": stamp(renewed)}}
+
+
+NODES = [node("kwok-node-00000"), node("kwok-node-00001"),
+         node("kwok-node-00002", "False", (health.TAINT_NOT_READY,)),
+         node("kwok-node-00003", "Unknown", (health.TAINT_UNREACHABLE,)),
+         node("kwok-node-00004", "Unknown", (health.TAINT_UNREACHABLE, health.TAINT_NOT_READY))]
+LEASES = [lease("kwok-node-00000", NOW - 2.5), lease("kwok-node-00001", NOW - 9.75),
+          lease("kwok-node-00002", NOW - 30.0), lease("kwok-node-00003", NOW - 41.5),
+          lease("kwok-node-00004", NOW - 55.0),
+          lease("kwok-node-99999", NOW - 600.0),  # its node was deleted: must not count
+          lease("real-node", NOW - 5.0)]  # someone else's node: not ours
+
+
+def states(items: list[dict[str, Any]], reduce: Any) -> dict[str, Any]:
+    return {item["metadata"]["name"]: reduce(item) for item in items}
+
+
+def test_not_ready_unreachable_and_taints_are_counted() -> None:
+    figures = health.node_figures(states(NODES, health.node_state), None, now=NOW)
+    assert figures == {"nodes": 5, "nodes_not_ready": 3, "nodes_unreachable": 2, "taint_not_ready": 2,
+                       "taint_unreachable": 2}
+
+
+def test_lease_lag_is_the_oldest_renewal_of_present_nodes() -> None:
+    nodes, leases = states(NODES, health.node_state), states(LEASES, health.lease_state)
+    figures = health.node_figures(nodes, leases, now=NOW)
+    assert figures["leases"] == 5
+    assert figures["lease_lag_s"] == pytest.approx(55.0, abs=1e-3)
+    assert figures["leases_expired"] == 2  # 41.5 s and 55 s against 40 s
+    healthy = {name: state for name, state in nodes.items() if name in ("kwok-node-00000", "kwok-node-00001")}
+    assert health.node_figures(healthy, leases, now=NOW)["lease_lag_s"] == pytest.approx(9.75, abs=1e-3)
+    assert health.node_figures(healthy, {}, now=NOW)["lease_lag_s"] is None
+
+
+class FakeLeaseApi:
+    """Answers LISTs of Leases with the pages given, one per call; a None page fails."""
+
+    def __init__(self, *pages: list[dict[str, Any]] | None) -> None:
+        self.pages = list(pages)
+
+    def list_all(self, resource: str, namespace: str, **query: Any) -> ListPage:
+        assert (resource, namespace, query["resource_version"], query["limit"]) == ("leases", "kube-node-lease",
+                                                                                   "0", 0)
+        items = self.pages.pop(0)
+        if items is None:
+            raise ApiError(0, "connection refused", "GET", "/leases")
+        return ListPage("1", "", 0, items=items)
+
+
+def test_a_renewal_between_samples_counts_as_lag() -> None:
+    """A Lease renewed 12 s after its previous renewal was 12 s old just before, whenever the sample came."""
+    name = "kwok-node-00000"
+    leases = health.LeaseLists(FakeLeaseApi([lease(name, NOW - 13.0)], [lease(name, NOW - 1.0)],
+                                            None, [lease(name, NOW - 1.0)]))
+    nodes = states([node(name)], health.node_state)
+    first = leases.refresh()
+    assert first is not None and first[1] == {}
+    assert health.node_figures(nodes, *first, now=NOW)["lease_lag_s"] == pytest.approx(13.0)
+    second = leases.refresh()
+    assert second is not None and second[1] == {name: pytest.approx(12.0)}
+    assert health.node_figures(nodes, *second, now=NOW)["lease_lag_s"] == pytest.approx(12.0)
+    assert leases.refresh() is None and "1 of 3 failed" in (leases.note() or "")
+    unchanged = leases.refresh()
+    assert unchanged is not None and unchanged[1] == {}  # not renewed again: its age alone counts
+    assert health.node_figures(nodes, *unchanged, now=NOW)["lease_lag_s"] == pytest.approx(1.0)
+
+
+def test_pods_pending_not_running_and_evicted() -> None:
+    def pod(uid: str, phase: str, **status: Any) -> dict[str, Any]:
+        return {"metadata": {"uid": uid, "name": uid}, "status": {"phase": phase, **status}}
+
+    pods = [pod("a", "Running"), pod("b", "Pending"), pod("c", "Pending"), pod("d", "Succeeded"),
+            pod("e", "Running", conditions=[{"type": "DisruptionTarget", "status": "True",
+                                             "reason": "DeletionByTaintManager"}]),
+            pod("f", "Failed", reason="Evicted")]
+    found = {p["metadata"]["uid"]: health.pod_state(p) for p in pods}
+    assert [uid for uid, state in found.items() if state.evicted] == ["e", "f"]
+    assert health.pod_figures(found, evicted=2) == {"pods": 6, "pods_pending": 2, "pods_not_running": 4,
+                                                    "pods_evicted": 2}
+
+
+# ---- the sampler and the results ----------------------------------------------------------------------------
+
+
+def test_an_unreachable_target_is_noted_and_never_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(health.CpuMeter, "MIN_INTERVAL_S", 0.0)
+    sampler = health.ClusterHealthSampler(unreachable_target({"harness": [os.getpid()]}), interval_s=0.1)
+    sampler.start()
+    result = sampler.gather()
+    assert len(result.samples) >= 2 and result.summary["samples"] == len(result.samples)
+    notes = "\n".join(result.notes)
+    for what in ("kube-scheduler /metrics: not reachable", "kube-controller-manager /metrics: not reachable",
+                 "etcd /metrics: not reachable", "kube-apiserver /metrics:", "watch of nodes: never listed"):
+        assert what in notes
+    assert result.summary["nodes_not_ready_max"] is None and result.summary["scheduler_pending_pods_max"] is None
+    last = result.samples[-1].values
+    assert "nodes" not in last and last["cpu.harness"] is not None  # missing, while the rest is measured
+    assert sampler.gather() is result
+    sampler.stop()
+
+
+def test_health_round_trips_and_old_files_load() -> None:
+    step = StepResult(index=0, name="s", nodes=1, pods_per_node=1, started_at="", duration_s=1.0,
+                      health=ClusterHealth(interval_s=5.0, samples=[HealthSample(0.1, {"nodes": 1, "x": None})],
+                                           summary={"lease_lag_max_s": 10.3, "scheduler_attempts": {"error": 0}},
+                                           metrics_used={"workqueue_depth": "workqueue_depth"}, notes=["n"]))
+    run = RunResult(run_id="r", plan={}, environment={}, steps=[step])
+    assert from_dict(to_dict(run)) == run
+    old = to_dict(run)
+    del old["steps"][0]["health"]
+    assert from_dict(old).steps[0].health == ClusterHealth()
+
+
+def test_step_probes_gather_health_into_the_step() -> None:
+    probes = StepProbes(unreachable_target({}), "probe-ns", "churn-ns", health_interval_s=0.1)
+    probes.start()
+    step = probes.gather(StepResult(index=0, name="unit", nodes=1, pods_per_node=1, started_at="", duration_s=1.0))
+    assert len(step.health.samples) >= 2 and step.health.interval_s == 0.1
+    assert any(note.startswith("watch of pods in churn-ns") for note in step.health.notes)
+    assert not any("cluster health" in note for note in step.notes)  # its trouble stays in its own notes
+    # its own requests are taken off the apiserver's counts, as the other probes' are
+    assert probes.probe_requests.get(("LIST", "leases"), 0) >= 1
+    probes.stop()
