@@ -9,7 +9,7 @@ KUBE_FLAG := $(if $(KUBE_VERSION),--kube-version $(KUBE_VERSION),)
 FROM ?=
 TO ?=
 
-.PHONY: setup venv binaries browser load-test test unit-test lint benchmark upgrade-rehearsal report clean-clusters
+.PHONY: setup venv binaries browser load-test capacity test unit-test lint benchmark upgrade-rehearsal report clean-clusters
 
 venv: $(VENV)/.installed
 
@@ -35,6 +35,10 @@ setup: venv binaries
 
 load-test: setup
 	$(BIN)/loadtest run --plan $(PLAN) $(KUBE_FLAG)
+
+# The largest scale this machine's control plane holds under the default load, and what breaks past it.
+capacity: setup
+	$(BIN)/loadtest capacity --plan capacity $(KUBE_FLAG) $(if $(MAX_NODES),--max-nodes $(MAX_NODES),)
 
 test: setup browser
 	$(BIN)/loadtest setup --previous $(KUBE_FLAG)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from loadtests import binaries
-from loadtests.errors import LoadTestError
+from loadtests.errors import LoadTestError, write_error_log
+from loadtests.runcli import count_arg
+from loadtests.shutdown import SHUTDOWN
 
 
 def _say(message: str) -> None:
@@ -29,6 +31,32 @@ def _local(args: argparse.Namespace) -> Any:
     ))
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments are one line (what is wrong, and where to read more), not a usage dump."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def factor_arg(text: str) -> float:
+    """argparse type: a number >= 0.1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number (got {text!r})") from None
+    if not value >= 0.1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0.1 (got {text})")
+    return value
+
+
+def port_arg(text: str) -> int:
+    """argparse type: a TCP port, 1-65535."""
+    port = count_arg(text)
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1-65535 (got {port})")
+    return port
+
+
 def cmd_setup(args: argparse.Namespace) -> int:
     versions = [args.kube_version] + ([binaries.PREVIOUS_KUBE_VERSION] if args.previous else [])
     for version in dict.fromkeys(versions):
@@ -39,6 +67,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    for line in _orphan_lines():
+        _say(f"warning: {line}")
     plane = _local(args)
     info = plane.up(log=_say)
     if args.nodes:
@@ -67,19 +97,45 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_down(args: argparse.Namespace) -> int:
-    result = _local(args).down()
+def _stopped_line(name: str, result: dict[str, Any]) -> str:
     stopped = ", ".join(result["stopped"]) or "nothing was running"
-    _say(f"stopped: {stopped}" + (f" (killed after timeout: {', '.join(result['killed'])})" if result["killed"]
-                                   else ""))
+    killed = f" (killed after timeout: {', '.join(result['killed'])})" if result["killed"] else ""
+    return f"{name}: stopped: {stopped}{killed}"
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    """Stop one named cluster, or (--orphans) every cluster whose run was killed, and remove their keys."""
+    from loadtests.controlplane.local import LocalControlPlane, LocalOptions, orphaned_clusters, stale_clusters
+
+    if not args.orphans:
+        _say(_stopped_line(args.name, _local(args).down()))
+        return 0
+    found = orphaned_clusters() + stale_clusters()
+    for state in found:
+        plane = LocalControlPlane(LocalOptions(name=state.name, directory=Path(state.directory)))
+        _say(_stopped_line(state.name, plane.down()))
+    if not found:
+        _say("no orphaned clusters")
     return 0
+
+
+def _orphan_lines() -> list[str]:
+    from loadtests.controlplane.local import orphaned_clusters
+
+    return [f"orphaned: cluster {state.name} (its run, pid {state.owner_pid}, is gone): "
+            + ", ".join(state.running_names()) + "; ports " + ", ".join(f"{k}={v}" for k, v in state.ports.items())
+            + "; stop it: loadtest down --orphans"
+            for state in orphaned_clusters()]
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     status = _local(args).status()
+    orphans = _orphan_lines()
     if args.json:
-        print(json.dumps(status, indent=1))
+        print(json.dumps({**status, "orphans": orphans}, indent=1))
         return 0 if status["running"] else 1
+    for line in orphans:
+        _say(line)
     if not status["running"]:
         _say(f"cluster {args.name!r}: not running")
         return 1
@@ -115,8 +171,8 @@ def _cluster_command(sub: Any, name: str, func: Any, help_text: str) -> argparse
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="loadtest", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineParser(prog="loadtest", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     p = sub.add_parser("setup", help="provide pinned control-plane binaries (cache, download, or Go build)")
     p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or binaries.DEFAULT_KUBE_VERSION)
@@ -127,19 +183,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("up", help="start a local control plane on 127.0.0.1 (TLS, client-cert auth)")
     _add_cluster_args(p)
     p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or binaries.DEFAULT_KUBE_VERSION)
-    p.add_argument("--nodes", type=int, default=0, help="fake nodes to create once it is up")
-    p.add_argument("--port", type=int, default=None, help="apiserver port (default: a free one)")
-    p.add_argument("--heartbeat-factor", type=float, default=1.0,
+    p.add_argument("--nodes", type=count_arg, default=0, help="fake nodes to create once it is up")
+    p.add_argument("--port", type=port_arg, default=None, help="apiserver port (default: a free one)")
+    p.add_argument("--heartbeat-factor", type=factor_arg, default=1.0,
                    help="multiply node heartbeat/lease intervals (1 = like a real kubelet)")
     p.add_argument("--events-etcd", action="store_true", help="store Events in a second etcd")
     p.set_defaults(func=cmd_up)
 
-    _cluster_command(sub, "down", cmd_down, "stop every process of a local control plane and free its ports")
+    _cluster_command(sub, "down", cmd_down, "stop every process of a local control plane and free its ports"
+                     ).add_argument("--orphans", action="store_true",
+                                    help="stop every cluster whose run is gone (killed outright), whatever its name")
     _cluster_command(sub, "status", cmd_status, "what runs, where, which versions").add_argument(
         "--json", action="store_true")
     _cluster_command(sub, "kubeconfig", cmd_kubeconfig, "print the admin kubeconfig path (last line)")
     _cluster_command(sub, "nodes", cmd_nodes, "scale the fake fleet to COUNT Ready nodes").add_argument(
-        "count", type=int)
+        "count", type=count_arg)
 
     _add_run_commands(sub)
     return parser
@@ -151,12 +209,8 @@ def _add_run_commands(sub: Any) -> None:
     runcli.add_commands(sub)
 
 
-def _interrupt(signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)
+    SHUTDOWN.install()
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
@@ -168,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
+    except Exception as error:  # never a traceback: one line, and the details in a file
+        log = write_error_log(binaries.cache_root() / "logs", error)
+        print(f"loadtest: unexpected error: {type(error).__name__}: {error}; details in {log}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

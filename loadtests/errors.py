@@ -1,4 +1,16 @@
-"""Errors meant for people: each carries one line that says what is wrong and what to do."""
+"""Errors meant for people: each carries one line that says what is wrong and what to do.
+
+Exit codes: 0 passed, 1 an SLO failed or a regression, 2 bad input, 3 aborted (a component failed or hung,
+a signal, an unexpected error), 4 the environment (disk full, out of memory).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import traceback
+from pathlib import Path
 
 
 class LoadTestError(Exception):
@@ -19,6 +31,16 @@ class TargetError(LoadTestError):
     """The control plane could not be started, reached, or is refused (safety guard)."""
 
 
+class Saturated(TargetError):
+    """The control plane did not converge within the step's budget (nodes Ready, pods Running): not a crash
+    but a finding, the breaking point of the run; `condition` says what did not converge, `detail` how far."""
+
+    def __init__(self, condition: str, detail: str) -> None:
+        super().__init__(f"{condition}: {detail}")
+        self.condition = condition
+        self.detail = detail
+
+
 class RunAborted(LoadTestError):
     """A run stopped before its last step (a component died, or the user interrupted)."""
 
@@ -27,3 +49,37 @@ class RunAborted(LoadTestError):
 
 class CompareError(LoadTestError):
     """Two runs cannot be compared (different plans, unmatched steps) or the regression thresholds are invalid."""
+
+
+class EnvironmentProblem(LoadTestError):
+    """The machine refused: the disk is full, memory ran out. Not the control plane's doing."""
+
+    exit_code = 4
+
+
+MIN_FREE_BYTES = 1 << 20  # below this a folder's filesystem counts as full
+
+
+def disk_full(folder: Path) -> str | None:
+    """'disk full: ...' when the filesystem of `folder` (or of its nearest existing parent) is full."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return None
+    return f"disk full: {probe} has {free} bytes free" if free < MIN_FREE_BYTES else None
+
+
+def write_error_log(folder: Path, error: BaseException) -> Path:
+    """The traceback of an unexpected error, where the user will look for it (the run folder, or a temp file
+    when that cannot take it); the path, for the one line the user sees."""
+    text = "".join(traceback.format_exception(error))
+    for path in (folder / "error.log", Path(tempfile.gettempdir()) / f"loadtest-error-{os.getpid()}.log"):
+        try:
+            path.write_text(text)
+            return path
+        except OSError:
+            continue
+    return Path("(not written)")

@@ -17,7 +17,7 @@ import psutil
 
 from loadtests import objects
 from loadtests.controlplane.processes import wait_for
-from loadtests.errors import TargetError
+from loadtests.errors import Saturated, TargetError
 from loadtests.kube.errors import ApiError
 from loadtests.kube.names import WatchNames
 from loadtests.kube.paths import resource_path
@@ -91,8 +91,8 @@ class NodeWatch:
             while not predicate(self):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TargetError(f"{what}: not reached within {timeout_s:.0f} s "
-                                      f"({len(self.ready)} Ready of {len(self.present)} nodes)")
+                    raise Saturated(what, f"not reached within {timeout_s:.0f} s ({len(self.ready)} Ready of "
+                                          f"{len(self.present)} nodes)")
                 self._cond.wait(min(remaining, 1.0))
                 if progress and time.monotonic() - last_report >= 2:
                     last_report = time.monotonic()
@@ -129,10 +129,14 @@ class Fleet:
             existing = set(watch.present)
             to_create = sorted(wanted - existing)
             to_delete = sorted(existing - wanted, reverse=True)
-            with ThreadPoolExecutor(CREATE_CONCURRENCY, thread_name_prefix="fleet") as pool:
+            pool = ThreadPoolExecutor(CREATE_CONCURRENCY, thread_name_prefix="fleet")
+            try:
                 list(pool.map(lambda n: self.client.create(resource_path("nodes"), objects.node_manifest(n),
                                                            exist_ok=True), to_create))
                 list(pool.map(lambda n: self.client.delete(resource_path("nodes", name=n)), to_delete))
+            finally:
+                # interrupted (a hung apiserver, Ctrl-C): the queued requests are dropped, not sent one by one
+                pool.shutdown(wait=False, cancel_futures=True)
             watch.wait(lambda w: wanted <= w.ready and not (w.present - wanted), timeout_s,
                        f"{count} nodes Ready", progress)
             seconds = time.monotonic() - started
@@ -159,7 +163,8 @@ class Fleet:
                     and ready == replicas and total == replicas):
                 return time.monotonic() - started
             if time.monotonic() > deadline:
-                raise TargetError(f"fleet pods: {ready} of {replicas} Running after {timeout_s:.0f} s")
+                raise Saturated(f"{replicas} fleet pods Running", f"{ready} of {replicas} Running after "
+                                                                  f"{timeout_s:.0f} s")
             if progress and time.monotonic() - last_report >= 2:
                 last_report = time.monotonic()
                 progress(f"{ready}/{replicas} fleet pods Running")

@@ -31,7 +31,7 @@ from typing import IO, Any
 
 import pandas as pd
 
-from loadtests.controlplane.processes import free_ports, log_tail
+from loadtests.controlplane.processes import die_with_parent, free_ports, log_tail
 from loadtests.errors import LoadTestError
 from loadtests.kube.access import ClusterAccess
 from loadtests.results import ClientStat, RateResult
@@ -192,8 +192,9 @@ class LoadGenerator:
         log = open(log_path, "wb")  # noqa: SIM115 - closed in _close_logs once the process is gone
         self._logs.append(log)
         # own session: a Ctrl-C at the terminal reaches the runner, which stops Locust in order
+        # and tied to the runner: a harness killed outright takes its load generator with it
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                cwd=self.out_dir, start_new_session=True)
+                                cwd=self.out_dir, start_new_session=True, preexec_fn=die_with_parent)
         self._procs.append(proc)
 
     def start(self) -> None:

@@ -46,6 +46,7 @@ class Target:
     kube_version: str = DEFAULT_KUBE_VERSION
     heartbeat_factor: float = 1.0
     events_etcd: bool = False  # store Events in a second etcd, as large clusters do
+    unresponsive_s: float = 30.0  # a component failing its health check this long aborts the run
     kubeconfig: str | None = None
     context: str | None = None
 
@@ -57,6 +58,18 @@ class Step:
     warmup_s: float = 5.0
     duration_s: float = 60.0
     name: str = ""
+    ramp_timeout_s: float = 300.0  # nodes Ready and pods Running within this, or the step is saturated
+
+
+@dataclass
+class Capacity:
+    """How `loadtest capacity` grows the fleet from the first step: by `growth` per step (or along the
+    plan's own steps, then at the ratio of its last two), up to `max_nodes`, then narrows the range between
+    the last scale that held and the first that did not until it is within `resolution` of the former."""
+
+    growth: float | None = None
+    max_nodes: int = 10_000
+    resolution: float = 0.1
 
 
 @dataclass
@@ -69,6 +82,7 @@ class Plan:
     gate: bool = True
     workers: int = 0
     compare: dict[str, float] = field(default_factory=dict)
+    capacity: Capacity = field(default_factory=Capacity)
     source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,7 +134,8 @@ def _no_unknown(source: str, path: str, data: dict[str, Any], known: set[str]) -
 def parse(data: Any, source: str = "plan") -> Plan:
     """Validate a plan mapping and fill in defaults."""
     data = _mapping(source, "(top level)", data)
-    _no_unknown(source, "", data, {"name", "target", "steps", "load", "slo", "gate", "workers", "compare"})
+    _no_unknown(source, "", data, {"name", "target", "steps", "load", "slo", "gate", "workers", "compare",
+                                   "capacity"})
 
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
@@ -136,6 +151,7 @@ def parse(data: Any, source: str = "plan") -> Plan:
     except SetupError as error:
         raise _fail(source, "target.kube_version", str(error)) from None
     _number(source, "target.heartbeat_factor", target.heartbeat_factor, minimum=0.1)
+    _number(source, "target.unresponsive_s", target.unresponsive_s, minimum=1)
     if target.kind == "cluster" and not target.kubeconfig:
         raise _fail(source, "target.kubeconfig", "required when target.kind is 'cluster'")
 
@@ -156,6 +172,7 @@ def parse(data: Any, source: str = "plan") -> Plan:
             raise _fail(source, f"{path}.pods_per_node", "must be <= 110 (the Kubernetes per-node limit)")
         _number(source, f"{path}.warmup_s", step.warmup_s, minimum=0)
         _number(source, f"{path}.duration_s", step.duration_s, minimum=1)
+        _number(source, f"{path}.ramp_timeout_s", step.ramp_timeout_s, minimum=1)
         step.name = str(step.name or f"{step.nodes} nodes")
         steps.append(step)
 
@@ -198,7 +215,16 @@ def parse(data: Any, source: str = "plan") -> Plan:
     for key, value in compare.items():
         _number(source, f"compare.{key}", value, minimum=0)
 
+    capacity_data = _mapping(source, "capacity", data.get("capacity"))
+    _no_unknown(source, "capacity", capacity_data, set(Capacity.__dataclass_fields__))
+    capacity = Capacity(**capacity_data)
+    if capacity.growth is not None:
+        _number(source, "capacity.growth", capacity.growth, minimum=1.05)
+    _number(source, "capacity.max_nodes", capacity.max_nodes, minimum=1, integer=True)
+    _number(source, "capacity.resolution", capacity.resolution, minimum=0.01)
+
     return Plan(name=name, target=target, steps=steps, load=load, slo=slo, gate=gate, workers=workers,
+                capacity=capacity,
                 compare=compare, source=source)
 
 

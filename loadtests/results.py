@@ -27,7 +27,31 @@ Schema (version 1), all times in seconds, sizes in bytes, rates per second:
         pod_startup: Distribution (create -> Running, seen by a watch)
         watch_delay: Distribution (write -> event at a watcher)
         processes: list of ProcessStat (CPU and RSS per component and for the load generator)
+        health: ClusterHealth, sampled every few seconds through the measured window (absent in older files:
+            an empty ClusterHealth):
+            interval_s: the sampling interval
+            samples: list of {t_s: seconds since the window opened, values: {figure: number or null}};
+                figures (null where the source was unreachable; "_s" seconds, "cpu.*" 100 = one core):
+                nodes, nodes_not_ready (Ready not True), nodes_unreachable (Ready Unknown), taint_not_ready,
+                taint_unreachable (kwok nodes carrying node.kubernetes.io/not-ready or /unreachable);
+                leases, lease_lag_s (the longest a kwok node's Lease went unrenewed: its age now, or the gap
+                between its last two renewals if renewed since the previous sample), leases_expired (lag over
+                its leaseDurationSeconds); pods, pods_pending, pods_not_running, pods_evicted
+                (the harness's namespaces; evicted counts every pod seen evicted since the window opened);
+                scheduler_pending_pods (all queues) and scheduler_pending_pods.<queue>;
+                scheduler_attempts.<result>, apf_rejected, evictions_node_collector, evictions_taint_manager,
+                etcd_slow_applies, etcd_leader_changes (increase since the previous sample);
+                workqueue_depth (all controller-manager queues), workqueue_depth_max (the deepest queue),
+                workqueue_queue_p99_max_s (the worst queue's wait p99 over the interval);
+                apiserver_inflight.<kind>, apf_inqueue, apf_wait_p99_s, etcd_wal_fsync_p99_s,
+                etcd_backend_commit_p99_s (p99 over the interval); cpu.machine, cpu.iowait, cpu.<component>
+            summary: per-step figures: maxima over the samples (*_max), increases over the window (counts),
+                p99 over the window, the deepest and slowest work queues, machine CPU average and maximum
+            metrics_used: {figure: the metric (or API collection) it was read from}
+            notes: list of strings (sources that could not be reached, and why)
         notes: list of strings (warnings measured during the step, e.g. load generator CPU-bound)
+        status: "measured", or "saturated" when nodes or pods did not converge within ramp_timeout_s (the
+            breaking point: the run stops growing); saturation: {condition, evidence} of a saturated step
 """
 
 from __future__ import annotations
@@ -143,6 +167,25 @@ class EtcdStats:
 
 
 @dataclass
+class HealthSample:
+    """Cluster health at one moment of a step: figure -> value (None where its source did not answer)."""
+
+    t_s: float  # seconds since the measured window opened
+    values: dict[str, float | None] = field(default_factory=dict)
+
+
+@dataclass
+class ClusterHealth:
+    """Cluster health sampled through a step: the time series, its summary, and where each figure came from."""
+
+    interval_s: float | None = None
+    samples: list[HealthSample] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    metrics_used: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class StepResult:
     index: int
     name: str
@@ -162,7 +205,12 @@ class StepResult:
     pod_startup: Distribution = field(default_factory=Distribution)
     watch_delay: Distribution = field(default_factory=Distribution)
     processes: list[ProcessStat] = field(default_factory=list)
+    health: ClusterHealth = field(default_factory=ClusterHealth)
     notes: list[str] = field(default_factory=list)
+    # "measured", or "saturated": the control plane did not converge (the run's breaking point); then
+    # saturation says what did not ({"condition": ..., "evidence": ...}) and the figures above are empty
+    status: str = "measured"
+    saturation: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -221,12 +269,16 @@ def from_dict(data: dict[str, Any]) -> RunResult:
 
 
 def save(run: RunResult, folder: Path) -> Path:
-    """Write results.json atomically, so a reader or a crash never sees half a file."""
+    """Write results.json atomically, so a reader, a crash or a full disk never leaves half a file."""
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / RESULTS_FILE
     tmp = folder / f".{RESULTS_FILE}.tmp"
-    tmp.write_text(json.dumps(to_dict(run), indent=1))
-    os.replace(tmp, target)
+    try:
+        tmp.write_text(json.dumps(to_dict(run), indent=1))
+        os.replace(tmp, target)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # the last good file stays as it was
+        raise
     return target
 
 

@@ -21,14 +21,27 @@ from typing import Any
 import psutil
 
 from loadtests import objects, results
+from loadtests.capacity import PlannedSteps, StepChooser, step_failures
 from loadtests.controlplane.base import Target, TargetInfo
-from loadtests.errors import LoadTestError, RunAborted, TargetError
+from loadtests.controlplane.health import HealthWatch
+from loadtests.errors import (
+    EnvironmentProblem,
+    LoadTestError,
+    RunAborted,
+    Saturated,
+    TargetError,
+    disk_full,
+    write_error_log,
+)
 from loadtests.fleet import FLEET_USER_AGENT, Fleet
 from loadtests.kube.rest import RestClient
 from loadtests.load import LoadGenerator
 from loadtests.measure.probes import StepProbes
+from loadtests.measure.saturation import RampWitness
 from loadtests.plan import Plan, Step
+from loadtests.report.slo import thresholds
 from loadtests.results import ClientStat, RunResult, StepResult
+from loadtests.shutdown import SHUTDOWN
 
 
 @dataclass
@@ -72,50 +85,28 @@ def server_counts(probes: StepProbes, client: list[ClientStat]) -> dict[str, int
     return counts
 
 
-class Watchdog:
-    """Notices a dead control-plane component while a step runs, and stops the load so the run can end."""
-
-    def __init__(self, check: Callable[[], list[str]], on_failure: Callable[[str], None]) -> None:
-        self.check = check
-        self.on_failure = on_failure
-        self.reason: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="watchdog", daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            dead = self.check()
-            if dead:
-                self.reason = f"{', '.join(dead)} stopped running"
-                self.on_failure(self.reason)
-                return
-
-    def __enter__(self) -> Watchdog:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        if self.reason is None and (dead := self.check()):
-            # a load that ended on its own between two checks must not hide a component that died
-            self.reason = f"{', '.join(dead)} stopped running"
+ABORT_STOP_TIMEOUT_S = 3.0
 
 
 class Runner:
-    def __init__(self, plan: Plan, options: RunOptions, target: Target) -> None:
+    def __init__(self, plan: Plan, options: RunOptions, target: Target, chooser: StepChooser | None = None) -> None:
         self.plan = plan
         self.options = options
         self.target = target
+        self.chooser = chooser or PlannedSteps(plan)
+        # "step 2/3" for a plan's own steps; a search does not know how many it will take
+        self._total = len(plan.steps) if isinstance(self.chooser, PlannedSteps) else None
         self.say = options.progress
         self.run_result: RunResult | None = None
         self._run_started = 0.0
+        self._phase = ""  # where the run is, for the one line that says why it stopped
 
     # ------------------------------------------------------------------------------------------ run
     def run(self) -> RunResult:
+        """Run every step; teardown comes first and always runs, then the results are saved. Whatever
+        stopped the run is raised as one LoadTestError (RunAborted, or EnvironmentProblem for a full disk)."""
         plan = self.plan
         out = self.options.out_dir
-        out.mkdir(parents=True, exist_ok=True)
         environment = {
             "target": plan.target.kind,
             "machine": machine_info(),
@@ -125,37 +116,78 @@ class Runner:
         }
         run = RunResult(run_id=out.name, plan=plan.to_dict(), environment=environment)
         self.run_result = run
-        results.save(run, out)
+        self._save(run)  # nothing is started before the results folder is known to take a file
         self._run_started = time.monotonic()
+        name = getattr(self.target, "name", "")
         self.say(f"run {run.run_id}: {len(plan.steps)} steps, about {plan.estimated_seconds() / 60:.1f} min "
-                 f"of measurement plus ramps; results in {out}")
+                 f"of measurement plus ramps; results in {out}" + (f"; cluster {name}" if name else ""))
+        failure: LoadTestError | None = None
         try:
             info = self.target.up()
             run.environment["versions"].update(info.versions)
             run.environment["server"] = "local 127.0.0.1" if info.kind == "local" else "existing cluster"
-            results.save(run, out)
-            self._steps(run, info)
+            self._save(run)
+            with HealthWatch(self.target.health_checks(), self._on_fault,
+                             unresponsive_s=plan.target.unresponsive_s):
+                self._steps(run, info)
             run.status = "complete"
-        except KeyboardInterrupt:
-            run.status, run.error = "aborted", "interrupted by the user (Ctrl-C or SIGTERM)"
-            raise RunAborted(run.error) from None
-        except LoadTestError as error:
-            run.status, run.error = "aborted", str(error)
-            raise RunAborted(f"run aborted: {error}") from None
-        except Exception as error:
-            run.status, run.error = "aborted", f"{type(error).__name__}: {error}"
-            raise
-        finally:
-            run.finished_at = results.utc_now()
-            results.save(run, out)
-            self._teardown()
+        except BaseException as error:  # every way out is classified, after teardown has run
+            failure = self._failure(error)
+        self._teardown()
+        if failure is None and (fault := SHUTDOWN.take_fault()):
+            failure = fault  # found while tearing down or between checks: still the run's outcome
+        SHUTDOWN.take_fault()
+        if failure is not None:
+            run.status, run.error = "aborted", str(failure)
+        run.finished_at = results.utc_now()
+        try:
+            self._save(run)
+        except EnvironmentProblem as error:
+            failure = failure if isinstance(failure, EnvironmentProblem) else error
+        if failure is not None:
+            raise failure
         return run
 
-    def _teardown(self) -> None:
+    def _on_fault(self, reason: str) -> None:
+        """From the health watch: stop the run where it is (the main thread is woken from any wait)."""
+        SHUTDOWN.interrupt_main(RunAborted(f"{reason}{self._where()}"))
+
+    def _where(self) -> str:
+        return f" during {self._phase}" if self._phase else ""
+
+    def _failure(self, error: BaseException) -> LoadTestError:
+        """What ended the run, as one line: a fault the health watch found outranks the error it caused."""
+        fault = SHUTDOWN.take_fault()
+        if fault is not None:
+            return fault
+        full = disk_full(self.options.out_dir)
+        if full:
+            return EnvironmentProblem(f"{full}; {type(error).__name__}: {error}"[:400])
+        if isinstance(error, KeyboardInterrupt):
+            return RunAborted("interrupted by the user (Ctrl-C or SIGTERM)" + self._where())
+        if isinstance(error, MemoryError):
+            return EnvironmentProblem("out of memory" + self._where())
+        if isinstance(error, EnvironmentProblem | RunAborted):
+            return error
+        if isinstance(error, LoadTestError):
+            return RunAborted(f"{error}{self._where()}")
+        log = write_error_log(self.options.out_dir, error)
+        return RunAborted(f"unexpected error{self._where()}: {type(error).__name__}: {error}; details in {log}")
+
+    def _save(self, run: RunResult) -> None:
         try:
-            self.target.down()
-        except Exception as error:  # noqa: BLE001 - report, never mask the run's own outcome
-            self.say(f"warning: teardown: {error}")
+            results.save(run, self.options.out_dir)
+        except OSError as error:
+            raise EnvironmentProblem(disk_full(self.options.out_dir) or
+                                     f"cannot write {self.options.out_dir / results.RESULTS_FILE} "
+                                     f"({error.strerror}); the last good copy is kept") from None
+
+    def _teardown(self) -> None:
+        with SHUTDOWN.shielded():
+            try:
+                self.target.down()
+            except Exception as error:  # noqa: BLE001 - report, never mask the run's own outcome
+                self.say(f"warning: teardown: {error}")
 
     def _workers(self) -> int:
         return self.plan.workers if self.options.workers is None else self.options.workers
@@ -165,11 +197,17 @@ class Runner:
         fleet = Fleet(client)
         try:
             fleet.ensure_namespaces()
-            for index, step in enumerate(self.plan.steps):
+            limits = thresholds(run)
+            step, index = self.chooser.first(), 0
+            while step is not None:
                 step_result = self._step(index, step, info, fleet)
                 run.steps.append(step_result)
-                results.save(run, self.options.out_dir)  # on disk before the next step starts
-                self.say(f"step {index + 1}/{len(self.plan.steps)} done and saved")
+                self._phase = f"saving step {index + 1}"
+                self._save(run)  # on disk before the next step starts
+                failures = step_failures(step_result, limits)
+                self.say(f"{self._label(index, step)} done and saved"
+                         + (f"; did not hold: {'; '.join(failures)}" if failures else ""))
+                step, index = self.chooser.next(step_result, not failures), index + 1
         finally:
             client.close()
 
@@ -178,19 +216,56 @@ class Runner:
         return f"{seconds // 60}m{seconds % 60:02d}s"
 
     # ------------------------------------------------------------------------------------------ step
+    @staticmethod
+    def _saturated_while_measured(step: StepResult) -> None:
+        """Nodes that turned NotReady during the window: the control plane did not keep up with its fleet
+        at this scale, whatever the latencies say. The figures stay; the step is the breaking point."""
+        summary = step.health.summary
+        not_ready = summary.get("nodes_not_ready_max") or 0
+        if not_ready:
+            lag = summary.get("lease_lag_max_s")
+            step.status = "saturated"
+            step.saturation = {
+                "condition": f"{step.nodes} nodes stayed Ready",
+                "evidence": f"up to {not_ready:.0f} nodes NotReady during the window"
+                            + (f"; oldest Lease renewed {lag:.0f} s late" if lag is not None else "")
+                            + (f"; machine CPU up to {summary['cpu_machine_max']:.0f} % of "
+                               f"{100 * (os.cpu_count() or 1)} %" if summary.get("cpu_machine_max") is not None
+                               else ""),
+            }
+
+    def _label(self, index: int, step: Step) -> str:
+        return f"step {index + 1}{f'/{self._total}' if self._total else ''} ({step.name})"
+
     def _step(self, index: int, step: Step, info: TargetInfo, fleet: Fleet) -> StepResult:
-        total = len(self.plan.steps)
-        remaining = sum(s.warmup_s + s.duration_s for s in self.plan.steps[index:])
-        prefix = f"step {index + 1}/{total} ({step.name})"
+        prefix = self._label(index, step)
+        left = ""
+        if self._total:
+            remaining = sum(s.warmup_s + s.duration_s for s in self.plan.steps[index:])
+            left = f", about {remaining / 60:.1f} min of steps left"
         self.say(f"{prefix}: scaling to {step.nodes} nodes, {step.nodes * step.pods_per_node} pods "
-                 f"[elapsed {self._elapsed()}, about {remaining / 60:.1f} min of steps left]")
+                 f"[elapsed {self._elapsed()}{left}]")
         self._check_alive()
-        ramp = fleet.scale_nodes(step.nodes, progress=lambda m: self.say(f"{prefix}: {m}"))
-        self.say(f"{prefix}: {step.nodes} nodes Ready in {ramp.seconds:.1f} s")
-        pods_s = fleet.scale_pods(step.nodes * step.pods_per_node, progress=lambda m: self.say(f"{prefix}: {m}"))
+        witness = RampWitness(self.target.info(), fleet.client)
+        try:
+            self._phase = f"{prefix}: node ramp"
+            ramp = fleet.scale_nodes(step.nodes, timeout_s=step.ramp_timeout_s,
+                                     progress=lambda m: self.say(f"{prefix}: {m}"))
+            self.say(f"{prefix}: {step.nodes} nodes Ready in {ramp.seconds:.1f} s")
+            self._phase = f"{prefix}: pod ramp"
+            pods_s = fleet.scale_pods(step.nodes * step.pods_per_node, timeout_s=step.ramp_timeout_s,
+                                      progress=lambda m: self.say(f"{prefix}: {m}"))
+        except Saturated as saturated:
+            evidence = witness.evidence()
+            self.say(f"{prefix}: saturated: {saturated}; {evidence}")
+            return StepResult(index=index, name=step.name, nodes=step.nodes, pods_per_node=step.pods_per_node,
+                              started_at=results.utc_now(), duration_s=0.0, status="saturated",
+                              saturation={"condition": saturated.condition,
+                                          "evidence": f"{saturated.detail}; {evidence}"})
         if step.warmup_s:
+            self._phase = f"{prefix}: settling"
             self.say(f"{prefix}: settling for {step.warmup_s:.0f} s before measuring")
-            self._sleep_checked(step.warmup_s)
+            time.sleep(step.warmup_s)  # the health watch interrupts it if a component fails
 
         step_result = StepResult(index=index, name=step.name, nodes=step.nodes, pods_per_node=step.pods_per_node,
                                  started_at=results.utc_now(), duration_s=step.duration_s,
@@ -201,25 +276,31 @@ class Runner:
         load = LoadGenerator(self.plan.load, info.access, nodes=step.nodes,
                              out_dir=self.options.out_dir / f"step-{index + 1}", duration_s=step.duration_s,
                              workers=self._workers(), run_id=self.options.out_dir.name, windowed=True)
+        untrack = SHUTDOWN.track(lambda: [f"locust (pid {pid})" for pid in load.pids() if psutil.pid_exists(pid)])
         try:
             # the window opens once every user runs: a burst of new connections is not the step's steady state
+            self._phase = f"{prefix}: load start"
             spawning = time.monotonic()
             load.start()
             self._wait_spawned(load, prefix)
             step_result.ramp["load_spawn_s"] = round(time.monotonic() - spawning, 3)
             probes.add_pids("loadgen", load.pids())
+            self._phase = f"{prefix}: measuring"
             probes.start(on_window_start=load.open_window)
             started = time.monotonic()
-            with Watchdog(self._dead_components, lambda reason: load.stop()) as watchdog:
-                outcome = self._wait_load(load, step, prefix, watchdog, started)
-            if watchdog.reason:
-                raise TargetError(f"{watchdog.reason} during {prefix}")
+            outcome = self._wait_load(load, step, prefix, started)
+            self._check_alive()  # a component that died after the last health check
+            step_result.duration_s = round(time.monotonic() - started, 3)
+            self._phase = f"{prefix}: gathering"
+            probes.gather(step_result)
+            self._saturated_while_measured(step_result)
         except BaseException:
-            load.stop()
-            probes.stop()
+            with SHUTDOWN.shielded():  # an aborted step's figures are not kept: no reason to wait for them
+                load.stop(timeout_s=ABORT_STOP_TIMEOUT_S)
+                probes.stop()
             raise
-        step_result.duration_s = round(time.monotonic() - started, 3)
-        probes.gather(step_result)
+        finally:
+            untrack()
         step_result.client, step_result.rates = outcome.client, outcome.rates
         step_result.server_requests = server_counts(probes, outcome.client)
         step_result.notes.extend(outcome.notes)
@@ -230,7 +311,6 @@ class Runner:
         self.say(f"{prefix}: starting the load ({load.users.total} users)")
         deadline = time.monotonic() + load.spawn_time_s() + 120
         while not load.wait_spawned(timeout=1.0):
-            self._check_alive()
             if not load.running():
                 load.wait(timeout=5)  # raises with the tail of Locust's log
                 raise TargetError(f"the load generator exited before its users were running ({prefix})")
@@ -238,8 +318,8 @@ class Runner:
                 raise TargetError(f"the load generator did not start its users within "
                                   f"{load.spawn_time_s() + 120:.0f} s ({prefix}); see {load.log_path}")
 
-    def _wait_load(self, load: LoadGenerator, step: Step, prefix: str, watchdog: Watchdog, started: float) -> Any:
-        """Wait for the load to finish while printing progress; the watchdog may cut it short."""
+    def _wait_load(self, load: LoadGenerator, step: Step, prefix: str, started: float) -> Any:
+        """Wait for the load to finish while printing progress; the health watch may cut it short."""
         done: dict[str, Any] = {}
 
         def wait() -> None:
@@ -255,8 +335,6 @@ class Runner:
             if waiter.is_alive():
                 measured = min(step.duration_s, time.monotonic() - started)
                 self.say(f"{prefix}: measuring {measured:.0f}/{step.duration_s:.0f} s [elapsed {self._elapsed()}]")
-        if watchdog.reason:
-            raise TargetError(f"{watchdog.reason} during {prefix}")
         if "error" in done:
             raise done["error"]
         return done["outcome"]
@@ -264,16 +342,7 @@ class Runner:
     def _current_pids(self, info: TargetInfo) -> dict[str, list[int]]:
         return self.target.info().pids
 
-    def _dead_components(self) -> list[str]:
-        return self.target.dead_components()
-
     def _check_alive(self) -> None:
-        dead = self._dead_components()
+        dead = self.target.dead_components()
         if dead:
-            raise TargetError(f"{', '.join(dead)} stopped running")
-
-    def _sleep_checked(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            time.sleep(min(left, 0.5))
-            self._check_alive()
+            raise TargetError(f"{', '.join(dead)} exited")

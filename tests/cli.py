@@ -34,14 +34,16 @@ def error_lines(result: subprocess.CompletedProcess) -> list[str]:
     return [line for line in result.stderr.splitlines() if line.strip()]
 
 
-def write_tiny_plan(path: Path, name: str, durations_s: tuple[float, float]) -> Path:
+def write_tiny_plan(path: Path, name: str, durations_s: tuple[float, float], *, second_nodes: int = 10,
+                    unresponsive_s: float = 30) -> Path:
     """A two-step plan (5 then 10 nodes, light churn and LISTs) for tests that run the whole harness."""
     first, second = durations_s
     path.write_text(f"""
 name: {name}
+target: {{unresponsive_s: {unresponsive_s}}}
 steps:
   - {{nodes: 5, pods_per_node: 1, warmup_s: 1, duration_s: {first}}}
-  - {{nodes: 10, pods_per_node: 1, warmup_s: 1, duration_s: {second}}}
+  - {{nodes: {second_nodes}, pods_per_node: 1, warmup_s: 1, duration_s: {second}}}
 load:
   scenarios:
     pod_churn: {{rate: 2, lifetime_s: 3, users: 1}}

@@ -23,6 +23,7 @@ from loadtests import binaries as binaries_mod
 from loadtests import objects
 from loadtests.controlplane import kwok as kwok_mod
 from loadtests.controlplane.base import TargetInfo
+from loadtests.controlplane.health import HealthCheck, endpoint_check
 from loadtests.controlplane.processes import ClusterState, ProcessGroup, ProcessRecord, free_ports, wait_for
 from loadtests.errors import TargetError
 from loadtests.kube.access import ClusterAccess
@@ -112,6 +113,7 @@ class ExistingCluster:
         self._installed = False  # in-cluster kwok objects may exist and are ours to delete
         self._group: ProcessGroup | None = None
         self._kwok: ProcessRecord | None = None
+        self._kwok_port: int | None = None
         self.deleted_nodes: list[str] = []  # the record of the nodes removed by the last down
 
     @classmethod
@@ -246,6 +248,7 @@ class ExistingCluster:
         config = kwok_mod.write_config(self.workdir / "kwok.yaml", self.options.heartbeat_factor)
         state = ClusterState(name="existing-cluster", directory=str(self.workdir))
         self._group = ProcessGroup(state, self.options.log_dir or self.workdir / "logs")
+        self._kwok_port = port
         self._kwok = self._group.start("kwok", kwok_mod.local_argv(
             binary, Path(self.access.kubeconfig), config, port, self.options.heartbeat_factor))
         group, record = self._group, self._kwok
@@ -306,6 +309,17 @@ class ExistingCluster:
     def dead_components(self) -> list[str]:
         """The local kwok, if ours died; an in-cluster kwok is restarted by its Deployment."""
         return ["kwok"] if self._kwok is not None and not self._kwok.alive() else []
+
+    def health_checks(self) -> list[HealthCheck]:
+        """The cluster's apiserver (/livez, with the context's credentials) and our local kwok, if any."""
+        client = self._rest()
+        checks = [HealthCheck("kube-apiserver",
+                              lambda: None if client.answers("/livez") else "stopped answering /livez")]
+        if self._kwok is not None and self._kwok_port:
+            port = self._kwok_port
+            checks.append(endpoint_check("kwok", self._kwok, f"127.0.0.1:{port}", "/healthz",
+                                         lambda _url: kwok_mod.healthy(port)))
+        return checks
 
     # ------------------------------------------------------------------------------------------ down
     def down(self) -> None:

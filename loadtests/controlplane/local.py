@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
 
 from loadtests import binaries as binaries_mod
 from loadtests.binaries import Binaries
 from loadtests.controlplane import kwok as kwok_mod
 from loadtests.controlplane.base import TargetInfo
+from loadtests.controlplane.health import HealthCheck, endpoint_check
 from loadtests.controlplane.pki import ClusterPki, create_cluster_pki, write_kubeconfig
 from loadtests.controlplane.processes import (
     LOOPBACK,
@@ -34,6 +36,7 @@ from loadtests.controlplane.processes import (
 from loadtests.errors import TargetError
 from loadtests.kube.access import ClusterAccess, unverified_context
 from loadtests.private import write_private
+from loadtests.shutdown import SHUTDOWN
 
 SERVICE_CIDR = "10.96.0.0/16"
 NODE_MONITOR_GRACE_S = 50  # kube-controller-manager default since 1.32
@@ -51,6 +54,24 @@ def cluster_dir(name: str) -> Path:
     return clusters_root() / name
 
 
+def local_clusters() -> list[ClusterState]:
+    """Every local cluster with a state file in the cache, running or not."""
+    root = clusters_root()
+    found = [ClusterState.load(folder) for folder in sorted(root.iterdir())] if root.is_dir() else []
+    return [state for state in found if state is not None]
+
+
+def orphaned_clusters() -> list[ClusterState]:
+    """Clusters of runs whose harness is gone (killed outright) and that still run."""
+    return [state for state in local_clusters() if state.orphaned()]
+
+
+def stale_clusters() -> list[ClusterState]:
+    """Folders of runs whose harness is gone and whose processes are gone too: keys left behind, nothing else."""
+    return [state for state in local_clusters()
+            if state.tied_to_owner and not state.owner_alive() and not state.running()]
+
+
 @dataclass
 class LocalOptions:
     name: str = "default"
@@ -60,6 +81,7 @@ class LocalOptions:
     apiserver_port: int | None = None  # None: choose a free port
     directory: Path | None = None  # default: <cache>/clusters/<name>
     kwok: bool = True  # False: no kwok controller (the cluster stands in for one someone else runs)
+    tied_to_owner: bool = False  # a run's own cluster: dies with the process that started it
 
 
 class LocalControlPlane:
@@ -88,16 +110,20 @@ class LocalControlPlane:
         self.directory.chmod(0o700)
         state = ClusterState(name=self.options.name, directory=str(self.directory),
                              kube_version=bins.kube_version, versions=bins.versions(), ports=ports,
-                             owner_pid=os.getpid())
+                             owner_pid=os.getpid(), owner_create_time=psutil.Process().create_time(),
+                             tied_to_owner=self.options.tied_to_owner)
         state.server = f"https://{LOOPBACK}:{ports['apiserver']}"
         state.etcd_metrics_url = f"http://{LOOPBACK}:{ports['etcd_metrics']}/metrics"
         state.save()
         self.state, self.group = state, ProcessGroup(state, self.directory / "logs")
+        untrack = SHUTDOWN.track(state.running_names)
         try:
             self._start_all(bins, state, log)
         except BaseException:
             # Ctrl-C, a dead component or a timeout: leave nothing running
-            self.group.stop_all()
+            with SHUTDOWN.shielded():
+                self.group.stop_all()
+            untrack()
             raise
         state.ready = True
         state.save()
@@ -257,8 +283,13 @@ class LocalControlPlane:
 
     def info(self) -> TargetInfo:
         state = self._loaded_state()
+        metrics_urls = {component: f"https://{LOOPBACK}:{state.ports[port]}/metrics"
+                        for component, port in (("kube-scheduler", "scheduler"),
+                                                ("kube-controller-manager", "controller_manager"))
+                        if port in state.ports}
         return TargetInfo(access=self.access(), etcd_metrics_url=state.etcd_metrics_url,
-                          versions=dict(state.versions), pids=state.pids(), kind="local")
+                          versions=dict(state.versions), pids=state.pids(), kind="local",
+                          metrics_urls=metrics_urls)
 
     def status(self) -> dict[str, Any]:
         state = ClusterState.load(self.directory)
@@ -282,23 +313,54 @@ class LocalControlPlane:
         state = self._loaded_state()
         return [p.component for p in state.processes if not p.alive()]
 
+    def health_checks(self) -> list[HealthCheck]:
+        """Each component's process and its health endpoint, those others depend on first (etcd before
+        kube-apiserver), so a hung etcd is named as the cause rather than the apiserver it stalls."""
+        state = self._loaded_state()
+        ports = state.ports
+        insecure = unverified_context()
+        admin = self.access().ssl_context()
+        etcd_ok = b'"health":"true"'
+        urls: dict[str, tuple[str, str, Callable[[str], bool]]] = {
+            "etcd": (f"http://{LOOPBACK}:{ports.get('etcd_metrics')}/health", "/health",
+                     lambda url: http_ok(url, expect=etcd_ok)),
+            "events-etcd": (f"http://{LOOPBACK}:{ports.get('events_etcd_metrics')}/health", "/health",
+                            lambda url: http_ok(url, expect=etcd_ok)),
+            "kube-apiserver": (f"{state.server}/livez", "/livez", lambda url: http_ok(url, admin)),
+            "kube-scheduler": (f"https://{LOOPBACK}:{ports.get('scheduler')}/healthz", "/healthz",
+                               lambda url: http_ok(url, insecure)),
+            "kube-controller-manager": (f"https://{LOOPBACK}:{ports.get('controller_manager')}/healthz",
+                                        "/healthz", lambda url: http_ok(url, insecure)),
+            "kwok": (f"{LOOPBACK}:{ports.get('kwok')}", "/healthz", lambda _url: kwok_mod.healthy(ports["kwok"])),
+        }
+        return [endpoint_check(record.component, record, *urls[record.component])
+                for record in state.processes if record.component in urls]
+
     # -------------------------------------------------------------------------------------------- down
-    def down(self) -> dict[str, Any]:
-        """Stop every recorded process by pid and check that none of them still holds a port."""
+    def down(self, keep_files: bool = False, timeout_s: float = 15.0) -> dict[str, Any]:
+        """Stop every recorded process by pid (SIGKILL after timeout_s) and check that none of them still
+        holds a port; then remove the cluster's folder (its keys with it) unless keep_files. Signals do not
+        cut it short."""
         state = ClusterState.load(self.directory) if self.state is None else self.state
         if state is None:
             return {"stopped": [], "killed": []}
-        pids = [p.pid for p in state.processes]
-        group = self.group or ProcessGroup(state, self.directory / "logs")
-        stopped = [p.component for p in state.processes if p.alive()]
-        killed = group.stop_all()
-        still = [p.component for p in state.processes if p.alive()]
-        if still:
-            raise TargetError(f"could not stop: {', '.join(still)}; see {self.directory}/state.json")
-        bound = listening_ports(pids)
-        if bound:
-            raise TargetError(f"ports still bound after stop: {bound}")
+        with SHUTDOWN.shielded():
+            pids = [p.pid for p in state.processes]
+            group = self.group or ProcessGroup(state, self.directory / "logs")
+            stopped = [p.component for p in state.processes if p.alive()]
+            killed = group.stop_all(timeout_s)
+            still = [p.component for p in state.processes if p.alive()]
+            if still:
+                raise TargetError(f"could not stop: {', '.join(still)}; see {self.directory}/state.json")
+            bound = listening_ports(pids)
+            if bound:
+                raise TargetError(f"ports still bound after stop: {bound}")
+            if not keep_files:
+                shutil.rmtree(self.directory, ignore_errors=True)
         return {"stopped": stopped, "killed": killed}
+
+
+RUN_STOP_TIMEOUT_S = 5.0
 
 
 class RunControlPlane:
@@ -309,8 +371,14 @@ class RunControlPlane:
         self.out_dir = out_dir
         self.log = log
         self.plane = LocalControlPlane(options)
+        self._untrack: Callable[[], None] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.plane.options.name
 
     def up(self) -> TargetInfo:
+        self._untrack = SHUTDOWN.track(lambda: self.plane.state.running_names() if self.plane.state else [])
         return self.plane.up(log=self.log)
 
     def info(self) -> TargetInfo:
@@ -319,12 +387,24 @@ class RunControlPlane:
     def dead_components(self) -> list[str]:
         return self.plane.dead_components()
 
+    def health_checks(self) -> list[HealthCheck]:
+        return self.plane.health_checks()
+
     def down(self) -> None:
-        try:
-            self.plane.down()
-        finally:
-            logs = self.plane.directory / "logs"
-            if logs.is_dir():
-                shutil.copytree(logs, self.out_dir / "control-plane-logs", dirs_exist_ok=True)
-            # the cluster folder holds keys: it never goes into the report folder, and is removed after the run
-            shutil.rmtree(self.plane.directory, ignore_errors=True)
+        """Stop first; then keep the logs with the results (a full disk may refuse them: the logs are
+        then lost, never the teardown) and remove the cluster folder, which holds keys."""
+        with SHUTDOWN.shielded():
+            try:
+                # a run's cluster is thrown away: no reason to wait long for a component stuck on a hung one
+                self.plane.down(keep_files=True, timeout_s=RUN_STOP_TIMEOUT_S)
+            finally:
+                logs = self.plane.directory / "logs"
+                try:
+                    if logs.is_dir():
+                        shutil.copytree(logs, self.out_dir / "control-plane-logs", dirs_exist_ok=True)
+                except OSError as error:
+                    self.log(f"warning: control-plane logs not kept ({error.strerror}); they are removed "
+                             "with the cluster's folder")
+                shutil.rmtree(self.plane.directory, ignore_errors=True)
+                if self._untrack is not None:
+                    self._untrack()

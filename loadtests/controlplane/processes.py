@@ -2,17 +2,21 @@
 
 Each process is recorded (pid and start time) in the cluster's state file the moment it starts, so a later
 `loadtest down`, a signal handler or a crash handler can stop exactly what was started and nothing else.
+A cluster that belongs to one run is tied to that run's process: on Linux its processes get a parent-death
+signal, and everywhere its state names its owner, so a cluster whose owner is gone is found (an orphan).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -41,10 +45,11 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, *, inte
         time.sleep(interval_s)
 
 
-def http_ok(url: str, context: ssl.SSLContext | None = None, expect: bytes | None = None) -> bool:
+def http_ok(url: str, context: ssl.SSLContext | None = None, expect: bytes | None = None,
+            timeout_s: float = 2.0) -> bool:
     """Whether a health endpoint answers 200 (and contains `expect`); any failure to connect is a no."""
     try:
-        with urllib.request.urlopen(url, timeout=2, context=context) as response:  # noqa: S310 - loopback
+        with urllib.request.urlopen(url, timeout=timeout_s, context=context) as response:  # noqa: S310 - loopback
             body = response.read()
             return response.status == 200 and (expect is None or expect in body)
     except (urllib.error.URLError, OSError, ssl.SSLError):
@@ -122,6 +127,8 @@ class ClusterState:
     etcd_metrics_url: str = ""
     processes: list[ProcessRecord] = field(default_factory=list)
     owner_pid: int = 0  # the process that ran `up`; while it is alive and not done, up is in progress
+    owner_create_time: float = 0.0  # with owner_pid: tells the owner from a later process with its pid
+    tied_to_owner: bool = False  # a run's own cluster: it must not outlive its owner (else it is an orphan)
     ready: bool = False
 
     @property
@@ -145,6 +152,25 @@ class ClusterState:
     def pids(self) -> dict[str, list[int]]:
         return {p.component: [p.pid] for p in self.processes if p.alive()}
 
+    def running(self) -> list[ProcessRecord]:
+        return [p for p in self.processes if p.alive()]
+
+    def owner_alive(self) -> bool:
+        if not self.owner_pid:
+            return False
+        try:
+            return abs(psutil.Process(self.owner_pid).create_time() - self.owner_create_time) <= 1.0
+        except psutil.Error:
+            return False
+
+    def orphaned(self) -> bool:
+        """A run's cluster still running after its owner is gone (the harness was killed outright)."""
+        return self.tied_to_owner and not self.owner_alive() and bool(self.running())
+
+    def running_names(self) -> list[str]:
+        """`etcd (pid 123)` for each process still running, for messages."""
+        return [f"{p.component} (pid {p.pid})" for p in self.running()]
+
 
 class ProcessGroup:
     """The processes of one cluster: started in order, stopped in reverse, each by its own pid."""
@@ -162,6 +188,7 @@ class ProcessGroup:
                 argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # a terminal's Ctrl-C reaches us, and we stop them in order
                 env={**os.environ, **(env or {})},
+                preexec_fn=die_with_parent if self.state.tied_to_owner else None,
             )
         self._popen[popen.pid] = popen
         try:
@@ -197,13 +224,24 @@ class ProcessGroup:
         return killed
 
 
+def die_with_parent() -> None:
+    """In a child, before exec: SIGKILL it when the process that started it dies (Linux's parent-death
+    signal), so a harness killed outright leaves no control plane behind. Elsewhere orphans are found by
+    their state's owner instead."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def stop_process(record: ProcessRecord, timeout_s: float) -> bool:
-    """SIGTERM, wait, then SIGKILL; True when SIGKILL was needed. Never touches a reused pid."""
+    """SIGTERM, wait, then SIGKILL; True when SIGKILL was needed. Never touches a reused pid. A stopped
+    process (SIGSTOP: a hung component) is continued after the SIGTERM, so it can act on it."""
     proc = record.process()
     if proc is None:
         return False
     with contextlib.suppress(psutil.Error):
         proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGCONT)
     try:
         proc.wait(timeout=timeout_s)
         return False

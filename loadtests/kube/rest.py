@@ -97,6 +97,15 @@ class RestClient:
             return {}
         raise ApiError(response.status, status_message(response.data), method, path)
 
+    def answers(self, path: str, timeout_s: float = 2.0) -> bool:
+        """Whether a plain GET (a health endpoint such as /livez) is answered 200 within timeout_s."""
+        try:
+            response = self.pool.request("GET", self.access.server + path, headers=self.headers,
+                                         timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s))
+        except TRANSPORT_ERRORS:
+            return False
+        return response.status == 200
+
     def get(self, path: str, **params: Any) -> dict[str, Any]:
         return self.request("GET", path, params=params or None)
 

@@ -214,6 +214,12 @@ class WatchDelayProbe(_WatchProbe):
         self._writer = threading.Thread(target=self._write_loop, name="watch-delay-writer", daemon=True)
         self._writer.start()
 
+    def abort(self) -> None:
+        """Stop at once (an aborted step): no grace for writes in flight; a write stuck on a hung apiserver
+        ends by itself within WRITE_TIMEOUT_S, in its daemon thread."""
+        self._stopping.set()
+        super().stop()
+
     def stop(self) -> None:
         """Stop writing, let writes in flight arrive (up to grace_s), close the watch; idempotent."""
         if not self._stopping.is_set():

@@ -1,0 +1,123 @@
+"""Is every component of the target still answering? Checked through every phase of a run, not only between.
+
+A process that exited is a fault at once. A component that stops answering (a SIGSTOPped etcd looks like a
+hung disk; an overloaded apiserver like a dead one) is a fault once it has failed its check without a break
+for `unresponsive_s`: then the run stops with one line naming it, rather than measuring a broken control
+plane and calling the result an SLO verdict.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psutil
+
+from loadtests.controlplane.processes import ProcessRecord, http_ok
+
+CHECK_TIMEOUT_S = 2.0  # http_ok gives up after this
+DEFAULT_UNRESPONSIVE_S = 30.0
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """One component's check: `probe` returns None when healthy, else what is wrong, in a few words."""
+
+    component: str
+    probe: Callable[[], str | None]
+
+
+def process_problem(record: ProcessRecord) -> tuple[str | None, bool]:
+    """(what is wrong with the process, whether that is final): exited is final, stopped is not."""
+    proc = record.process()
+    if proc is None:
+        return "exited", True
+    try:
+        if proc.status() == psutil.STATUS_STOPPED:
+            return "is stopped: SIGSTOP", False
+    except psutil.Error:
+        return "exited", True
+    return None, False
+
+
+def endpoint_check(component: str, record: ProcessRecord | None, url: str, what: str,
+                   answered: Callable[[str], bool] | None = None) -> HealthCheck:
+    """A component of ours: its process must run, and `url` must answer."""
+    answered = answered or http_ok
+
+    def probe() -> str | None:
+        if record is not None:
+            problem, final = process_problem(record)
+            if final:
+                return f"exited (pid {record.pid})"
+            if problem:
+                return f"stopped answering {what} (its process {problem})"
+        return None if answered(url) else f"stopped answering {what}"
+
+    return HealthCheck(component, probe)
+
+
+class HealthWatch:
+    """Runs every check each `interval_s` in a thread; calls `on_fault(reason)` once, with the first
+    component (in check order: the one others depend on comes first) whose failure is final or has lasted
+    `unresponsive_s`, and every other component failing as long."""
+
+    def __init__(self, checks: list[HealthCheck], on_fault: Callable[[str], None], *,
+                 unresponsive_s: float = DEFAULT_UNRESPONSIVE_S, interval_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.checks = checks
+        self.on_fault = on_fault
+        self.unresponsive_s = unresponsive_s
+        self.interval_s = interval_s
+        self._clock = clock
+        self._failing_since: dict[str, float] = {}
+        self.reason: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="health-watch", daemon=True)
+
+    def check_once(self) -> str | None:
+        """One round of checks; the fault's reason when there is one now."""
+        now = self._clock()
+        faults: list[str] = []
+        for check in self.checks:
+            try:
+                problem = check.probe()
+            except Exception as error:  # a check that cannot run counts as a failing one
+                problem = f"could not be checked ({type(error).__name__}: {error})"
+            if problem is None:
+                self._failing_since.pop(check.component, None)
+                continue
+            since = self._failing_since.setdefault(check.component, now)
+            if problem.startswith("exited"):
+                faults.append(f"{check.component} {problem}")
+            elif now - since >= self.unresponsive_s:
+                faults.append(f"{check.component} {problem} for {now - since:.0f} s")
+        if not faults:
+            return None
+        also = f" (also: {'; '.join(faults[1:])})" if len(faults) > 1 else ""
+        return faults[0] + also
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            reason = self.check_once()
+            if reason:
+                self.reason = reason
+                self.on_fault(reason)
+                return
+
+    def start(self) -> HealthWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=CHECK_TIMEOUT_S * (len(self.checks) + 1))
+
+    def __enter__(self) -> HealthWatch:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()

@@ -1,0 +1,65 @@
+"""Why a ramp did not converge: the evidence of a saturated step, taken when its budget runs out.
+
+Counted from the API (nodes NotReady and the taints the node lifecycle controller added, how late the Leases
+were renewed), and from the processes (each component's and the machine's CPU over the ramp), so the line
+says which part ran out: "312 nodes NotReady; Leases renewed 47 s late (40 s lease); kwok 98 % of a core;
+machine 196 % (2 cores)".
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import psutil
+
+from loadtests import objects
+from loadtests.controlplane.base import TargetInfo
+from loadtests.kube.errors import ApiError
+from loadtests.kube.rest import RestClient
+from loadtests.measure.cluster_health import CpuMeter, LeaseLists, name_of, node_figures, node_state
+
+
+def _state(pid: int) -> str:
+    try:
+        return psutil.Process(pid).status()
+    except psutil.Error:
+        return "gone"
+
+
+class RampWitness:
+    """Started with a step's ramp; `evidence()` when it did not converge."""
+
+    def __init__(self, info: TargetInfo, client: RestClient) -> None:
+        self.client = client
+        self.pids = info.pids
+        self.cpu = CpuMeter(info.pids)
+        self.cpu.read()  # the baseline: the next reading covers the ramp
+
+    def evidence(self) -> str:
+        parts: list[str] = []
+        try:
+            nodes = {name_of(n): node_state(n) for n in self.client.list_items("nodes",
+                                                                                label_selector=objects.NODE_SELECTOR)}
+            refreshed = LeaseLists(self.client).refresh()
+            figures = node_figures(nodes, refreshed[0] if refreshed else None, now=time.time())
+            parts.append(f"{figures['nodes_not_ready']} of {figures['nodes']} nodes NotReady "
+                         f"({figures['taint_unreachable']} tainted unreachable)")
+            if figures.get("lease_lag_s") is not None:
+                parts.append(f"oldest Lease renewed {figures['lease_lag_s']:.0f} s ago "
+                             f"({figures['leases_expired']} past their duration)")
+        except ApiError as error:
+            parts.append(f"the API did not answer ({error.reason})")
+        cpu = {key.removeprefix("cpu."): value for key, value in self.cpu.read().items() if value is not None}
+        machine = cpu.pop("machine", None)
+        cpu.pop("iowait", None)
+        ranked = sorted(cpu.items(), key=lambda kv: -kv[1])
+        if ranked:
+            parts.append("CPU over the ramp, % of a core: " + ", ".join(
+                f"{name} {value:.0f}{' (process stopped)' if self._stopped(name) else ''}" for name, value in ranked))
+        if machine is not None:
+            parts.append(f"machine {machine:.0f} % of {os.cpu_count()} cores")
+        return "; ".join(parts)
+
+    def _stopped(self, component: str) -> bool:
+        return any(_state(pid) == psutil.STATUS_STOPPED for pid in self.pids.get(component, ()))

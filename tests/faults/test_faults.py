@@ -1,0 +1,162 @@
+"""Faults injected into a tiny run, as they happen for real: a component that dies or hangs (SIGSTOP looks
+like a hung disk) while a step measures or ramps, the harness itself killed outright, two SIGTERMs a second
+apart (a CI runner's timeout), Ctrl-C, and a results folder on a filesystem that fills up.
+
+Every test asserts on processes and ports (nothing of the run is left), not on messages alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from loadtests import results
+from loadtests.controlplane.processes import ProcessRecord, wait_for
+from tests.checks import assert_nothing_left
+from tests.cli import loadtest
+from tests.watched import WatchedRun
+
+FAULT_WITHIN_S = 60  # a hung component must end the run within this (its health timeout is 15 s here)
+
+
+@pytest.fixture()
+def faulty(bins, tmp_path: Path) -> Iterator[Callable[..., WatchedRun]]:
+    started: list[WatchedRun] = []
+
+    def start(**kwargs: object) -> WatchedRun:
+        run = WatchedRun(tmp_path, **kwargs)  # type: ignore[arg-type]
+        started.append(run)
+        return run
+
+    yield start
+    for run in started:  # a failed assertion must not leave a control plane behind either
+        if run.proc.poll() is None:
+            run.proc.kill()
+            run.proc.wait(timeout=30)
+        for item in run.seen:
+            if isinstance(item, ProcessRecord) and (process := item.process()):
+                process.kill()
+
+
+def assert_partial_results(out: Path, error_words: str) -> None:
+    run = results.load(out)
+    assert run.status == "aborted" and error_words in (run.error or ""), run.error
+    assert len(run.steps) == 1 and run.steps[0].nodes == 5
+    assert (out / "report.html").exists() and (out / "junit.xml").exists()
+    assert "aborted" in (out / "report.html").read_text().lower()
+
+
+def test_etcd_killed_mid_step_ends_with_one_error_and_partial_report(faulty) -> None:
+    run = faulty()
+    run.wait_second_step_loaded()
+    os.kill(run.component("etcd").pid, signal.SIGKILL)
+    assert run.finish() == 3, run.stdout[-2000:] + run.stderr[-2000:]
+    errors = run.errors()
+    assert len(errors) == 1 and "etcd exited" in errors[0] and "step 2/2" in errors[0], errors
+    assert_partial_results(run.out, "etcd exited")
+    assert_nothing_left(run.seen)
+
+
+@pytest.mark.parametrize("when", ["measuring", "node ramp"])
+def test_a_hung_etcd_ends_the_run_naming_it(faulty, when: str) -> None:
+    run = faulty(second_nodes=400) if when == "node ramp" else faulty()
+    if when == "node ramp":
+        run.wait_line("step 2/2 (400 nodes): scaling to 400 nodes")
+    else:
+        run.wait_second_step_loaded()
+    os.kill(run.component("etcd").pid, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    code = run.finish()
+    took = time.monotonic() - stopped_at
+    assert code == 3, run.stdout[-2000:] + run.stderr[-2000:]
+    errors = run.errors()
+    assert len(errors) == 1, errors
+    assert "etcd stopped answering /health" in errors[0] and when in errors[0], errors
+    assert took < FAULT_WITHIN_S, (took, run.stdout[-3000:], run.stderr[-2000:])
+    assert_partial_results(run.out, "etcd stopped answering")
+    assert_nothing_left(run.seen)
+
+
+@pytest.mark.parametrize("signals", [[signal.SIGINT], [signal.SIGTERM, signal.SIGTERM]],
+                         ids=["ctrl-c", "two SIGTERMs a second apart"])
+def test_signals_mid_step_stop_everything_and_keep_finished_steps(faulty, signals: list[int]) -> None:
+    run = faulty()
+    run.wait_second_step_loaded()
+    run.records()
+    for n, signum in enumerate(signals):
+        if n:
+            time.sleep(1)  # a CI runner's second signal comes on its own schedule; not a wait for readiness
+        run.proc.send_signal(signum)
+    assert run.finish() == 3, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "interrupted" in run.stdout + run.stderr
+    assert_nothing_left(run.seen)
+    assert not run.state_file.parent.exists()  # its folder (keys) removed only after everything stopped
+    assert_partial_results(run.out, "interrupted")
+
+
+def test_a_killed_harness_leaves_no_control_plane(faulty) -> None:
+    run = faulty()
+    run.wait_second_step_loaded()
+    records = run.records()
+    assert len(records) == 5
+    run.proc.kill()
+    run.finish()
+    wait_for(lambda: not any(r.alive() for r in records), 15, "the control plane gone with its harness")
+    assert_nothing_left(run.seen)
+    status = loadtest("status", "--json")
+    assert json.loads(status.stdout)["orphans"] == []
+    assert run.state_file.exists()  # the killed run's folder, with its keys, is found and removed
+    down = loadtest("down", "--orphans")
+    assert down.returncode == 0 and run.state_file.parent.name in down.stdout
+    assert not run.state_file.parent.exists()
+
+
+@pytest.fixture()
+def tiny_filesystem(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs, so the results folder can be filled on purpose (needs root)."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root")
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True,
+                          text=True, check=False)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(folder: Path) -> None:
+    """Take every free byte of the filesystem."""
+    with open(folder / "filler", "wb") as handle:
+        try:
+            while True:
+                handle.write(b"\0" * (1 << 16))
+                handle.flush()
+        except OSError:
+            pass
+
+
+def test_a_full_disk_ends_the_run_in_one_line_and_keeps_finished_steps(faulty, tiny_filesystem: Path) -> None:
+    run = faulty(out=tiny_filesystem / "run")
+    run.wait_second_step_loaded()
+    run.records()
+    fill(tiny_filesystem)
+    code = run.finish()
+    assert code == 4, run.stdout[-2000:] + run.stderr[-2000:]
+    errors = run.errors()
+    assert len(errors) == 1 and "disk full" in errors[0], errors
+    saved = results.load(run.out)  # the last good results.json, intact
+    assert len(saved.steps) == 1 and saved.steps[0].nodes == 5
+    assert "Traceback" not in run.stdout + run.stderr
+    assert_nothing_left(run.seen)

@@ -1,0 +1,90 @@
+"""The capacity search's choice of the next scale, its summary from results, and the plans it refuses."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadtests import plan as plan_mod
+from loadtests.capacity import CapacitySearch, PlannedSteps, summarize
+from loadtests.errors import PlanError
+from loadtests.results import RunResult, ServerLatency, StepResult
+
+
+def plan_of(steps: list[int], capacity: dict | None = None) -> plan_mod.Plan:
+    data = {"name": "cap", "steps": [{"nodes": n, "duration_s": 5} for n in steps],
+            "load": {"scenarios": {"pod_churn": {"rate": 1}}}}
+    if capacity is not None:
+        data["capacity"] = capacity
+    return plan_mod.parse(data, "cap.yaml")
+
+
+def result(index: int, nodes: int, *, saturated: bool = False, p99: float = 0.1) -> StepResult:
+    step = StepResult(index, f"{nodes} nodes", nodes, 0, "", 5.0)
+    if saturated:
+        step.status, step.saturation = "saturated", {"condition": f"{nodes} nodes Ready",
+                                                     "evidence": "40 of 200 nodes NotReady"}
+    else:
+        step.server = [ServerLatency("POST", "pods", "namespace", "", "", 100, 0.01, 0.05, p99)]
+    return step
+
+
+def drive(search: CapacitySearch, holds_up_to: int) -> list[int]:
+    """The scales a search tries against a control plane that holds up to `holds_up_to` nodes."""
+    tried, step, index = [], search.first(), 0
+    while step is not None:
+        tried.append(step.nodes)
+        held = step.nodes <= holds_up_to
+        step = search.next(result(index, step.nodes, saturated=not held), held)
+        index += 1
+        assert index < 50
+    return tried
+
+
+def test_grows_by_the_factor_then_narrows_to_the_resolution() -> None:
+    search = CapacitySearch(plan_of([100], {"growth": 2.0, "max_nodes": 100_000, "resolution": 0.1}))
+    tried = drive(search, holds_up_to=700)
+    assert tried[:4] == [100, 200, 400, 800]
+    assert search.held is not None and search.failed is not None
+    assert 630 <= search.held <= 700 < search.failed  # within 10 % of the true limit
+    assert search.failed - search.held <= 0.1 * search.held
+
+
+def test_stops_at_max_nodes_when_nothing_breaks() -> None:
+    tried = drive(CapacitySearch(plan_of([5], {"growth": 2.0}), max_nodes=20), holds_up_to=10_000)
+    assert tried == [5, 10, 20]
+
+
+def test_grows_along_the_plans_own_steps_without_a_growth_factor() -> None:
+    tried = drive(CapacitySearch(plan_of([100, 300, 600], {"max_nodes": 2000})), holds_up_to=10_000)
+    assert tried == [100, 300, 600, 1200, 2000]  # then at the ratio of the last two steps
+
+
+def test_a_first_step_that_does_not_hold_ends_the_search() -> None:
+    assert drive(CapacitySearch(plan_of([100], {"growth": 1.5})), holds_up_to=50) == [100]
+
+
+def test_refusals_are_one_line() -> None:
+    with pytest.raises(PlanError, match="--max-nodes 50 is below the plan's first step"):
+        CapacitySearch(plan_of([100], {"growth": 1.5}), max_nodes=50)
+    with pytest.raises(PlanError, match="needs a growth rule"):
+        CapacitySearch(plan_of([100]))
+    with pytest.raises(PlanError, match=r"capacity.growth: must be a number >= 1.05"):
+        plan_of([100], {"growth": 1.0})
+
+
+def test_the_summary_names_the_breaking_point_from_results_alone() -> None:
+    plan = plan_of([100], {"growth": 2.0})
+    run = RunResult("r", plan.to_dict(), {}, steps=[result(0, 100), result(1, 200, p99=2.5),
+                                                     result(2, 150, saturated=True), result(3, 125)])
+    summary = summarize(run)
+    assert (summary.held, summary.failed) == (125, 150)
+    assert summary.line() == ("largest scale where every SLO held: 125 nodes; at 150: 150 nodes Ready: 40 of 200 "
+                              "nodes NotReady")
+    only_good = RunResult("r", plan.to_dict(), {}, steps=[result(0, 100)])
+    assert "stopped at its limit of 400 nodes" in summarize(only_good, max_nodes=400).line()
+
+
+def test_planned_steps_stop_growing_after_a_saturated_step() -> None:
+    chooser = PlannedSteps(plan_of([10, 20, 30]))
+    assert chooser.next(result(0, 10), True) is not None
+    assert chooser.next(result(1, 20, saturated=True), False) is None

@@ -1,0 +1,132 @@
+"""The health watch's judgement (what is a fault, when, and whom it names) and the signal rules of teardown,
+without a control plane: checks and clocks are given, signal handlers are called directly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from loadtests.controlplane.health import HealthCheck, HealthWatch, process_problem
+from loadtests.controlplane.processes import ProcessGroup
+from loadtests.shutdown import FORCE_AFTER, Shutdown
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def watch(problems: dict[str, str | None], clock: Clock, unresponsive_s: float = 30.0) -> HealthWatch:
+    checks = [HealthCheck(name, lambda name=name: problems[name]) for name in problems]
+    return HealthWatch(checks, on_fault=lambda _r: None, unresponsive_s=unresponsive_s, clock=clock)
+
+
+def test_a_component_not_answering_is_a_fault_only_after_the_grace_time() -> None:
+    clock, problems = Clock(), {"etcd": None, "kube-apiserver": None}
+    health = watch(problems, clock)
+    assert health.check_once() is None
+    problems["etcd"] = "stopped answering /health"
+    clock.now = 1.0
+    assert health.check_once() is None
+    clock.now = 20.0
+    problems["etcd"] = None  # answered again: the clock starts over
+    assert health.check_once() is None
+    problems["etcd"] = "stopped answering /health"
+    clock.now = 21.0
+    assert health.check_once() is None
+    clock.now = 51.0
+    assert health.check_once() == "etcd stopped answering /health for 30 s"
+
+
+def test_an_exited_process_is_a_fault_at_once_and_the_first_in_check_order_is_named() -> None:
+    clock, problems = Clock(), {"etcd": None, "kube-apiserver": "stopped answering /readyz"}
+    health = watch(problems, clock)
+    assert health.check_once() is None
+    clock.now = 31.0
+    problems["etcd"] = "exited (pid 42)"
+    assert health.check_once() == ("etcd exited (pid 42) (also: kube-apiserver stopped answering /readyz "
+                                   "for 31 s)")
+
+
+def test_a_check_that_raises_counts_as_failing() -> None:
+    def broken() -> str | None:
+        raise OSError("no route")
+
+    clock = Clock()
+    health = HealthWatch([HealthCheck("kwok", broken)], on_fault=lambda _r: None, unresponsive_s=5, clock=clock)
+    assert health.check_once() is None
+    clock.now = 5.0
+    assert health.check_once() == "kwok could not be checked (OSError: no route) for 5 s"
+
+
+def test_stopped_and_exited_processes_are_told_apart(tmp_path) -> None:
+    from loadtests.controlplane.processes import ClusterState
+
+    state = ClusterState(name="t", directory=str(tmp_path))
+    group = ProcessGroup(state, tmp_path / "logs")
+    record = group.start("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert process_problem(record) == (None, False)
+        subprocess.run(["kill", "-STOP", str(record.pid)], check=True)
+        for _ in range(100):
+            if process_problem(record)[0]:
+                break
+            __import__("time").sleep(0.02)
+        assert process_problem(record) == ("is stopped: SIGSTOP", False)
+    finally:
+        killed = group.stop_all(timeout_s=5)
+    assert killed == []  # a stopped process is continued, so SIGTERM ends it without SIGKILL
+    assert process_problem(record) == ("exited", True)
+
+
+class TestShutdown:
+    def test_the_first_signal_interrupts(self) -> None:
+        with pytest.raises(KeyboardInterrupt):
+            Shutdown()._on_signal(15, None)
+
+    def test_signals_during_teardown_are_counted_not_raised(self, capsys: pytest.CaptureFixture[str]) -> None:
+        shutdown = Shutdown()
+        with shutdown.shielded():
+            for _ in range(FORCE_AFTER - 1):
+                shutdown._on_signal(15, None)
+        assert shutdown.signals == FORCE_AFTER - 1
+        assert "stopping everything it started" in capsys.readouterr().err
+
+    def test_the_third_signal_forces_and_names_what_is_left(self) -> None:
+        code = ("from loadtests.shutdown import Shutdown\n"
+                "s = Shutdown()\n"
+                "s.track(lambda: ['etcd (pid 123)'])\n"
+                "with s.shielded():\n"
+                "    for _ in range(3):\n"
+                "        s._on_signal(15, None)\n")
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+        assert result.returncode == 130
+        assert "forced to exit during teardown; still running: etcd (pid 123)" in result.stderr
+
+    def test_a_fault_interrupts_as_a_base_exception_no_except_exception_swallows(self) -> None:
+        from loadtests.errors import RunAborted
+        from loadtests.shutdown import FaultInterrupt
+
+        shutdown = Shutdown()
+        shutdown._fault = RunAborted("kwok exited (pid 7)")
+        with pytest.raises(FaultInterrupt):
+            try:
+                shutdown._on_fault(10, None)
+            except Exception:  # what a probe that must not fail alone does
+                pytest.fail("the fault was swallowed")
+        assert str(shutdown.take_fault()) == "kwok exited (pid 7)"
+
+    def test_a_fault_from_another_thread_is_kept_while_shielded(self) -> None:
+        from loadtests.errors import RunAborted
+
+        shutdown = Shutdown()
+        fault = RunAborted("etcd stopped answering /health for 30 s")
+        with shutdown.shielded():
+            shutdown._fault = fault
+            shutdown._on_fault(10, None)  # not raised inside teardown
+        assert shutdown.take_fault() is fault and shutdown.take_fault() is None
