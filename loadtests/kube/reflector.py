@@ -109,6 +109,8 @@ class Reflector:
             self._failed(error)
 
     def _failed(self, error: BaseException | None) -> None:
+        if self._stopping:
+            return  # the watch this loop was asked to stop broke because of that: no failure
         self.errors += 1
         if error is not None:
             self.last_error = f"{type(error).__name__}: {error}"

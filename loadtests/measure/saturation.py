@@ -48,6 +48,7 @@ class RampWitness:
             if figures.get("lease_lag_s") is not None:
                 parts.append(f"oldest Lease renewed {figures['lease_lag_s']:.0f} s ago "
                              f"({figures['leases_expired']} past their duration)")
+            parts.append(self._fleet_pods())
         except ApiError as error:
             parts.append(f"the API did not answer ({error.reason})")
         cpu = {key.removeprefix("cpu."): value for key, value in self.cpu.read().items() if value is not None}
@@ -60,6 +61,15 @@ class RampWitness:
         if machine is not None:
             parts.append(f"machine {machine:.0f} % of {os.cpu_count()} cores")
         return "; ".join(parts)
+
+    def _fleet_pods(self) -> str:
+        """Where the steady pods are stuck: not created (the controller-manager's ReplicaSet), created but
+        not scheduled (the scheduler), scheduled but not Running (kwok), or Running."""
+        pods = self.client.list_items("pods", objects.NS_FLEET)
+        unscheduled = sum(not (p.get("spec") or {}).get("nodeName") for p in pods)
+        running = sum((p.get("status") or {}).get("phase") == "Running" for p in pods)
+        return (f"fleet pods: {len(pods)} created, {unscheduled} not scheduled, "
+                f"{len(pods) - unscheduled - running} scheduled but not Running, {running} Running")
 
     def _stopped(self, component: str) -> bool:
         return any(_state(pid) == psutil.STATUS_STOPPED for pid in self.pids.get(component, ()))

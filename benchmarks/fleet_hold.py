@@ -1,0 +1,111 @@
+"""The largest idle fleet this machine's control plane keeps Ready: ramp to N kwok nodes with kubelet-cadence
+heartbeats (Leases renewed every 10 s), then hold it for a while and watch every node stay Ready.
+
+Each size gets a fresh control plane. Through the hold, every 10 s: nodes NotReady (and the lifecycle
+controller's taints), the oldest Lease's lag, and the CPU of each component and of the machine, side by side.
+A size "held" when no node turned NotReady and no Lease lapsed (lag below its 40 s duration) for the whole hold.
+
+    .venv/bin/python benchmarks/fleet_hold.py [--sizes 2500 5000] [--hold-s 300] [--out FILE.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from loadtests import binaries, objects  # noqa: E402
+from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
+from loadtests.fleet import Fleet  # noqa: E402
+from loadtests.kube.rest import RestClient  # noqa: E402
+from loadtests.measure.cluster_health import CpuMeter, LeaseLists, name_of, node_figures, node_state  # noqa: E402
+
+COMPONENTS = ["etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok"]
+
+
+def hold_once(size: int, hold_s: float, interval_s: float, bins: binaries.Binaries) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix="hold-") as tmp:
+        plane = LocalControlPlane(LocalOptions(name=f"hold-{size}", directory=Path(tmp) / "c"), bins)
+        plane.up(log=lambda _m: None)
+        client = None
+        try:
+            info = plane.info()
+            client = RestClient(info.access, user_agent="k8s-loadtest/benchmark")
+            ramp = Fleet(client).scale_nodes(size, timeout_s=900)
+            print(f"{size} nodes Ready in {ramp.seconds:.1f} s; holding {hold_s:.0f} s", flush=True)
+            cpu, leases = CpuMeter(info.pids), LeaseLists(client)
+            cpu.read()
+            worst = {"nodes_not_ready": 0.0, "lease_lag_s": 0.0, "leases_expired": 0.0}
+            totals: dict[str, list[float]] = {}
+            end = time.monotonic() + hold_s
+            while (left := end - time.monotonic()) > 0:
+                time.sleep(min(interval_s, left))
+                nodes = {name_of(n): node_state(n)
+                         for n in client.list_items("nodes", label_selector=objects.NODE_SELECTOR)}
+                refreshed = leases.refresh()
+                figures = node_figures(nodes, refreshed[0] if refreshed else None,
+                                       refreshed[1] if refreshed else None, now=time.time())
+                for key in worst:
+                    worst[key] = max(worst[key], figures.get(key) or 0.0)
+                for key, value in cpu.read().items():
+                    if value is not None:
+                        totals.setdefault(key.removeprefix("cpu."), []).append(value)
+        finally:
+            if client is not None:
+                client.close()
+            plane.down()
+    mean = {k: sum(v) / len(v) for k, v in totals.items() if v}
+    held = worst["nodes_not_ready"] == 0 and worst["leases_expired"] == 0
+    return {"size": size, "ramp_s": ramp.seconds, "held": held, **worst, "cpu": mean}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2500, 5000])
+    parser.add_argument("--hold-s", type=float, default=300.0)
+    parser.add_argument("--interval-s", type=float, default=10.0)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "fleet_hold.md")
+    args = parser.parse_args()
+    bins = binaries.find(os.environ.get("KUBE_VERSION") or binaries.DEFAULT_KUBE_VERSION)
+    rows = []
+    for size in args.sizes:
+        row = hold_once(size, args.hold_s, args.interval_s, bins)
+        rows.append(row)
+        print(f"{size} nodes: {'held' if row['held'] else 'did NOT hold'}; max NotReady {row['nodes_not_ready']:.0f}, "
+              f"max Lease lag {row['lease_lag_s']:.1f} s", flush=True)
+    lines = [
+        f"# Fleet hold: N idle kwok nodes kept Ready for {args.hold_s:.0f} s ({time.strftime('%Y-%m-%d')})",
+        "",
+        f"Machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, {platform.platform()}; "
+        f"Kubernetes {bins.kube_version}, heartbeat factor 1 (Leases of 40 s renewed every 10 s).",
+        f"Command: `.venv/bin/python benchmarks/fleet_hold.py --sizes {' '.join(map(str, args.sizes))} "
+        f"--hold-s {args.hold_s:g}`",
+        "",
+        "| nodes | ramp to Ready | held | max NotReady | max Lease lag | Leases lapsed | "
+        + " | ".join(f"{c} CPU" for c in COMPONENTS) + " | machine CPU |",
+        "|---" * (7 + len(COMPONENTS)) + "|",
+    ]
+    for row in rows:
+        cpu = row["cpu"]
+        assert isinstance(cpu, dict)
+        lines.append(
+            f"| {row['size']:,} | {row['ramp_s']:.1f} s | {'yes' if row['held'] else 'no'} | "
+            f"{row['nodes_not_ready']:.0f} | {row['lease_lag_s']:.1f} s | {row['leases_expired']:.0f} | "
+            + " | ".join(f"{cpu.get(c, 0):.0f} %" for c in COMPONENTS)
+            + f" | {cpu.get('machine', 0):.0f} % of {100 * (os.cpu_count() or 1)} % |")
+    lines += ["", "CPU: mean over the hold, in % of one core (psutil, per process; the machine's from /proc/stat)."]
+    args.out.write_text("\n".join(lines) + "\n")
+    print(f"written: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
