@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import psutil
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.markdown import results_head  # noqa: E402
 from loadtests import binaries, objects  # noqa: E402
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
 from loadtests.fleet import Fleet  # noqa: E402
@@ -81,18 +79,12 @@ def main() -> int:
         rows.append(row)
         print(f"{size} nodes: {'held' if row['held'] else 'did NOT hold'}; max NotReady {row['nodes_not_ready']:.0f}, "
               f"max Lease lag {row['lease_lag_s']:.1f} s", flush=True)
-    lines = [
-        f"# Fleet hold: N idle kwok nodes kept Ready for {args.hold_s:.0f} s ({time.strftime('%Y-%m-%d')})",
-        "",
-        f"Machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, {platform.platform()}; "
+    lines = results_head(
+        f"Fleet hold: N idle kwok nodes kept Ready for {args.hold_s:.0f} s",
         f"Kubernetes {bins.kube_version}, heartbeat factor 1 (Leases of 40 s renewed every 10 s).",
-        f"Command: `.venv/bin/python benchmarks/fleet_hold.py --sizes {' '.join(map(str, args.sizes))} "
-        f"--hold-s {args.hold_s:g}`",
-        "",
-        "| nodes | ramp to Ready | held | max NotReady | max Lease lag | Leases lapsed | "
-        + " | ".join(f"{c} CPU" for c in COMPONENTS) + " | machine CPU |",
-        "|---" * (7 + len(COMPONENTS)) + "|",
-    ]
+        f".venv/bin/python benchmarks/fleet_hold.py --sizes {' '.join(map(str, args.sizes))} --hold-s {args.hold_s:g}",
+        ["nodes", "ramp to Ready", "held", "max NotReady", "max Lease lag", "Leases lapsed",
+         *(f"{c} CPU" for c in COMPONENTS), "machine CPU"])
     for row in rows:
         cpu = row["cpu"]
         assert isinstance(cpu, dict)

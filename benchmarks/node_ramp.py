@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.markdown import results_head  # noqa: E402
 from loadtests import binaries  # noqa: E402
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
 from loadtests.fleet import Fleet  # noqa: E402
@@ -74,20 +73,15 @@ def main() -> int:
             print(f"{size} nodes (heartbeat factor {factor:g}) Ready in {result['seconds']:.1f} s", flush=True)
 
     components = ["etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok", "harness"]
-    lines = [
-        f"# Node ramp: fresh control plane to N Ready nodes ({time.strftime('%Y-%m-%d')})",
-        "",
-        f"Machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, {platform.platform()}; "
+    lines = results_head(
+        "Node ramp: fresh control plane to N Ready nodes",
         f"Kubernetes {bins.kube_version}, etcd {binaries.ETCD_VERSION}, kwok {binaries.KWOK_VERSION}.",
-        f"Command: `.venv/bin/python benchmarks/node_ramp.py --sizes {' '.join(map(str, args.sizes))} "
-        f"--heartbeat-factors {' '.join(f'{f:g}' for f in args.heartbeat_factors)}`",
-        "",
-        "CPU columns: CPU seconds spent during the ramp (100% of one core for the whole ramp = ramp seconds).",
-        "",
-        "| nodes | heartbeat factor | ramp to all Ready (s) | nodes/s | "
-        + " | ".join(f"{c} CPU s" for c in components) + " | harness share of CPU |",
-        "|---" * (5 + len(components)) + "|",
-    ]
+        f".venv/bin/python benchmarks/node_ramp.py --sizes {' '.join(map(str, args.sizes))} "
+        f"--heartbeat-factors {' '.join(f'{f:g}' for f in args.heartbeat_factors)}",
+        ["nodes", "heartbeat factor", "ramp to all Ready (s)", "nodes/s", *(f"{c} CPU s" for c in components),
+         "harness share of CPU"])
+    lines[5:5] = ["CPU columns: CPU seconds spent during the ramp (100% of one core for the whole ramp = ramp "
+                  "seconds).", ""]
     for row in rows:
         cpu = row["cpu"]
         total = sum(cpu.values()) or 1.0

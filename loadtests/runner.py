@@ -119,24 +119,35 @@ class Runner:
         self._save(run)  # nothing is started before the results folder is known to take a file
         self._run_started = time.monotonic()
         name = getattr(self.target, "name", "")
-        self.say(f"run {run.run_id}: {len(plan.steps)} steps, about {plan.estimated_seconds() / 60:.1f} min "
-                 f"of measurement plus ramps; results in {out}" + (f"; cluster {name}" if name else ""))
+        what = (f"{len(plan.steps)} steps, about {plan.estimated_seconds() / 60:.1f} min of measurement plus ramps"
+                if self._total else f"a capacity search from {plan.steps[0].nodes:,} nodes")
+        self.say(f"run {run.run_id}: {what}; results in {out}" + (f"; cluster {name}" if name else ""))
         failure: LoadTestError | None = None
         try:
-            info = self.target.up()
-            run.environment["versions"].update(info.versions)
-            run.environment["server"] = "local 127.0.0.1" if info.kind == "local" else "existing cluster"
-            self._save(run)
-            with HealthWatch(self.target.health_checks(), self._on_fault,
-                             unresponsive_s=plan.target.unresponsive_s):
-                self._steps(run, info)
-            run.status = "complete"
-        except BaseException as error:  # every way out is classified, after teardown has run
-            failure = self._failure(error)
-        self._teardown()
-        if failure is None and (fault := SHUTDOWN.take_fault()):
-            failure = fault  # found while tearing down or between checks: still the run's outcome
-        SHUTDOWN.take_fault()
+            try:
+                info = self.target.up()
+                run.environment["versions"].update(info.versions)
+                run.environment["server"] = "local 127.0.0.1" if info.kind == "local" else "existing cluster"
+                self._save(run)
+                with HealthWatch(self.target.health_checks(), self._on_fault,
+                                 unresponsive_s=plan.target.unresponsive_s):
+                    self._steps(run, info)
+                run.status = "complete"
+            except BaseException as error:  # every way out is classified, after teardown has run
+                with SHUTDOWN.shielded():
+                    failure = self._failure(error)
+        finally:
+            self._teardown()  # first and unconditional, even if a later signal got in before the shield
+        with SHUTDOWN.shielded():
+            failure = self._conclude(run, failure)
+        if failure is not None:
+            raise failure
+        return run
+
+    def _conclude(self, run: RunResult, failure: LoadTestError | None) -> LoadTestError | None:
+        """After teardown: the run's outcome on disk; a full disk now is the outcome if nothing else was."""
+        fault = SHUTDOWN.take_fault()
+        failure = failure or fault  # a fault found while tearing down is still the run's outcome
         if failure is not None:
             run.status, run.error = "aborted", str(failure)
         run.finished_at = results.utc_now()
@@ -144,9 +155,7 @@ class Runner:
             self._save(run)
         except EnvironmentProblem as error:
             failure = failure if isinstance(failure, EnvironmentProblem) else error
-        if failure is not None:
-            raise failure
-        return run
+        return failure
 
     def _on_fault(self, reason: str) -> None:
         """From the health watch: stop the run where it is (the main thread is woken from any wait)."""
