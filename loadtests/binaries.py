@@ -31,7 +31,6 @@ from loadtests.versions import (  # noqa: F401 - re-exported: callers name versi
     DEFAULT_KUBE_VERSION,
     ETCD_VERSION,
     KWOK_VERSION,
-    MIN_KUBE_MINOR,
     PREVIOUS_KUBE_VERSION,
     VERSION_RE,
     check_kube_version,

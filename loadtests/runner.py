@@ -280,7 +280,7 @@ class Runner:
                                  started_at=results.utc_now(), duration_s=step.duration_s,
                                  ramp={"nodes_ready_s": round(ramp.seconds, 3), "pods_running_s": round(pods_s, 3),
                                        "harness_cpu_s": round(ramp.harness_cpu_s, 3)})
-        info.pids = self._current_pids(info)
+        info.pids = self.target.info().pids  # components restarted since up() have new pids
         probes = StepProbes(info, probe_namespace=objects.NS_PROBE, churn_namespace=objects.NS_CHURN)
         load = LoadGenerator(self.plan.load, info.access, nodes=step.nodes,
                              out_dir=self.options.out_dir / f"step-{index + 1}", duration_s=step.duration_s,
@@ -347,9 +347,6 @@ class Runner:
         if "error" in done:
             raise done["error"]
         return done["outcome"]
-
-    def _current_pids(self, info: TargetInfo) -> dict[str, list[int]]:
-        return self.target.info().pids
 
     def _check_alive(self) -> None:
         dead = self.target.dead_components()
