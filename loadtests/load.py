@@ -36,11 +36,19 @@ from loadtests.errors import LoadTestError
 from loadtests.kube.access import ClusterAccess
 from loadtests.results import ClientStat, RateResult
 from loadtests.scenarios.catalog import achieved_rates, scenario_params, user_plan
-from loadtests.scenarios.config import CONFIG_ENV, FINAL_FAILURES_SUFFIX, FINAL_STATS_SUFFIX, LoadConfig
+from loadtests.scenarios.config import (
+    CONFIG_ENV,
+    FINAL_FAILURES_SUFFIX,
+    FINAL_STATS_SUFFIX,
+    WINDOW_FAILURES_SUFFIX,
+    WINDOW_STATS_SUFFIX,
+    LoadConfig,
+)
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 CSV_PREFIX = "locust"
 WINDOW_FILE = "window-open"
+WINDOW_CLOSE_FILE = "window-closed"
 WINDOW_CAP_S = 180.0  # time allowed for start-up and spawning before the window opens
 STOP_SLACK_S = 60.0  # users end themselves this long after the run time, should Locust not stop them
 _CPU_WARNINGS = ("CPU usage above", "exceeded cpu threshold", "CPU usage was too high")
@@ -139,7 +147,10 @@ class LoadGenerator:
         self.out_dir = Path(out_dir).resolve()  # Locust runs with this as its working directory
         self.duration_s = float(duration_s)
         self.window_file = self.out_dir / WINDOW_FILE
+        self.window_close_file = self.out_dir / WINDOW_CLOSE_FILE
         self.windowed = windowed
+        self._window_opened: float | None = None
+        self._window_s: float | None = None  # how long the window was open, once the runner closed it
         # with a measured window Locust's own run time is only a cap: the window ends the run
         self.run_time_s = max(1, math.ceil(self.duration_s + (WINDOW_CAP_S if windowed else 0.0)))
         self.workers = int(workers)
@@ -163,7 +174,8 @@ class LoadGenerator:
                             node_names=self.node_names, run_id=self.run_id, workers=self.workers,
                             stop_at=time.time() + self.run_time_s + self.spawn_time_s() + STOP_SLACK_S,
                             window_file=str(self.window_file) if self.windowed else None,
-                            window_s=self.duration_s if self.windowed else None)
+                            window_s=self.duration_s if self.windowed else None,
+                            window_close_file=str(self.window_close_file) if self.windowed else None)
         # it may hold a bearer token: kept in a private folder outside the results, removed when Locust is done
         self._config_dir = Path(tempfile.mkdtemp(prefix="loadtest-load-"))
         path = self._config_dir / "load-config.json"
@@ -208,9 +220,11 @@ class LoadGenerator:
         env = {**os.environ, CONFIG_ENV: str(self._write_config()), "PYTHONUNBUFFERED": "1"}
         root = str(LOCUSTFILE.parent.parent)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        for suffix in ("_stats.csv", "_failures.csv", FINAL_STATS_SUFFIX, FINAL_FAILURES_SUFFIX):
+        for suffix in ("_stats.csv", "_failures.csv", FINAL_STATS_SUFFIX, FINAL_FAILURES_SUFFIX,
+                       WINDOW_STATS_SUFFIX, WINDOW_FAILURES_SUFFIX):
             (self.out_dir / (CSV_PREFIX + suffix)).unlink(missing_ok=True)
         self.window_file.unlink(missing_ok=True)
+        self.window_close_file.unlink(missing_ok=True)
         if self.workers <= 0:
             self._spawn(self.command(), self.log_path, env)
             return
@@ -222,10 +236,20 @@ class LoadGenerator:
             self._spawn(worker_cmd, self.out_dir / f"locust-worker-{index}.log", env)
 
     def open_window(self) -> None:
-        """Start the measured window now: Locust restarts its statistics and ends the run duration_s later."""
+        """Start the measured window now: Locust restarts its statistics."""
         if not self.windowed:
             raise LoadGeneratorError("open_window() needs windowed=True")
         self.window_file.touch()
+        self._window_opened = time.monotonic()
+
+    def close_window(self) -> None:
+        """Close the measured window now: Locust writes its statistics as they stand, then stops its users and
+        quits (wait() then returns the window's figures; the stop is in none of them)."""
+        if not self.windowed:
+            raise LoadGeneratorError("close_window() needs windowed=True")
+        self.window_close_file.touch()
+        if self._window_opened is not None:
+            self._window_s = time.monotonic() - self._window_opened
 
     def wait_spawned(self, timeout: float) -> bool:
         """Block until Locust reports all users spawned (its start-up takes a few seconds), so a measurement
@@ -329,13 +353,17 @@ class LoadGenerator:
             )
         return self.outcome()
 
-    def _csv(self, final_suffix: str, suffix: str) -> Path:
-        """The locustfile's final file when it wrote one (complete), else Locust's own (up to 1 s stale)."""
-        final = self.out_dir / (CSV_PREFIX + final_suffix)
-        return final if final.exists() and final.stat().st_size else self.out_dir / (CSV_PREFIX + suffix)
+    def _csv(self, *suffixes: str) -> Path:
+        """The first of the locustfile's files that it wrote (window close, then quit: complete), else
+        Locust's own (the last suffix; up to 1 s stale)."""
+        for suffix in suffixes[:-1]:
+            path = self.out_dir / (CSV_PREFIX + suffix)
+            if path.exists() and path.stat().st_size:
+                return path
+        return self.out_dir / (CSV_PREFIX + suffixes[-1])
 
     def stats_path(self) -> Path:
-        return self._csv(FINAL_STATS_SUFFIX, "_stats.csv")
+        return self._csv(WINDOW_STATS_SUFFIX, FINAL_STATS_SUFFIX, "_stats.csv")
 
     def outcome(self) -> LoadOutcome:
         path = self.stats_path()
@@ -344,8 +372,8 @@ class LoadGenerator:
                 f"Locust wrote no statistics ({path}); last lines of {self.log_path}:\n{log_tail(self.log_path, 25)}"
             )
         client, total = read_stats_csv(path)
-        failures = read_failures_csv(self._csv(FINAL_FAILURES_SUFFIX, "_failures.csv"))
-        rates = achieved_rates(self.scenarios, self.nodes, self.duration_s, client)
+        failures = read_failures_csv(self._csv(WINDOW_FAILURES_SUFFIX, FINAL_FAILURES_SUFFIX, "_failures.csv"))
+        rates = achieved_rates(self.scenarios, self.nodes, self._window_s or self.duration_s, client)
         notes = failure_note(total, failures) + self._log_notes()
         return LoadOutcome(client=client, rates=rates, notes=notes, total=total, failures=failures,
                            users=dict(self.users.by_class), log=self.log_path)

@@ -8,6 +8,9 @@ Two additions make the figures complete:
 - A distributed master waits only 0.5 s for its workers' last figures when it quits. So when the run ends,
   the master first asks every worker to stop its users (clean-up included) and send its statistics, and
   waits for each to confirm, before Locust's own quit proceeds.
+- The measured window closes when the runner says (its end scrape of the apiserver): the master asks every
+  worker for its figures so far, writes them to <csv prefix>_window_stats.csv and _window_failures.csv, and
+  only then quits; so the users' stop (cut watches, clean-up) is in neither side's figures.
 """
 
 from __future__ import annotations
@@ -23,12 +26,22 @@ from locust.runners import MasterRunner, WorkerRunner
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
 from loadtests.scenarios.catalog import SCENARIOS, scenario_params
-from loadtests.scenarios.config import FINAL_FAILURES_SUFFIX, FINAL_STATS_SUFFIX, LoadConfig
+from loadtests.scenarios.config import (
+    FINAL_FAILURES_SUFFIX,
+    FINAL_STATS_SUFFIX,
+    WINDOW_FAILURES_SUFFIX,
+    WINDOW_STATS_SUFFIX,
+    LoadConfig,
+)
 from loadtests.scenarios.pod_churn import CLEANUP_S
 
 WIND_DOWN = "loadtest_wind_down"
 WOUND_DOWN = "loadtest_wound_down"
 WIND_DOWN_WAIT_S = CLEANUP_S + 15.0
+CLOSE_WINDOW = "loadtest_close_window"
+WINDOW_CLOSED = "loadtest_window_closed"
+CLOSE_WAIT_S = 10.0  # for every worker's figures up to the close
+CLOSE_CAP_S = 120.0  # a runner that never closes the window (it died): end the run this long after window_s
 
 
 
@@ -48,15 +61,32 @@ globals().update({cls.__name__: cls for cls in build_user_classes(CONFIG)})
 
 _environment: list[Any] = []
 _wound_down: set[str] = set()
+_closed: set[str] = set()
+
+
+def _report_now(runner: Any) -> None:
+    """Worker: send the statistics gathered so far to the master now, not at the next interval."""
+    data: dict[str, Any] = {}
+    _environment[0].events.report_to_master.fire(client_id=runner.client_id, data=data)
+    runner.send_message("stats", data)
+
+
+def _worker_close_window(environment: Any, msg: Any, **_: Any) -> None:
+    """Worker: report the figures up to the window's close (users keep running), confirm."""
+    runner = environment.runner
+    _report_now(runner)
+    runner.send_message(WINDOW_CLOSED, {"worker": runner.client_id})
+
+
+def _master_window_closed(environment: Any, msg: Any, **_: Any) -> None:
+    _closed.add(str(msg.data.get("worker")))
 
 
 def _worker_wind_down(environment: Any, msg: Any, **_: Any) -> None:
     """Worker: stop the users (each runs its on_stop clean-up), report the statistics, confirm."""
     runner = environment.runner
     runner.stop()
-    data: dict[str, Any] = {}
-    environment.events.report_to_master.fire(client_id=runner.client_id, data=data)
-    runner.send_message("stats", data)
+    _report_now(runner)
     runner.send_message(WOUND_DOWN, {"worker": runner.client_id})
 
 
@@ -77,8 +107,33 @@ def _keep_window(environment: Any) -> None:
             entry.reset()
     stats.total.reset()
     stats.errors.clear()
-    gevent.sleep(CONFIG.window_s or 0.0)
+    close = CONFIG.window_close_file
+    if close is None:
+        gevent.sleep(CONFIG.window_s or 0.0)
+    else:
+        deadline = time.monotonic() + (CONFIG.window_s or 0.0) + CLOSE_CAP_S
+        while not os.path.exists(close) and time.monotonic() < deadline:
+            gevent.sleep(0.02)
+        _write_window_stats(environment)
     environment.runner.quit()
+
+
+def _write_window_stats(environment: Any) -> None:
+    """The statistics as they stand at the window's close, every worker's included, before any user stops."""
+    if isinstance(environment.runner, MasterRunner):
+        _ask_workers(environment.runner, CLOSE_WINDOW, _closed, CLOSE_WAIT_S)
+    _write_stats(environment, WINDOW_STATS_SUFFIX, WINDOW_FAILURES_SUFFIX)
+
+
+def _ask_workers(runner: Any, message: str, confirmed: set[str], wait_s: float) -> None:
+    """Master: send `message` to every worker and wait (at most wait_s) until each has confirmed it; their
+    statistics arrive before their confirmation, on the same connection."""
+    workers = {client.id for client in runner.clients.all}
+    confirmed.clear()
+    runner.send_message(message)
+    deadline = time.monotonic() + wait_s
+    while not workers <= confirmed and time.monotonic() < deadline:
+        gevent.sleep(0.02)
 
 
 @events.init.add_listener
@@ -86,36 +141,34 @@ def _setup(environment: Any, **_: Any) -> None:
     _environment.append(environment)
     if isinstance(environment.runner, WorkerRunner):
         environment.runner.register_message(WIND_DOWN, _worker_wind_down, concurrent=True)
+        environment.runner.register_message(CLOSE_WINDOW, _worker_close_window, concurrent=True)
     elif isinstance(environment.runner, MasterRunner):
         environment.runner.register_message(WOUND_DOWN, _master_wound_down)
+        environment.runner.register_message(WINDOW_CLOSED, _master_window_closed)
     if CONFIG.window_file and not isinstance(environment.runner, WorkerRunner):
         gevent.spawn(_keep_window, environment)
 
 
 @events.test_stopping.add_listener
 def _wind_down_workers(environment: Any, **_: Any) -> None:
-    runner = environment.runner
-    if not isinstance(runner, MasterRunner):
-        return
-    workers = {client.id for client in runner.clients.all}
-    _wound_down.clear()
-    runner.send_message(WIND_DOWN)
-    deadline = time.monotonic() + WIND_DOWN_WAIT_S
-    while not workers <= _wound_down and time.monotonic() < deadline:
-        gevent.sleep(0.1)
+    if isinstance(environment.runner, MasterRunner):
+        _ask_workers(environment.runner, WIND_DOWN, _wound_down, WIND_DOWN_WAIT_S)
 
 
 @events.quit.add_listener
 def _write_final_stats(**_: Any) -> None:
     """After the users have stopped (so their clean-up requests are counted), before Locust exits."""
-    if not _environment:
-        return
-    environment = _environment[0]
+    if _environment:
+        _write_stats(_environment[0], FINAL_STATS_SUFFIX, FINAL_FAILURES_SUFFIX)
+
+
+def _write_stats(environment: Any, stats_suffix: str, failures_suffix: str) -> None:
+    """Locust's statistics CSVs under the run's csv prefix (master or single process only)."""
     prefix = getattr(environment.parsed_options, "csv_prefix", None)
     if not prefix or isinstance(environment.runner, WorkerRunner):
         return
     writer = StatsCSV(environment, PERCENTILES_TO_REPORT)
-    with open(prefix + FINAL_FAILURES_SUFFIX, "w", newline="") as handle:
+    with open(prefix + failures_suffix, "w", newline="") as handle:
         writer.failures_csv(csv.writer(handle))
-    with open(prefix + FINAL_STATS_SUFFIX, "w", newline="") as handle:  # last: its presence means complete
+    with open(prefix + stats_suffix, "w", newline="") as handle:  # last: its presence means complete
         writer.requests_csv(csv.writer(handle))

@@ -38,6 +38,7 @@ REGRESSION_DEFAULTS: dict[str, float] = {
     "cpu_abs_points": 5.0,  # ... and by more than 5 percentage points of a core
     "errors_5xx_extra": 0,  # more 5xx responses than A: any new 5xx is a regression
     "throttled_429_extra": 0,  # more 429 responses than A by more than this
+    "alpha": 0.05,  # repeated runs: a change past these thresholds must also be significant (Mann-Whitney U)
 }
 
 @dataclass
@@ -73,6 +74,23 @@ class Capacity:
 
 
 @dataclass
+class Audit:
+    """The apiserver's audit log, which attributes every request to its client (local control planes only).
+
+    Written at Metadata level into `dir` (default: the run folder's `audit/`), rotated at `max_size_mb` with
+    `max_backups` older files kept, so a long run cannot fill the disk."""
+
+    enabled: bool = True
+    dir: str | None = None
+    max_size_mb: int = 200
+    max_backups: int = 4
+
+
+# Scales the report projects each growing figure to, unless a plan names its own (`project_to:`).
+DEFAULT_PROJECT_TO = [2500, 7500]
+
+
+@dataclass
 class Plan:
     name: str
     target: Target
@@ -81,8 +99,11 @@ class Plan:
     slo: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SLO))
     gate: bool = True
     workers: int = 0
+    repeat: int = 1  # runs of the whole plan, each on a fresh control plane (noise-aware comparisons need >= 4)
     compare: dict[str, float] = field(default_factory=dict)
     capacity: Capacity = field(default_factory=Capacity)
+    audit: Audit = field(default_factory=Audit)
+    project_to: list[int] = field(default_factory=lambda: list(DEFAULT_PROJECT_TO))
     source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -135,7 +156,7 @@ def parse(data: Any, source: str = "plan") -> Plan:
     """Validate a plan mapping and fill in defaults."""
     data = _mapping(source, "(top level)", data)
     _no_unknown(source, "", data, {"name", "target", "steps", "load", "slo", "gate", "workers", "compare",
-                                   "capacity"})
+                                   "capacity", "audit", "project_to", "repeat"})
 
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
@@ -209,6 +230,7 @@ def parse(data: Any, source: str = "plan") -> Plan:
     if not isinstance(gate, bool):
         raise _fail(source, "gate", f"must be true or false (got {gate!r})")
     workers = _number(source, "workers", data.get("workers", 0), minimum=0, integer=True)
+    repeat = _number(source, "repeat", data.get("repeat", 1), minimum=1, integer=True)
 
     compare = _mapping(source, "compare", data.get("compare"))
     _no_unknown(source, "compare", compare, set(REGRESSION_DEFAULTS))
@@ -223,9 +245,41 @@ def parse(data: Any, source: str = "plan") -> Plan:
     _number(source, "capacity.max_nodes", capacity.max_nodes, minimum=1, integer=True)
     _number(source, "capacity.resolution", capacity.resolution, minimum=0.01)
 
+    audit_data = _mapping(source, "audit", data.get("audit"))
+    _no_unknown(source, "audit", audit_data, set(Audit.__dataclass_fields__))
+    audit = Audit(**audit_data)
+    if not isinstance(audit.enabled, bool):
+        raise _fail(source, "audit.enabled", f"must be true or false (got {audit.enabled!r})")
+    if audit.dir is not None and not isinstance(audit.dir, str):
+        raise _fail(source, "audit.dir", f"must be a folder path (got {audit.dir!r})")
+    _number(source, "audit.max_size_mb", audit.max_size_mb, minimum=1, integer=True)
+    _number(source, "audit.max_backups", audit.max_backups, minimum=0, integer=True)
+
+    largest = max(s.nodes for s in steps)
+    if "project_to" in data:
+        project_to = _project_to(source, data["project_to"], largest)
+    else:  # the defaults beyond what the plan measures itself
+        project_to = [scale for scale in DEFAULT_PROJECT_TO if scale > largest]
+
     return Plan(name=name, target=target, steps=steps, load=load, slo=slo, gate=gate, workers=workers,
-                capacity=capacity,
-                compare=compare, source=source)
+                repeat=repeat, capacity=capacity, audit=audit, project_to=project_to, compare=compare, source=source)
+
+
+def _project_to(source: str, value: Any, largest_step: int) -> list[int]:
+    """Scales to project to: whole node counts beyond the largest step (a projection extrapolates; inside
+    the measured range the steps themselves answer)."""
+    if not isinstance(value, list):
+        value = [value]
+    scales = []
+    for i, scale in enumerate(value):
+        path = f"project_to[{i}]"
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or scale != int(scale):
+            raise _fail(source, path, f"must be a whole number of nodes (got {scale!r})")
+        if scale <= largest_step:
+            raise _fail(source, path, f"{int(scale):,} nodes is not beyond the measured range (steps up to "
+                                      f"{largest_step:,} nodes); name a larger scale or drop it")
+        scales.append(int(scale))
+    return sorted(set(scales))
 
 
 def load(path: str | Path) -> Plan:

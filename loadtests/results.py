@@ -17,12 +17,17 @@ Schema (version 1), all times in seconds, sizes in bytes, rates per second:
             during the node ramp), load_spawn_s (time until every load user ran, before the window opened)
         client: list of ClientStat (Locust, per request type+name)
         rates: list of RateResult (per scenario: asked vs achieved per second)
-        server: list of ServerLatency (apiserver_request_sli_duration_seconds deltas per verb/resource/scope)
+        server: list of ServerLatency (apiserver_request_sli_duration_seconds deltas per verb/resource/scope);
+            bounds: {quantile: "<" | ">"} where the histogram gives only a bound (the value is that bound);
+            finer: the same requests' apiserver_request_duration_seconds quantiles, {} where unavailable
         requests_by_code: {"200": n, "429": n, ...} from apiserver_request_total deltas
         server_requests: {"POST pods": n, ...} apiserver_request_total deltas for each verb+resource the load
             sent (the probes' own requests taken off), to set against the client-side counts
         apiserver: scalar gauges and counters (watchers, inflight, watch events, ...)
-        storage_objects: {"pods": n, ...} from apiserver_storage_objects
+        storage_objects: {"pods": n, ...} from apiserver_resource_objects (or apiserver_storage_objects): the
+            apiserver's gauge, refreshed lazily (it can lag by minutes)
+        objects: {"pods": n, ...} counted when the window closed by a LIST with limit=1 (its items plus
+            remainingItemCount): right at that moment (absent in older files)
         etcd: db_size_bytes, db_size_in_use_bytes, keys_total, quota_bytes, fsync/commit p99
         pod_startup: Distribution (create -> Running, seen by a watch)
         watch_delay: Distribution (write -> event at a watcher)
@@ -49,6 +54,16 @@ Schema (version 1), all times in seconds, sizes in bytes, rates per second:
                 p99 over the window, the deepest and slowest work queues, machine CPU average and maximum
             metrics_used: {figure: the metric (or API collection) it was read from}
             notes: list of strings (sources that could not be reached, and why)
+        audit: who sent the step's requests, from the apiserver's audit log (local control planes with
+            auditing on; absent in older files): source, events (requests counted), unreadable (lines that
+            did not parse), notes, and
+            requests: list of {client, verb, resource, scope, group, count, apiserver_s (summed latency),
+                p99_s, codes}; client is the user agent's product, or k8s-loadtest/<part> for the harness's
+                own parts (a scenario, fleet, probe-*, health), with the controller's service account beside
+                kube-controller-manager; a watch counts when it starts and adds no latency
+            slowest: the slowest requests one by one: {client, verb, resource, namespace, name, latency_s,
+                code, at_s (since the window opened), user}
+        window: {opened_at, closed_at}: the measured window in UTC (ISO-8601)
         notes: list of strings (warnings measured during the step, e.g. load generator CPU-bound)
         status: "measured", or "saturated" when nodes or pods did not converge within ramp_timeout_s (the
             breaking point: the run stops growing); saturation: {condition, evidence} of a saturated step
@@ -73,6 +88,10 @@ RESULTS_FILE = "results.json"
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def utc_at(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass
@@ -141,6 +160,12 @@ class ServerLatency:
     p90: float | None
     p99: float | None
     metric: str = "apiserver_request_sli_duration_seconds"
+    # quantiles that are only bounds: {"p99": "<"} when its rank fell in the first bucket (the value is that
+    # bucket's upper bound: "under 50 ms"), ">" in the open last bucket (the highest finite bound: "over 60 s")
+    bounds: dict[str, str] = field(default_factory=dict)
+    # the same requests in apiserver_request_duration_seconds (finer low buckets; it includes priority-and-
+    # fairness waits): {metric, count, p50, p90, p99, bounds}, or {} where it is the only histogram
+    finer: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -186,6 +211,48 @@ class ClusterHealth:
 
 
 @dataclass
+class AuditRow:
+    """Requests of one client, verb, resource and scope in a step, from the apiserver's audit log."""
+
+    client: str
+    verb: str  # as the apiserver's request metrics name it (POST, LIST, WATCH, ...)
+    resource: str  # with its subresource, e.g. "nodes/status"
+    scope: str  # "resource" | "namespace" | "cluster"
+    group: str
+    count: int
+    apiserver_s: float  # the sum of the requests' latencies (0 for watches: their duration is their life)
+    p99_s: float | None
+    codes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class AuditRequest:
+    """One of a step's slowest requests, with the client that sent it."""
+
+    client: str
+    verb: str
+    resource: str
+    namespace: str
+    name: str
+    latency_s: float
+    code: str
+    at_s: float  # seconds after the measured window opened
+    user: str = ""
+
+
+@dataclass
+class AuditSummary:
+    """Who sent which requests during a step (empty where no audit log was read)."""
+
+    source: str = ""
+    events: int = 0
+    unreadable: int = 0
+    requests: list[AuditRow] = field(default_factory=list)
+    slowest: list[AuditRequest] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class StepResult:
     index: int
     name: str
@@ -201,11 +268,15 @@ class StepResult:
     server_requests: dict[str, int] = field(default_factory=dict)
     apiserver: dict[str, float] = field(default_factory=dict)
     storage_objects: dict[str, float] = field(default_factory=dict)
+    objects: dict[str, int] = field(default_factory=dict)
     etcd: EtcdStats = field(default_factory=EtcdStats)
     pod_startup: Distribution = field(default_factory=Distribution)
     watch_delay: Distribution = field(default_factory=Distribution)
     processes: list[ProcessStat] = field(default_factory=list)
     health: ClusterHealth = field(default_factory=ClusterHealth)
+    audit: AuditSummary = field(default_factory=AuditSummary)
+    # when the measured window opened and closed (UTC, ISO-8601), to line it up with other monitoring
+    window: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # "measured", or "saturated": the control plane did not converge (the run's breaking point); then
     # saturation says what did not ({"condition": ..., "evidence": ...}) and the figures above are empty

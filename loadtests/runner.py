@@ -38,6 +38,7 @@ from loadtests.kube.rest import RestClient
 from loadtests.load import LoadGenerator
 from loadtests.measure.probes import StepProbes
 from loadtests.measure.saturation import RampWitness
+from loadtests.measure.scrapes import step_folder
 from loadtests.plan import Plan, Step
 from loadtests.report.slo import thresholds
 from loadtests.results import ClientStat, RunResult, StepResult
@@ -281,10 +282,12 @@ class Runner:
                                  ramp={"nodes_ready_s": round(ramp.seconds, 3), "pods_running_s": round(pods_s, 3),
                                        "harness_cpu_s": round(ramp.harness_cpu_s, 3)})
         info.pids = self.target.info().pids  # components restarted since up() have new pids
-        probes = StepProbes(info, probe_namespace=objects.NS_PROBE, churn_namespace=objects.NS_CHURN)
-        load = LoadGenerator(self.plan.load, info.access, nodes=step.nodes,
-                             out_dir=self.options.out_dir / f"step-{index + 1}", duration_s=step.duration_s,
-                             workers=self._workers(), run_id=self.options.out_dir.name, windowed=True)
+        step_dir = step_folder(self.options.out_dir, index)
+        probes = StepProbes(info, probe_namespace=objects.NS_PROBE, churn_namespace=objects.NS_CHURN,
+                            scrapes_dir=step_dir)
+        load = LoadGenerator(self.plan.load, info.access, nodes=step.nodes, out_dir=step_dir,
+                             duration_s=step.duration_s, workers=self._workers(), run_id=self.options.out_dir.name,
+                             windowed=True)
         untrack = SHUTDOWN.track(lambda: [f"locust (pid {pid})" for pid in load.pids() if psutil.pid_exists(pid)])
         try:
             # the window opens once every user runs: a burst of new connections is not the step's steady state
@@ -297,11 +300,13 @@ class Runner:
             self._phase = f"{prefix}: measuring"
             probes.start(on_window_start=load.open_window)
             started = time.monotonic()
-            outcome = self._wait_load(load, step, prefix, started)
+            self._measure(load, step, prefix, started)
             self._check_alive()  # a component that died after the last health check
-            step_result.duration_s = round(time.monotonic() - started, 3)
             self._phase = f"{prefix}: gathering"
-            probes.gather(step_result)
+            # the window closes with the end scrape, before the load stops: stopping is in no figure
+            probes.gather(step_result, on_window_close=load.close_window)
+            step_result.duration_s = round(time.monotonic() - started, 3)
+            outcome = self._wait_load(load, prefix)
             self._saturated_while_measured(step_result)
         except BaseException:
             with SHUTDOWN.shielded():  # an aborted step's figures are not kept: no reason to wait for them
@@ -327,8 +332,24 @@ class Runner:
                 raise TargetError(f"the load generator did not start its users within "
                                   f"{load.spawn_time_s() + 120:.0f} s ({prefix}); see {load.log_path}")
 
-    def _wait_load(self, load: LoadGenerator, step: Step, prefix: str, started: float) -> Any:
-        """Wait for the load to finish while printing progress; the health watch may cut it short."""
+    def _measure(self, load: LoadGenerator, step: Step, prefix: str, started: float) -> None:
+        """Let the load run through the measured window, printing progress; the health watch may cut it short,
+        and a load generator that exits early is an error with the tail of its log."""
+        end = started + step.duration_s
+        last_said = started
+        while (left := end - time.monotonic()) > 0:
+            if not load.running():
+                load.wait(timeout=5)  # raises with the tail of Locust's log
+                raise TargetError(f"the load generator exited during the measured window ({prefix})")
+            time.sleep(min(1.0, left))
+            if time.monotonic() - last_said >= 10 and time.monotonic() < end:
+                last_said = time.monotonic()
+                self.say(f"{prefix}: measuring {last_said - started:.0f}/{step.duration_s:.0f} s "
+                         f"[elapsed {self._elapsed()}]")
+
+    def _wait_load(self, load: LoadGenerator, prefix: str) -> Any:
+        """The load's figures once it has written them and quit (in a thread, so the health watch can still
+        interrupt the main thread)."""
         done: dict[str, Any] = {}
 
         def wait() -> None:
@@ -342,8 +363,7 @@ class Runner:
         while waiter.is_alive():
             waiter.join(timeout=10)
             if waiter.is_alive():
-                measured = min(step.duration_s, time.monotonic() - started)
-                self.say(f"{prefix}: measuring {measured:.0f}/{step.duration_s:.0f} s [elapsed {self._elapsed()}]")
+                self.say(f"{prefix}: waiting for the load generator to stop [elapsed {self._elapsed()}]")
         if "error" in done:
             raise done["error"]
         return done["outcome"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from loadtests.controlplane.health import HealthCheck
@@ -22,6 +23,8 @@ class TargetInfo:
     # component name ("kube-scheduler", "kube-controller-manager") -> its /metrics URL on its secure port, which
     # takes the admin credentials of `access`; empty where the components cannot be reached (a remote cluster)
     metrics_urls: dict[str, str] = field(default_factory=dict)
+    # the apiserver's audit log (JSON lines, rotated beside it), where the harness configured one
+    audit_log: Path | None = None
 
 
 class Target(Protocol):

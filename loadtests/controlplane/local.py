@@ -20,6 +20,7 @@ import yaml
 from loadtests import binaries as binaries_mod
 from loadtests.binaries import Binaries
 from loadtests.controlplane import kwok as kwok_mod
+from loadtests.controlplane.audit import AuditLog
 from loadtests.controlplane.base import TargetInfo
 from loadtests.controlplane.health import HealthCheck, endpoint_check
 from loadtests.controlplane.pki import ClusterPki, create_cluster_pki, write_kubeconfig
@@ -82,6 +83,7 @@ class LocalOptions:
     directory: Path | None = None  # default: <cache>/clusters/<name>
     kwok: bool = True  # False: no kwok controller (the cluster stands in for one someone else runs)
     tied_to_owner: bool = False  # a run's own cluster: dies with the process that started it
+    audit: AuditLog | None = None  # the apiserver's audit log (who sent which request), when wanted
 
 
 class LocalControlPlane:
@@ -245,6 +247,8 @@ class LocalControlPlane:
             "--endpoint-reconciler-type=none",
             "--profiling=false",
         ]
+        if self.options.audit is not None:
+            argv.extend(self.options.audit.apiserver_flags())
         if self.options.events_etcd:
             argv.append(f"--etcd-servers-overrides=/events#https://{LOOPBACK}:{ports['events_etcd']}")
         return argv
@@ -287,9 +291,10 @@ class LocalControlPlane:
                         for component, port in (("kube-scheduler", "scheduler"),
                                                 ("kube-controller-manager", "controller_manager"))
                         if port in state.ports}
+        audit = self.options.audit
         return TargetInfo(access=self.access(), etcd_metrics_url=state.etcd_metrics_url,
                           versions=dict(state.versions), pids=state.pids(), kind="local",
-                          metrics_urls=metrics_urls)
+                          metrics_urls=metrics_urls, audit_log=audit.path if audit else None)
 
     def status(self) -> dict[str, Any]:
         state = ClusterState.load(self.directory)

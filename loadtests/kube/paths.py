@@ -30,6 +30,7 @@ RESOURCES: dict[str, ApiResource] = {
     "endpointslices": ApiResource("/apis/discovery.k8s.io/v1", "EndpointSlice"),
     "leases": ApiResource("/apis/coordination.k8s.io/v1", "Lease"),
     "deployments": ApiResource("/apis/apps/v1", "Deployment"),
+    "replicasets": ApiResource("/apis/apps/v1", "ReplicaSet"),
     "clusterroles": ApiResource("/apis/rbac.authorization.k8s.io/v1", "ClusterRole", namespaced=False),
     "clusterrolebindings": ApiResource("/apis/rbac.authorization.k8s.io/v1", "ClusterRoleBinding",
                                        namespaced=False),

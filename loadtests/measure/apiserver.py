@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loadtests.measure.prometheus import (
+    Histogram,
     Snapshot,
     counter_delta,
     counter_delta_by,
@@ -24,24 +25,43 @@ OBJECTS = ("apiserver_resource_objects", "apiserver_storage_objects")  # newest 
 LATENCY_LABELS = ("verb", "group", "resource", "subresource", "scope")
 STREAMING_VERBS = frozenset({"WATCH", "WATCHLIST", "CONNECT"})  # long-running: their duration is no latency
 QUANTILES = (0.50, 0.90, 0.99)
+QUANTILE_NAMES = ("p50", "p90", "p99")
+
+
+def _quantiles(histogram: Histogram) -> tuple[list[float | None], dict[str, str]]:
+    """p50, p90, p99 as the data supports them (a bound where a quantile sits in the first or the open last
+    bucket), and which of them are bounds."""
+    found = {name: histogram.bounded_quantile(q) for name, q in zip(QUANTILE_NAMES, QUANTILES, strict=True)}
+    return [q.honest for q in found.values()], {name: q.bound for name, q in found.items() if q.bound}
 
 
 def server_latencies(start: Snapshot | None, end: Snapshot) -> list[ServerLatency]:
-    """p50/p90/p99 per verb+group+resource+subresource+scope over the step (versions, components summed)."""
+    """p50/p90/p99 per verb+group+resource+subresource+scope over the step (versions, components summed).
+
+    From the SLI histogram (which leaves out webhook and priority-and-fairness waits, as the SLOs do); beside it
+    the same requests in apiserver_request_duration_seconds, whose finer low buckets (5 and 25 ms) can say more
+    than "under 50 ms" where the SLI histogram cannot."""
     metric = SLI_LATENCY if end.has(f"{SLI_LATENCY}_bucket") else FULL_LATENCY
     # resource requests only: /healthz, /openapi and the like carry resource="" and are no API call
     deltas = histogram_deltas(start, end, metric, LATENCY_LABELS,
                               verb=lambda verb: verb not in STREAMING_VERBS, resource=bool)
+    finer = {} if metric == FULL_LATENCY else histogram_deltas(
+        start, end, FULL_LATENCY, LATENCY_LABELS, verb=lambda verb: verb not in STREAMING_VERBS, resource=bool)
     out: list[ServerLatency] = []
     for labels, histogram in deltas.items():
         count = int(round(histogram.count))
         if count <= 0:
             continue
         label = dict(labels)
-        p50, p90, p99 = (histogram.quantile(q) for q in QUANTILES)
-        out.append(ServerLatency(verb=label["verb"], resource=label["resource"], scope=label["scope"],
-                                 subresource=label["subresource"], group=label["group"], count=count,
-                                 p50=p50, p90=p90, p99=p99, metric=metric))
+        (p50, p90, p99), bounds = _quantiles(histogram)
+        entry = ServerLatency(verb=label["verb"], resource=label["resource"], scope=label["scope"],
+                              subresource=label["subresource"], group=label["group"], count=count,
+                              p50=p50, p90=p90, p99=p99, metric=metric, bounds=bounds)
+        if labels in finer and finer[labels].count > 0:
+            values, fine_bounds = _quantiles(finer[labels])
+            entry.finer = {"metric": FULL_LATENCY, "count": int(round(finer[labels].count)),
+                           **dict(zip(QUANTILE_NAMES, values, strict=True)), "bounds": fine_bounds}
+        out.append(entry)
     out.sort(key=lambda s: (s.group, s.resource, s.subresource, s.verb, s.scope))
     return out
 

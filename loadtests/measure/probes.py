@@ -6,20 +6,27 @@ Each probe fails alone: whatever breaks is named in the step's notes and every o
 from __future__ import annotations
 
 import collections
+import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Protocol, TypeVar
 
 from loadtests import objects
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.reflector import Reflector
+from loadtests.kube.rest import RestClient
 from loadtests.measure import apiserver, etcd
+from loadtests.measure.audit import AuditReader
 from loadtests.measure.cluster_health import DEFAULT_INTERVAL_S, ClusterHealthSampler
+from loadtests.measure.object_counts import count_objects
 from loadtests.measure.processes import ProcessSampler
 from loadtests.measure.prometheus import Snapshot, scrape, scrape_apiserver
+from loadtests.measure.scrapes import save_scrapes
 from loadtests.measure.watchers import PodStartupProbe, WatchDelayProbe
-from loadtests.results import StepResult
+from loadtests.results import StepResult, utc_at
 
 T = TypeVar("T")
+OBJECT_COUNTS_USER_AGENT = "k8s-loadtest/probe-object-counts"
 
 
 class _Probe(Protocol):
@@ -46,7 +53,8 @@ class StepProbes:
 
     def __init__(self, target_info: TargetInfo, probe_namespace: str, churn_namespace: str, *,
                  process_interval_s: float = 1.0, watch_delay_interval_s: float = 0.5,
-                 health_interval_s: float = DEFAULT_INTERVAL_S, extra_families: Iterable[str] = ()) -> None:
+                 health_interval_s: float = DEFAULT_INTERVAL_S, extra_families: Iterable[str] = (),
+                 scrapes_dir: Path | None = None) -> None:
         self.target_info = target_info
         # the scrapes keep only the metric families the probes read (plus any the caller asks for)
         self.apiserver_families = apiserver.FAMILIES | set(extra_families)
@@ -56,6 +64,7 @@ class StepProbes:
         self.process_interval_s = process_interval_s
         self.watch_delay_interval_s = watch_delay_interval_s
         self.health_interval_s = health_interval_s
+        self.scrapes_dir = scrapes_dir  # where the window's raw /metrics pages are kept (None: not kept)
         self.start_snapshot: Snapshot | None = None
         self.end_snapshot: Snapshot | None = None
         self.etcd_start: Snapshot | None = None
@@ -68,6 +77,10 @@ class StepProbes:
         self._watch_delay: WatchDelayProbe | None = None
         self._health: ClusterHealthSampler | None = None
         self._extra_pids: dict[str, list[int]] = {}
+        self._audit: AuditReader | None = None
+        # the measured window in wall-clock time (epoch seconds), to line up the audit log and other monitoring
+        self.opened_at: float | None = None
+        self.closed_at: float | None = None
 
     def _attempt(self, what: str, action: Callable[[], T]) -> T | None:
         try:
@@ -95,11 +108,22 @@ class StepProbes:
         self.notes = []
         self.start_snapshot = self.end_snapshot = self.etcd_start = self.etcd_end = None
         self.probe_requests = {}
+        self.opened_at = self.closed_at = None
         access = self.target_info.access
+        self._audit = None
+        if self.target_info.audit_log is not None:  # its cursor is set before the window opens: nothing missed
+            self._audit = AuditReader(self.target_info.audit_log)
+            self._attempt("audit log cursor", self._audit.start)
+
+        def window_opens() -> None:
+            self.opened_at = time.time()
+            if on_window_start is not None:
+                on_window_start()
+
         self.start_snapshot = self._attempt("apiserver /metrics scrape at step start",
-                                            lambda: self._scrape_apiserver(on_window_start))
-        if self.start_snapshot is None and on_window_start is not None:
-            on_window_start()  # the scrape failed: the window still opens, the server figures are missing
+                                            lambda: self._scrape_apiserver(window_opens))
+        if self.opened_at is None:
+            window_opens()  # the scrape failed: the window still opens, the server figures are missing
         self.etcd_start = self._scrape_etcd()
 
         pids = {component: list(p) for component, p in self.target_info.pids.items()}
@@ -140,18 +164,40 @@ class StepProbes:
             if probe is not None:
                 self._attempt(f"{type(probe).__name__} stop", probe.stop)
 
-    def gather(self, step: StepResult) -> StepResult:
-        """Fill the measured fields of `step` (and its notes) and return it."""
+    def gather(self, step: StepResult, on_window_close: Callable[[], None] | None = None) -> StepResult:
+        """Fill the measured fields of `step` (and its notes) and return it.
+
+        on_window_close runs right after the apiserver scrape that closes the window (the counterpart of
+        start()'s on_window_start), so the load generator's statistics end where the server's counts do."""
         # The watch probes stop first, so every request they sent lies inside the window the end scrape ends;
         # the health sampler takes its last sample before it stops.
         health = self._health
         if health is not None:
             step.health = self._attempt("cluster health", health.gather) or step.health
         self._stop_watch_probes()
-        self.probe_requests = self._probe_request_counts()
+        # objects counted just before the window closes (so the load's stop has not touched them); the
+        # requests are the probes' own, taken off the server's counts like the others
+        object_requests = self._fill_objects(step)
+        self.probe_requests = dict(collections.Counter(self._probe_request_counts()) + object_requests)
+
+        def window_closes() -> None:
+            self.closed_at = time.time()
+            if on_window_close is not None:
+                on_window_close()
+
         self.end_snapshot = self._attempt("apiserver /metrics scrape at step end",
-                                          self._scrape_apiserver)
+                                          lambda: self._scrape_apiserver(window_closes))
+        if self.closed_at is None:
+            window_closes()  # the scrape failed: the window still closes, the server figures are missing
         self.etcd_end = self._scrape_etcd()
+        if self.opened_at is not None:
+            step.window = {"opened_at": utc_at(self.opened_at), "closed_at": utc_at(self.closed_at)}
+        self._fill_audit(step)
+        if self.scrapes_dir is not None:
+            pages = {("apiserver", "start"): self.start_snapshot, ("apiserver", "end"): self.end_snapshot,
+                     ("etcd", "start"): self.etcd_start, ("etcd", "end"): self.etcd_end}
+            scrapes_dir = self.scrapes_dir
+            self._attempt("keeping the /metrics pages", lambda: save_scrapes(scrapes_dir, pages))
 
         start, end = self.start_snapshot, self.end_snapshot
         if end is not None:
@@ -174,8 +220,26 @@ class StepProbes:
                 self.notes.append(f"process sampling: {component} pids {missing} did not exist")
         # gathered probes are done with; pids added from now on wait for the next start()
         self._sampler = self._pod_startup = self._watch_delay = self._health = None
+        self._audit = None
         step.notes.extend(self.notes)
         return step
+
+    def _fill_audit(self, step: StepResult) -> None:
+        reader, opened, closed = self._audit, self.opened_at, self.closed_at
+        if reader is None or opened is None or closed is None:
+            return
+        summary = self._attempt("audit log", lambda: reader.gather(opened, closed))
+        if summary is not None:
+            step.audit = summary
+
+    def _fill_objects(self, step: StepResult) -> collections.Counter[tuple[str, str]]:
+        """Objects per resource at the window's close; the requests that counted them."""
+        client = RestClient(self.target_info.access, pool_size=1, user_agent=OBJECT_COUNTS_USER_AGENT)
+        try:
+            step.objects = self._attempt("object counts", lambda: count_objects(client)) or {}
+            return collections.Counter(client.sent())
+        finally:
+            client.close()
 
     def _fill_etcd(self, step: StepResult) -> None:
         end = self.etcd_end

@@ -67,9 +67,10 @@ def select_families(text: str, families: Collection[str]) -> str:
 class Snapshot(Mapping[SeriesKey, float]):
     """One scrape: every sample keyed by (sample name, frozenset of labels), plus when it was taken."""
 
-    def __init__(self, samples: Mapping[SeriesKey, float], taken_at: float | None = None) -> None:
+    def __init__(self, samples: Mapping[SeriesKey, float], taken_at: float | None = None, text: str = "") -> None:
         self._samples = dict(samples)
         self.taken_at = time.monotonic() if taken_at is None else taken_at
+        self.text = text  # the page as scraped (kept with the results, so its figures can be recomputed)
         self._by_name: dict[str, list[tuple[LabelSet, float]]] = {}
         for (name, labels), value in self._samples.items():
             self._by_name.setdefault(name, []).append((labels, value))
@@ -78,13 +79,14 @@ class Snapshot(Mapping[SeriesKey, float]):
     def parse(cls, text: str, taken_at: float | None = None,
               families: Collection[str] | None = None) -> Snapshot:
         """Parse exposition text; with `families`, only those (a kube-apiserver page is mostly other ones)."""
+        page = text
         if families is not None:
             text = select_families(text, families)
         samples: dict[SeriesKey, float] = {}
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 samples[(sample.name, labels_of(sample.labels))] = float(sample.value)
-        return cls(samples, taken_at)
+        return cls(samples, taken_at, page)
 
     def __getitem__(self, key: SeriesKey) -> float:
         return self._samples[key]
@@ -184,6 +186,25 @@ class Histogram:
     def quantile(self, q: float) -> float | None:
         return histogram_quantile(q, self.buckets)
 
+    def bounded_quantile(self, q: float) -> Quantile:
+        return bounded_quantile(q, self.buckets)
+
+
+@dataclass(frozen=True)
+class Quantile:
+    """A quantile of a histogram (Prometheus' interpolation), and whether the data says only a bound: "<" when
+    its rank falls in the first bucket (all it says is "under that bucket's upper bound"), ">" when it falls in
+    the open +Inf bucket ("at least the highest finite bound"); `limit` is that bound."""
+
+    value: float | None
+    bound: str = ""
+    limit: float | None = None
+
+    @property
+    def honest(self) -> float | None:
+        """The figure to show and compare: the bound itself where the data gives no more."""
+        return self.limit if self.bound else self.value
+
 
 def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
     """Prometheus' histogram_quantile() on cumulative (upper bound, count) buckets; None where it gives NaN.
@@ -191,17 +212,23 @@ def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> floa
     Linear interpolation inside the bucket holding the rank, 0 as the lower bound of the first bucket, and the
     highest finite bound when the rank falls in the +Inf bucket.
     """
+    return bounded_quantile(q, buckets).value
+
+
+def bounded_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> Quantile:
+    """histogram_quantile(), saying where the value is only a bound (the first bucket's upper bound, or the
+    highest finite bound for a rank in the +Inf bucket) rather than an interpolation between two bounds."""
     if math.isnan(q):
-        return None
+        return Quantile(None)
     if q < 0:
-        return -INF
+        return Quantile(-INF)
     if q > 1:
-        return INF
+        return Quantile(INF)
     if not buckets:
-        return None
+        return Quantile(None)
     ordered = sorted(buckets, key=lambda bucket: bucket[0])
     if not math.isinf(ordered[-1][0]):
-        return None
+        return Quantile(None)
     # coalesce equal bounds (e.g. le="1" and le="1.0" from two sources)
     merged: list[list[float]] = []
     for bound, count in ordered:
@@ -220,23 +247,24 @@ def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> floa
             continue
         previous = current
     if len(merged) < 2:
-        return None
+        return Quantile(None)
     observations = merged[-1][1]
     if observations == 0:
-        return None
+        return Quantile(None)
     rank = q * observations
     # first bucket (excluding +Inf) whose count reaches the rank; len-1 (the +Inf bucket) when none does
     b = next((i for i in range(len(merged) - 1) if merged[i][1] >= rank), len(merged) - 1)
     if b == len(merged) - 1:
-        return merged[-2][0]
+        return Quantile(merged[-2][0], ">", merged[-2][0])
     if b == 0 and merged[0][0] <= 0:
-        return merged[0][0]
+        return Quantile(merged[0][0])
     bucket_start, bucket_end, count = 0.0, merged[b][0], merged[b][1]
     if b > 0:
         bucket_start = merged[b - 1][0]
         count -= merged[b - 1][1]
         rank -= merged[b - 1][1]
-    return bucket_start + (bucket_end - bucket_start) * (rank / count)
+    value = bucket_start + (bucket_end - bucket_start) * (rank / count)
+    return Quantile(value, "<", bucket_end) if b == 0 else Quantile(value)
 
 
 def _histogram_series(snapshot: Snapshot, name: str,

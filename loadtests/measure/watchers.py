@@ -28,7 +28,7 @@ from loadtests.objects import MANAGED_BY
 from loadtests.results import Distribution
 
 Json = dict[str, Any]
-USER_AGENT = "k8s-loadtest/probe"
+USER_AGENT = "k8s-loadtest/probe"  # each probe appends its name (k8s-loadtest/probe-pod-startup), for the audit log
 WRITE_TIMEOUT_S = 10.0  # a probe write stuck on a silent apiserver gives up within this
 
 
@@ -53,12 +53,13 @@ class _WatchProbe:
 
     SOURCE = ""
     MISSING = ""  # what a sample that never ended means, for the step's notes
+    PART = ""  # its name in its user agent
 
     def __init__(self, access: ClusterAccess, namespace: str, resource: str, field_selector: str = "",
                  timeout_s: float = 30.0) -> None:
         self.access = access
         self.namespace = namespace
-        self.client = RestClient(access, pool_size=2, timeout_s=timeout_s, user_agent=USER_AGENT)
+        self.client = RestClient(access, pool_size=2, timeout_s=timeout_s, user_agent=f"{USER_AGENT}-{self.PART}")
         self._cond = threading.Condition()
         self._began: dict[Any, float] = {}
         self._ended: dict[Any, float] = {}
@@ -122,6 +123,7 @@ class PodStartupProbe(_WatchProbe):
     SOURCE = "watch receive times, create -> Running"
     MISSING = ("pod startup: {} pods created during the step were not seen Running+Ready "
                "(deleted first, or still starting)")
+    PART = "pod-startup"
 
     def __init__(self, access: ClusterAccess, namespace: str) -> None:
         super().__init__(access, namespace, "pods")
@@ -146,6 +148,7 @@ class WatchDelayProbe(_WatchProbe):
 
     SOURCE = "write -> watch event"
     MISSING = "watch delay: {} writes never came back on the watch"
+    PART = "watch-delay"
     NAME = "watch-delay-probe"
     ANNOTATION = "k8s-loadtest/watch-delay-seq"
 

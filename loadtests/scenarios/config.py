@@ -15,6 +15,8 @@ from loadtests.objects import node_name
 CONFIG_ENV = "LOADTEST_LOAD_CONFIG"
 FINAL_STATS_SUFFIX = "_final_stats.csv"  # the locustfile's stats at quit, complete (see locustfile.py)
 FINAL_FAILURES_SUFFIX = "_final_failures.csv"
+WINDOW_STATS_SUFFIX = "_window_stats.csv"  # the stats when the runner closed the measured window
+WINDOW_FAILURES_SUFFIX = "_window_failures.csv"
 
 
 @dataclass(frozen=True)
@@ -26,10 +28,13 @@ class LoadConfig:
     run_id: str = ""
     workers: int = 0  # Locust worker processes (0 = one local process); node watchers stride over them
     stop_at: float | None = None  # wall-clock time after which users end themselves, whatever Locust does
-    # The measured window: once this file exists, Locust's statistics restart from zero and the run ends
-    # window_s later, so the step's figures exclude the users' start-up (a burst of new connections).
+    # The measured window: once this file exists, Locust's statistics restart from zero, so the step's figures
+    # exclude the users' start-up (a burst of new connections). The window closes when window_close_file
+    # appears (the runner's end scrape): the statistics are written then, before any user stops, so stopping
+    # (cut connections, clean-up) is in no figure; without a close file the run ends window_s later.
     window_file: str | None = None
     window_s: float | None = None
+    window_close_file: str | None = None
 
     def node(self, index: int) -> str:
         """The name of the index-th node (wrapping around), so watchers spread over the fleet."""

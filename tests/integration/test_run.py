@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from loadtests import results
-from tests.cli import start_loadtest
+from tests.cli import loadtest, start_loadtest
 
 
 def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
@@ -17,6 +17,8 @@ def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
     run = results.load(out)
     assert run.status == "complete" and [s.nodes for s in run.steps] == [10, 20]
     assert (out / "report.html").stat().st_size > 100_000 and (out / "junit.xml").exists()
+    assert "Who is expensive" in (out / "report.html").read_text()
+    assert (out / "audit" / "audit.log").stat().st_size > 0
     for step in run.steps:
         client_creates = sum(c.count for c in step.client if c.name == "POST pods")
         server_creates = step.server_requests["POST pods"]
@@ -25,6 +27,12 @@ def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
         assert step.pod_startup.count > 0 and step.pod_startup.p99 is not None
         assert step.watch_delay.count > 0
         assert step.etcd.db_size_bytes and step.etcd.db_size_bytes > 0
+        # the window closes before the load stops: its stop (cut watches, clean-up) shows up as no error
+        assert not [code for code in step.requests_by_code if code.startswith("5")], step.requests_by_code
+        # objects counted when the window closed, exact at that moment
+        # (the churn's pods still live then: the load stops only after the window closed)
+        assert step.objects["nodes"] == step.nodes and step.objects["pods"] > step.nodes * step.pods_per_node
+        assert step.objects["namespaces"] >= 3
         assert any(s.verb == "POST" and s.resource == "pods" and s.p99 for s in step.server)
         components = {p.component for p in step.processes}
         assert {"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok",
@@ -44,6 +52,24 @@ def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
         assert health.metrics_used["scheduler_pending_pods"] == "scheduler_pending_pods"
         assert health.metrics_used["workqueue_depth"] == "workqueue_depth"
         assert health.notes == [], health.notes
+        # who sent what, from the apiserver's audit log over the same window
+        assert step.window["opened_at"] < step.window["closed_at"]
+        rows = step.audit.requests
+        clients = {row.client for row in rows}
+        assert {"k8s-loadtest/pod_churn", "kwok", "kube-scheduler", "k8s-loadtest/list_pollers"} <= clients, clients
+        audited_creates = sum(r.count for r in rows if r.client == "k8s-loadtest/pod_churn"
+                              and r.verb == "POST" and r.resource == "pods")
+        assert abs(audited_creates - client_creates) <= 0.05 * client_creates, (audited_creates, client_creates)
+        assert step.audit.unreadable == 0 and step.audit.notes == []
+    # the controller-manager's controllers are told apart (each acts in some step, not necessarily in every one)
+    audited = {row.client for step in run.steps for row in step.audit.requests}
+    assert any(c.startswith("kube-controller-manager (") for c in audited), audited
+    # the kept /metrics pages give back every server-side figure
+    recorded = {step.index: (step.server, step.requests_by_code, step.etcd) for step in run.steps}
+    rebuilt = loadtest("report", "--recompute", str(out))
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    for step in results.load(out).steps:
+        assert (step.server, step.requests_by_code, step.etcd) == recorded[step.index]
     # nothing secret lands in the results folder
     for path in out.rglob("*"):
         if path.is_file() and path.suffix in (".json", ".html", ".xml", ".csv", ".log"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import psutil
@@ -30,8 +31,14 @@ def test_two_workers_share_the_load_and_both_are_counted(control_plane: TargetIn
         assert gen.wait_spawned(90)
         cmdlines = [" ".join(psutil.Process(p).cmdline()) for p in pids]
         assert sum(" --worker" in c for c in cmdlines) == 2 and sum(" --master " in c for c in cmdlines) == 1
-        gen.open_window()  # as the runner does: the master restarts its statistics and ends the run 15 s later
-        outcome = gen.wait(timeout=150)
+        gen.open_window()  # as the runner does: the master restarts its statistics ...
+        window_ends = time.monotonic() + 15
+        while time.monotonic() < window_ends:  # ... the load runs through the 15 s window ...
+            assert gen.running()
+            time.sleep(0.5)
+        gen.close_window()  # ... and the figures are taken from every worker before any user stops
+        outcome = gen.wait(timeout=60)
+        assert gen.stats_path().name.endswith("_window_stats.csv")
     finally:
         gen.stop()
     creates = next(c for c in outcome.client if c.name == "POST pods")

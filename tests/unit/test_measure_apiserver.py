@@ -48,7 +48,11 @@ class TestServerLatency:
         post = found[("POST", "pods", "", "resource")]
         # step delta: 150 <= 0.05, 40 in (0.05, 0.1], 8 in (0.1, 0.2], 2 in (0.2, 0.4]
         assert post.count == 200
-        assert post.p50 == pytest.approx(0.05 * 100 / 150)
+        # the median sits in the first bucket: all the histogram says is "under 50 ms", not 33.3 ms
+        assert post.p50 == pytest.approx(0.05) and post.bounds == {"p50": "<"}
+        # the finer-bucketed histogram of the same requests does say more (its buckets: 5 ms, 25 ms, 50 ms)
+        assert post.finer["metric"] == "apiserver_request_duration_seconds" and post.finer["bounds"] == {}
+        assert 0.025 < post.finer["p50"] < 0.05
         assert post.p90 == pytest.approx(0.05 + 0.05 * 30 / 40)
         assert post.p99 == pytest.approx(0.1 + 0.1 * 8 / 8)
         listing = found[("LIST", "pods", "", "namespace")]
@@ -64,6 +68,7 @@ class TestServerLatency:
         assert events.p50 == pytest.approx(45 + 15 * 1 / 2)
         assert events.p90 == 60.0
         assert events.p99 == 60.0
+        assert events.bounds == {"p90": ">", "p99": ">"}  # "over 60 s": the rank fell in the +Inf bucket
 
     def test_falls_back_to_the_full_duration_histogram(self, start: Snapshot, end: Snapshot) -> None:
         def without_sli(snap: Snapshot) -> Snapshot:

@@ -42,6 +42,10 @@ def test_defaults_are_filled_in() -> None:
         ({"gate": "yes"}, "t.yaml: gate: must be true or false"),
         ({"compare": {"latency": 10}}, "t.yaml: compare.latency: unknown field"),
         ({"compare": {"latency_pct": "ten"}}, "t.yaml: compare.latency_pct: must be a number >= 0"),
+        ({"project_to": ["many"]}, "t.yaml: project_to[0]: must be a whole number of nodes (got 'many')"),
+        ({"project_to": [2]}, "t.yaml: project_to[0]: 2 nodes is not beyond the measured range"),
+        ({"audit": {"enabled": "yes"}}, "t.yaml: audit.enabled: must be true or false"),
+        ({"audit": {"path": "/tmp"}}, "t.yaml: audit.path: unknown field"),
     ],
 )
 def test_bad_plans_name_the_field(change: dict, message: str) -> None:

@@ -1,0 +1,198 @@
+"""Who sent which request: the apiserver's audit log, read over a step's measured window.
+
+Every audited request is attributed to a client, named from its user agent (the harness's own parts send
+`k8s-loadtest/<part>`; kube components send `kube-scheduler/v1.37.2 (...)`), with the controller's service
+account beside kube-controller-manager (it uses one per controller). Per step, the requests are summed per
+client, verb, resource and scope (count, apiserver seconds, p99, response codes), the slowest are kept one by
+one, and the report derives the rest (top clients, who made an SLO verdict's samples).
+
+The log rotates (size-bounded): the reader remembers where the window opened (the file's inode and offset)
+and reads on across a rotation. Only events whose request arrived inside the window count.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from loadtests.results import AuditRequest, AuditRow, AuditSummary
+
+# audit verbs -> the verbs the apiserver's request metrics use (and the SLO verdicts with them)
+METRIC_VERBS = {"get": "GET", "list": "LIST", "watch": "WATCH", "create": "POST", "update": "PUT",
+                "patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETE"}
+SLOWEST_KEPT = 15
+_SERVICE_ACCOUNT = "system:serviceaccount:kube-system:"
+
+
+def client_of(user_agent: str, username: str) -> str:
+    """A client's name from its user agent: the product (`kube-scheduler`), or the harness's part
+    (`k8s-loadtest/pod_churn`); kube-controller-manager's controllers are told apart by service account."""
+    agent = user_agent.strip()
+    if not agent:
+        return f"(no user agent) {username}".strip()
+    product = agent.split(" ", 1)[0]
+    name, _, version = product.partition("/")
+    if name == "k8s-loadtest":
+        return product  # k8s-loadtest/<part>
+    if name == "kube-controller-manager" and username.startswith(_SERVICE_ACCOUNT):
+        return f"{name} ({username.removeprefix(_SERVICE_ACCOUNT)})"
+    return name or agent
+
+
+def scope_of(verb: str, namespace: str, name: str) -> str:
+    """The scope label the apiserver's request metrics give: a create counts as a single object; a LIST or
+    WATCH of one name (fieldSelector=metadata.name=...) still as its collection, though the audit names it."""
+    if verb == "create" or (name and verb not in ("list", "watch")):
+        return "resource"
+    return "namespace" if namespace else "cluster"
+
+
+def _timestamp(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+@dataclass
+class _Cursor:
+    """Where the window opened in the log: the file (by inode, which a rotation keeps, and its first bytes,
+    since a new file may reuse a removed one's inode) and the offset."""
+
+    inode: int | None
+    offset: int
+    head: bytes = b""
+
+    def is_file(self, path: Path, inode: int) -> bool:
+        if inode != self.inode:
+            return False
+        try:
+            with path.open("rb") as handle:
+                return handle.read(len(self.head)) == self.head
+        except FileNotFoundError:
+            return False
+
+
+@dataclass
+class _Tally:
+    count: int = 0
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    codes: Counter[str] = field(default_factory=Counter)
+
+
+def _p99(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered), max(1, -(-99 * len(ordered) // 100))) - 1]
+
+
+class AuditReader:
+    """start() where the window opens, gather() when it closes: the step's requests by client."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+        self._cursor = _Cursor(None, 0)
+
+    def start(self) -> None:
+        try:
+            with self.log_path.open("rb") as handle:
+                stat = os.fstat(handle.fileno())
+                self._cursor = _Cursor(stat.st_ino, stat.st_size, handle.read(min(stat.st_size, 256)))
+        except FileNotFoundError:  # nothing audited yet: every file the window sees is new
+            self._cursor = _Cursor(None, 0)
+
+    def _files(self) -> tuple[list[tuple[Path, int]], bool]:
+        """The log's files to read, oldest first, each with the offset to read from; and whether the file
+        the window opened in was rotated away (then every file left is read, and the counts are partial)."""
+        found: list[tuple[bool, str, Path, int]] = []
+        for path in self.log_path.parent.glob(f"{self.log_path.stem}*{self.log_path.suffix}"):
+            try:
+                inode = path.stat().st_ino
+            except FileNotFoundError:
+                continue
+            # rotated files carry their rotation time in their name (audit-2026-11-30T12-00-02.000.log),
+            # so names sort them; the live file comes last
+            found.append((path == self.log_path, path.name, path, inode))
+        found.sort(key=lambda item: item[:2])
+        start = next((i for i, item in enumerate(found) if self._cursor.is_file(item[2], item[3])), None)
+        if start is None:
+            return [(item[2], 0) for item in found], self._cursor.inode is not None
+        return [(found[start][2], self._cursor.offset)] + [(item[2], 0) for item in found[start + 1:]], False
+
+    def _events(self, files: list[tuple[Path, int]]) -> Iterator[dict]:
+        for path, offset in files:
+            try:
+                with path.open("rb") as handle:
+                    handle.seek(offset)
+                    for line in handle:
+                        if line.endswith(b"\n"):
+                            try:
+                                yield json.loads(line)
+                            except ValueError:
+                                continue
+            except FileNotFoundError:  # rotated away while reading
+                continue
+
+    def gather(self, opened: float, closed: float) -> AuditSummary:
+        """Sum the requests that arrived between `opened` and `closed` (epoch seconds) by client, verb,
+        resource and scope; a watch counts once, when it started, and its duration is not a latency."""
+        tallies: dict[tuple[str, str, str, str, str], _Tally] = {}
+        slowest: list[tuple[float, int, AuditRequest]] = []
+        summary = AuditSummary(source=f"apiserver audit log ({self.log_path.name}, Metadata level)")
+        files, lost = self._files()
+        if lost:
+            summary.notes.append("the audit log rotated past the window's start, so its first requests are "
+                                 "missing; raise audit.max_size_mb or audit.max_backups in the plan")
+        for number, event in enumerate(self._events(files)):
+            stage = event.get("stage")
+            verb = event.get("verb", "")
+            watch = verb == "watch"
+            if stage not in ("ResponseComplete", "Panic") and not (watch and stage == "ResponseStarted"):
+                continue
+            if watch and stage == "ResponseComplete":
+                continue  # counted when it started; its duration is the watch's life, not a latency
+            try:
+                received = _timestamp(event["requestReceivedTimestamp"])
+                finished = _timestamp(event["stageTimestamp"])
+            except (KeyError, ValueError):
+                summary.unreadable += 1
+                continue
+            if not opened <= received <= closed:
+                continue
+            ref = event.get("objectRef") or {}
+            user = event.get("user") or {}
+            client = client_of(event.get("userAgent", ""), user.get("username", ""))
+            resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+            scope = scope_of(verb, ref.get("namespace", ""), ref.get("name", ""))
+            key = (client, METRIC_VERBS.get(verb, verb.upper()), resource, scope, ref.get("apiGroup", ""))
+            tally = tallies.setdefault(key, _Tally())
+            code = str((event.get("responseStatus") or {}).get("code", ""))
+            tally.count += 1
+            tally.codes[code] += 1
+            summary.events += 1
+            if watch:
+                continue
+            latency = max(0.0, finished - received)
+            tally.seconds += latency
+            tally.latencies.append(latency)
+            request = AuditRequest(client=client, verb=key[1], resource=resource,
+                                   namespace=ref.get("namespace", ""), name=ref.get("name", ""),
+                                   latency_s=round(latency, 6), code=code, at_s=round(received - opened, 3),
+                                   user=user.get("username", ""))
+            entry = (latency, number, request)
+            if len(slowest) < SLOWEST_KEPT:
+                heapq.heappush(slowest, entry)
+            elif latency > slowest[0][0]:
+                heapq.heapreplace(slowest, entry)
+        summary.requests = sorted(
+            (AuditRow(client=k[0], verb=k[1], resource=k[2], scope=k[3], group=k[4], count=t.count,
+                      apiserver_s=round(t.seconds, 6), p99_s=_p99(t.latencies), codes=dict(t.codes))
+             for k, t in tallies.items()),
+            key=lambda row: (-row.apiserver_s, -row.count))
+        summary.slowest = [request for _, _, request in sorted(slowest, key=lambda e: -e[0])]
+        return summary

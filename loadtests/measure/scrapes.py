@@ -1,0 +1,68 @@
+"""The raw /metrics pages that open and close a step's window, kept with the results (gzip), so every
+server-side figure of the step can be recomputed from them, on any machine: `loadtest report --recompute`.
+
+Kept: the apiserver's and etcd's pages at the window's start and end (the sources of server latency,
+requests by code, apiserver gauges and counters, objects in storage and etcd figures). Not recomputable from
+them: `server_requests` (the probes' own requests are taken off at run time) and the cluster-health time
+series (sampled through the window, not at its ends).
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+from loadtests.measure import apiserver, etcd
+from loadtests.measure.prometheus import Snapshot
+from loadtests.results import StepResult
+
+SCRAPES_DIR = "metrics"
+SOURCES = ("apiserver", "etcd")
+ENDS = ("start", "end")
+
+
+def step_folder(run_folder: Path, index: int) -> Path:
+    """Where a step's files live in the run folder (Locust's CSVs too)."""
+    return run_folder / f"step-{index + 1}"
+
+
+def scrape_path(folder: Path, source: str, end: str) -> Path:
+    return folder / SCRAPES_DIR / f"{source}-{end}.prom.gz"
+
+
+def save_scrapes(folder: Path, pages: dict[tuple[str, str], Snapshot | None]) -> None:
+    """Write each (source, end) page that was scraped; a missing scrape leaves no file."""
+    (folder / SCRAPES_DIR).mkdir(parents=True, exist_ok=True)
+    for (source, end), snapshot in pages.items():
+        if snapshot is not None and snapshot.text:
+            scrape_path(folder, source, end).write_bytes(gzip.compress(snapshot.text.encode(), compresslevel=6))
+
+
+def load_scrape(folder: Path, source: str, end: str) -> Snapshot | None:
+    path = scrape_path(folder, source, end)
+    if not path.exists():
+        return None
+    families = apiserver.FAMILIES if source == "apiserver" else etcd.FAMILIES
+    return Snapshot.parse(gzip.decompress(path.read_bytes()).decode(), families=families)
+
+
+def recompute(step: StepResult, folder: Path) -> list[str]:
+    """Recompute the step's server-side figures from its kept pages, in place; the figures that could not be
+    (their page was not kept), named."""
+    missing = []
+    start, end = load_scrape(folder, "apiserver", "start"), load_scrape(folder, "apiserver", "end")
+    if end is None:
+        missing.append(f"step {step.index + 1}: no apiserver end page kept: server figures left as recorded")
+    else:
+        step.server = apiserver.server_latencies(start, end)
+        step.requests_by_code = apiserver.requests_by_code(start, end)
+        step.apiserver = apiserver.apiserver_scalars(start, end)
+        step.storage_objects = apiserver.storage_objects(end)
+    etcd_start, etcd_end = load_scrape(folder, "etcd", "start"), load_scrape(folder, "etcd", "end")
+    if etcd_end is not None:
+        step.etcd = etcd.etcd_stats(etcd_start, etcd_end)
+    elif end is not None and step.etcd.source == etcd.SOURCE_APISERVER:
+        step.etcd = etcd.etcd_stats_from_apiserver(end)
+    else:
+        missing.append(f"step {step.index + 1}: no etcd end page kept: etcd figures left as recorded")
+    return missing
