@@ -6,10 +6,16 @@ in base units (seconds, bytes, percent of a core, counts) and are scaled here to
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadtests.report.figures import CHARTS, Chart, HealthLine, HealthRow, Series
+
+if TYPE_CHECKING:
+    from loadtests.report.projection import Projection
+    from loadtests.report.stats import Summary
 
 # Colour-blind-safe palette (Okabe-Ito, then Tableau), assigned per chart by series name, so A and B match.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
@@ -39,12 +45,27 @@ class Line:
     dash: str = "solid"
     pattern: str = ""  # bar fill pattern, for run B in grouped bars
     group: str = ""
+    # per step, the values of several runs whose median the series holds: drawn as min-max error bars
+    spread: list[Summary | None] | None = None
 
 
 def colours(names: list[str]) -> dict[str, str]:
     """A stable colour per series name, in first-seen order."""
     unique = list(dict.fromkeys(names))
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(unique)}
+
+
+def _error_bars(line: Line, factor: float, hover: str) -> tuple[dict[str, Any], str]:
+    """A line's min-max error bars and their hover text (median, min-max, n), when it has a spread."""
+    if line.spread is None:
+        return {}, hover
+    found = [(s.median, s.low, s.high, s.n) if s is not None else (0.0, 0.0, 0.0, 0) for s in line.spread]
+    low_text, high_text = hover.replace("%{y", "%{customdata[0]"), hover.replace("%{y", "%{customdata[1]")
+    bars = {"error_y": {"type": "data", "symmetric": False, "color": line.colour, "thickness": 1.5, "width": 5,
+                        "array": [(high - median) * factor for median, _, high, _ in found],
+                        "arrayminus": [(median - low) * factor for median, low, _, _ in found]},
+            "customdata": [[low * factor, high * factor, n] for _, low, high, n in found]}
+    return bars, f"median {hover}<br>min {low_text} – max {high_text} (n=%{{customdata[2]}})"
 
 
 def _trace(chart: Chart, line: Line) -> dict[str, Any]:
@@ -54,16 +75,17 @@ def _trace(chart: Chart, line: Line) -> dict[str, Any]:
     if line.series.slo_line:
         return {"type": "scatter", "mode": "lines", "x": x, "y": y, "name": line.label,
                 "line": {"color": SLO_COLOUR, "dash": "dash", "width": 2}, "hoverinfo": "skip"}
+    bars, hover = _error_bars(line, factor, hover)
     if chart.kind == "bar":
         bar = {"type": "bar", "x": categories, "y": y, "name": line.label, "legendgroup": line.group or line.label,
-               "marker": {"color": line.colour}, "hovertemplate": f"{line.label}<br>{hover}<extra></extra>"}
+               "marker": {"color": line.colour}, "hovertemplate": f"{line.label}<br>{hover}<extra></extra>", **bars}
         if line.pattern:
             bar["marker"]["pattern"] = {"shape": line.pattern, "fgcolor": "#ffffff", "solidity": 0.3}
         return bar
     return {"type": "scatter", "mode": "lines+markers", "x": x, "y": y, "name": line.label,
             "legendgroup": line.group or line.label, "connectgaps": False,
             "line": {"color": line.colour, "dash": line.dash, "width": 2}, "marker": {"size": 7},
-            "hovertemplate": f"{line.label}<br>{hover}<br>%{{x}} nodes<extra></extra>"}
+            "hovertemplate": f"{line.label}<br>{hover}<br>%{{x}} nodes<extra></extra>", **bars}
 
 
 _AXIS = {"gridcolor": "#e4e7eb", "linecolor": "#9aa5b1", "automargin": True}
@@ -82,7 +104,6 @@ def _y_axis(label: str, log_y: bool) -> dict[str, Any]:
 
 def figure(chart: Chart, lines: list[Line]) -> dict[str, Any]:
     """One chart: measurements against nodes (or grouped bars per step), with its title and source."""
-    _, axis_label, _ = DISPLAY[chart.unit]
     nodes = [n for line in lines for n in line.x]
     if chart.kind == "bar":
         xaxis = {"type": "category"}
@@ -90,7 +111,13 @@ def figure(chart: Chart, lines: list[Line]) -> dict[str, Any]:
         ticks = sorted(set(nodes))
         xaxis = {"tickmode": "array", "tickvals": ticks, "ticktext": [f"{n:,} nodes" for n in ticks],
                  "zeroline": False}
-    layout = {
+    return {"data": [_trace(chart, line) for line in lines], "layout": _layout(chart, xaxis), "config": _CONFIG}
+
+
+def _layout(chart: Chart, xaxis: dict[str, Any]) -> dict[str, Any]:
+    """The layout every chart against nodes shares: its x axis, the chart's y axis, the legend below."""
+    _, axis_label, _ = DISPLAY[chart.unit]
+    return {
         **_page_style(),
         "margin": {"l": 64, "r": 16, "t": 12, "b": 36},
         "height": 340,
@@ -99,7 +126,69 @@ def figure(chart: Chart, lines: list[Line]) -> dict[str, Any]:
         "legend": {"orientation": "h", "yanchor": "top", "y": -0.12, "x": 0, "font": {"size": 11}},
         "barmode": "group",
     }
-    return {"data": [_trace(chart, line) for line in lines], "layout": layout, "config": _CONFIG}
+
+
+BAND_OPACITY = 0.14
+
+
+def _rgba(colour: str, alpha: float) -> str:
+    red, green, blue = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({red},{green},{blue},{alpha})"
+
+
+def projection_figure(chart: Chart, projections: Sequence[Projection], targets: list[int]) -> dict[str, Any]:
+    """Projected figures of one chart against nodes: the measured points as markers, the fit over
+    the measured range solid, its extrapolation to the largest target dashed, the 95 % prediction band filled,
+    the projected value at each target as an open diamond, and the chart's SLO line where it has one."""
+    factor, _, hover = DISPLAY[chart.unit]
+    as_line = dataclasses.replace(chart, kind="line")
+    palette = colours([p.series.name for p in projections])
+    measured = sorted({n for p in projections for n in p.x})
+    start, end = measured[0], max([measured[-1], *targets])
+
+    def scaled(values: list[float]) -> list[float]:
+        return [v * factor for v in values]
+
+    data: list[dict[str, Any]] = []
+    for p in projections:
+        colour, name = palette[p.series.name], p.series.name
+        common = {"type": "scatter", "legendgroup": name, "showlegend": False}
+        band_x, low, high = p.band(start, end)
+        if chart.log_y:  # a log axis has no 0: the band's open bottom is drawn at a tenth of the smallest value
+            floor = min(v for v in [*p.y, *high] if v > 0) / 10 if any(v > 0 for v in p.y) else 1e-12
+            low = [max(v, floor) for v in low]
+        data.append({**common, "mode": "lines", "x": band_x + band_x[::-1], "y": scaled(high + low[::-1]),
+                     "name": f"{name} · 95 % band", "fill": "toself", "fillcolor": _rgba(colour, BAND_OPACITY),
+                     "line": {"width": 0, "color": colour}, "hoverinfo": "skip"})
+        fit_x, fit_y = p.curve(min(p.x), max(p.x))
+        data.append({**common, "mode": "lines", "x": fit_x, "y": scaled(fit_y), "name": f"{name} · fit",
+                     "line": {"color": colour, "width": 2}, "hoverinfo": "skip"})
+        if p.targets:
+            ext_x, ext_y = p.curve(max(p.x), max(p.targets))
+            data.append({**common, "mode": "lines", "x": ext_x, "y": scaled(ext_y), "name": f"{name} · projection",
+                         "line": {"color": colour, "width": 2, "dash": "dash"}, "hoverinfo": "skip"})
+            at = hover.replace("%{y", "%{customdata[0]")
+            low_text, high_text = hover.replace("%{y", "%{customdata[1]"), hover.replace("%{y", "%{customdata[2]")
+            data.append({**common, "mode": "markers", "x": p.targets, "y": scaled(p.values),
+                         "name": f"{name} · projected",
+                         "customdata": [[v * factor, lo * factor, hi * factor]
+                                        for v, lo, hi in zip(p.values, p.low, p.high, strict=True)],
+                         "marker": {"color": colour, "size": 10, "symbol": "diamond-open", "line": {"width": 2}},
+                         "hovertemplate": f"{name} projected<br>{at} (95 %: {low_text} – {high_text})"
+                                          "<br>%{x:,} nodes<extra></extra>"})
+        points = _trace(as_line, Line(Series(chart.id, name, list(p.y)), name, colour, p.x, []))
+        data.append({**points, "mode": "markers", "marker": {"size": 8, "color": colour}})
+    for threshold in sorted({p.threshold for p in projections if p.threshold is not None}):
+        slo = Series(chart.id, f"SLO {threshold:g} s", [threshold, threshold], slo_line=True)
+        data.append(_trace(as_line, Line(slo, slo.name, SLO_COLOUR, [start, end], [])))
+    xaxis = {"tickformat": ",", "title": {"text": "nodes (dotted: projection targets)", "standoff": 4},
+             "zeroline": False, "rangemode": "tozero"}
+    layout = _layout(chart, xaxis)
+    layout["shapes"] = [{"type": "line", "xref": "x", "yref": "paper", "x0": t, "x1": t, "y0": 0, "y1": 1,
+                         "line": {"color": "#9aa5b1", "width": 1, "dash": "dot"}} for t in targets]
+    layout["legend"] = {**layout["legend"], "y": -0.2}
+    layout["height"] = 370
+    return {"data": data, "layout": layout, "config": _CONFIG}
 
 
 HEALTH_ROW_PX, HEALTH_GAP = 165, 0.05
@@ -165,15 +254,18 @@ def panels(groups: dict[str, list[Line]], sources: dict[str, str] | None = None)
 
 
 def run_panels(all_series: list[Series], nodes: list[int], step_labels: list[str],
-               sources: dict[str, str] | None = None) -> list[Panel]:
-    """The charts of one run, colours assigned per chart."""
+               sources: dict[str, str] | None = None,
+               spreads: dict[str, list[Summary | None]] | None = None) -> list[Panel]:
+    """The charts of one run, colours assigned per chart; or of several runs drawn as their medians, when
+    `spreads` holds each series' values per step (by Series.key) for min-max error bars."""
     by_chart: dict[str, list[Series]] = {}
     for s in all_series:
         by_chart.setdefault(s.chart, []).append(s)
     groups = {}
     for chart, members in by_chart.items():
         palette = colours([s.name for s in members if not s.slo_line])
-        groups[chart] = [Line(s, s.name, palette.get(s.name, SLO_COLOUR), nodes, step_labels) for s in members]
+        groups[chart] = [Line(s, s.name, palette.get(s.name, SLO_COLOUR), nodes, step_labels,
+                              spread=(spreads or {}).get(s.key)) for s in members]
     return panels(groups, sources)
 
 

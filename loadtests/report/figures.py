@@ -64,15 +64,24 @@ CHARTS: dict[str, Chart] = {c.id: c for c in (
           "s"),
     Chart("etcd_size", "etcd", "etcd database size",
           "etcd · etcd_mvcc_db_total_size_in_bytes, etcd_mvcc_db_total_size_in_use_in_bytes", "bytes"),
+    Chart("etcd_keys", "etcd", "etcd keys", "etcd · etcd_debugging_mvcc_keys_total (end of step)", "count"),
     Chart("apiserver_memory", "kube-apiserver", "kube-apiserver memory",
           "process · RSS (psutil, max over the step); apiserver · Go heap in use", "bytes"),
     Chart("cpu", "CPU", "CPU per component (100 % = one core)", "process · psutil, average over the step", "%",
           kind="bar"),
     Chart("errors", "responses", "Throttled (429) and server-error (5xx) responses",
           "apiserver · apiserver_request_total (delta over the step)", "count"),
-    Chart("storage_objects", "stored", "Objects in storage", "apiserver · apiserver_storage_objects (end of step)",
+    Chart("storage_objects", "stored", "Objects in storage",
+          "LIST limit=1 per resource at the window's close (items + remainingItemCount); older runs: "
+          "apiserver · apiserver_storage_objects (end of step, refreshed lazily)",
           "count"),
 )}
+
+
+def _objects(step: StepResult) -> dict[str, float]:
+    """Objects per resource: counted exactly at the window's close where the step did, else the apiserver's
+    gauge (older results)."""
+    return dict(step.objects) if step.objects else step.storage_objects
 
 
 def _per_step(run: RunResult, read: Callable[[StepResult], float | None]) -> list[float | None]:
@@ -181,6 +190,7 @@ def series(run: RunResult) -> list[Series]:
     found += [
         Series("etcd_size", "DB size (total)", _per_step(run, lambda s: s.etcd.db_size_bytes), rule="memory"),
         Series("etcd_size", "DB size (in use)", _per_step(run, lambda s: s.etcd.db_size_in_use_bytes)),
+        Series("etcd_keys", "keys", _per_step(run, lambda s: s.etcd.keys_total)),
     ]
     found += _memory_series(run)
     found += [
@@ -194,8 +204,8 @@ def series(run: RunResult) -> list[Series]:
         Series("errors", "5xx server errors", _per_step(run, lambda s: _code_sum(s, lambda c: c.startswith("5"))),
                rule="errors_5xx"),
     ]
-    resources = sorted({r for step in run.steps for r in step.storage_objects})
-    found += [Series("storage_objects", r, _per_step(run, lambda s, r=r: s.storage_objects.get(r)))
+    resources = sorted({r for step in run.steps for r in _objects(step)})
+    found += [Series("storage_objects", r, _per_step(run, lambda s, r=r: _objects(s).get(r)))
               for r in resources]
     order = list(CHARTS)
     kept = [s for s in found if any(v is not None for v in s.values)]

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from loadtests.report import charts, figures, junit, page
+from loadtests.report import audit, charts, figures, junit, page, projection
 from loadtests.report.health import HealthCell, health_cells, health_details, health_panel, health_warnings
 from loadtests.report.redact import REDACTED_NOTE, redact
 from loadtests.report.slo import Verdict, classify, resource_label, thresholds, verdicts
@@ -43,17 +43,18 @@ class StepView:
     """A step with what the template needs beside the raw result: verdict per server entry, warnings."""
 
     step: StepResult
-    server_rows: list[tuple[Any, str, Verdict | None]]
+    server_rows: list[tuple[Any, str, Verdict | None, audit.Clients | None]]  # entry, label, verdict, clients
     warnings: list[StepWarning]
     codes: list[tuple[str, int, str]]  # code, count, css class
     pod_startup_verdict: Verdict | None
     ramp: dict[str, Any] = field(default_factory=dict)
     apiserver_rows: list[tuple[str, str]] = field(default_factory=list)
-    storage_rows: list[tuple[str, str]] = field(default_factory=list)
-    count_rows: list[tuple[str, int, int]] = field(default_factory=list)  # request, client, apiserver
+    storage_rows: list[tuple[str, str, str]] = field(default_factory=list)  # resource, counted, gauge
+    count_rows: list[tuple[str, int, int, str]] = field(default_factory=list)  # request, client, apiserver, origins
     health_cells: list[HealthCell] = field(default_factory=list)  # empty: no health recorded
     health_details: list[str] = field(default_factory=list)
     health_panel: charts.Panel | None = None
+    client_costs: list[audit.ClientCost] = field(default_factory=list)  # empty: no audit log read
 
 
 def step_warnings(step: StepResult) -> list[StepWarning]:
@@ -110,14 +111,22 @@ def _gauge(name: str, value: Any) -> str:
     return page.number(value)
 
 
-def count_rows(step: StepResult) -> list[tuple[str, int, int]]:
+def count_rows(step: StepResult) -> list[tuple[str, int, int, str]]:
     """Each verb+resource the load sent: the client's count (all its request kinds of that verb+resource,
-    e.g. "LIST pods (rv=0)" and "LIST pods (informer, rv=0)") beside the apiserver's."""
+    e.g. "LIST pods (rv=0)" and "LIST pods (informer, rv=0)") beside the apiserver's, and where the audit log
+    says the apiserver's came from."""
     rows = []
     for key, server in sorted(step.server_requests.items()):
         client = sum(c.count for c in step.client if c.name == key or c.name.startswith(key + " "))
-        rows.append((key, client, server))
+        rows.append((key, client, server, audit.origins(step, key)))
     return rows
+
+
+def object_rows(step: StepResult) -> list[tuple[str, str, str]]:
+    """Objects per resource: counted at the window's close (exact) beside the apiserver's lazily refreshed gauge."""
+    names = set(step.objects) | set(step.storage_objects)
+    ordered = sorted(names, key=lambda k: (-(step.objects.get(k) or step.storage_objects.get(k) or 0), k))
+    return [(k, page.number(step.objects.get(k)), page.number(step.storage_objects.get(k))) for k in ordered]
 
 
 def step_view(step: StepResult, step_verdicts: list[Verdict]) -> StepView:
@@ -125,17 +134,18 @@ def step_view(step: StepResult, step_verdicts: list[Verdict]) -> StepView:
     rows = []
     for entry in step.server:
         kind = classify(entry)
-        rows.append((entry, resource_label(entry), by_slo.get(kind[0]) if kind else None))
+        rows.append((entry, resource_label(entry), by_slo.get(kind[0]) if kind else None,
+                     audit.clients_of(step, entry)))
     codes = sorted(((str(c), n, _code_class(str(c))) for c, n in step.requests_by_code.items()),
                    key=lambda row: row[0])
     return StepView(step=step, server_rows=rows, warnings=step_warnings(step), codes=codes,
                     pod_startup_verdict=by_slo.get("pod startup"), ramp=dict(step.ramp),
                     apiserver_rows=[(k, _gauge(k, v)) for k, v in sorted(step.apiserver.items())],
-                    storage_rows=[(k, page.number(v)) for k, v in sorted(step.storage_objects.items(),
-                                                                         key=lambda kv: (-(kv[1] or 0), kv[0]))],
+                    storage_rows=object_rows(step),
                     count_rows=count_rows(step),
                     health_cells=health_cells(step) if step.health.samples else [],
-                    health_details=health_details(step), health_panel=health_panel(step))
+                    health_details=health_details(step), health_panel=health_panel(step),
+                    client_costs=audit.client_costs(step))
 
 
 def verdict_matrix(run: RunResult, found: list[Verdict]) -> list[tuple[str, str, list[Verdict | None]]]:
@@ -226,6 +236,7 @@ def context(run: RunResult) -> dict[str, Any]:
     labels = [s.name or f"{s.nodes} nodes" for s in run.steps]
     panels = charts.run_panels(figures.series(run), nodes, labels, figures.chart_sources(run)) if run.steps else []
     views = [step_view(step, by_step.get(step.index, [])) for step in run.steps]
+    projected = projection.view(run) if run.steps else None
     return {
         "run": run,
         "digest": run.plan_digest,
@@ -236,8 +247,10 @@ def context(run: RunResult) -> dict[str, Any]:
         "steps": views,
         "warnings": [w for view in views for w in view.warnings],
         "panels": panels,
-        # in page order: the charts section, then each step's health chart in its section
-        "figures": charts.payload(panels + [v.health_panel for v in views if v.health_panel is not None]),
+        "projection": projected,
+        # in page order: the charts section, each step's health chart in its section, then the projections
+        "figures": charts.payload(panels + [v.health_panel for v in views if v.health_panel is not None]
+                                  + (projected["panels"] if projected else [])),
         "scale": " → ".join(f"{n:,}" for n in nodes),
     }
 
@@ -250,9 +263,6 @@ def write_report(run_folder: Path) -> Path:
     """Write run_folder/report.html and run_folder/junit.xml from run_folder/results.json; return the HTML path."""
     run_folder = Path(run_folder)
     run = load(run_folder / RESULTS_FILE)
-    target = run_folder / REPORT_FILE
-    tmp = run_folder / f".{REPORT_FILE}.tmp"
-    tmp.write_text(render(run), encoding="utf-8")
-    tmp.replace(target)
+    target = page.write(run_folder / REPORT_FILE, render(run))
     junit.write_run(run, run_folder / junit.JUNIT_FILE)
     return target

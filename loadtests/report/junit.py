@@ -1,7 +1,7 @@
 """JUnit XML, so CI systems show SLO verdicts and comparisons as test results without reading our JSON.
 
-One writer (`write`) serves both the run report (a suite per step, a case per SLO) and compare (a suite per
-step, a case per compared figure).
+One writer (`write`) serves the run report (a suite per step, a case per SLO), the report of repeated runs (the
+same, a case failing when its SLO failed in any repeat) and compare (a suite per step, a case per compared figure).
 """
 
 from __future__ import annotations
@@ -79,9 +79,17 @@ def write(path: Path, name: str, suites: list[Suite]) -> Path:
     return path
 
 
+def _p99(v: Verdict) -> str:
+    return "n/a" if v.value_s is None else f"{v.value_s:.3f} s"
+
+
+def verdict_text(v: Verdict) -> str:
+    """"p99 0.041 s vs threshold 1 s (700 samples, <source>)", for a case's details."""
+    return f"p99 {_p99(v)} vs threshold {v.threshold_s:g} s ({v.count} samples, {v.source})"
+
+
 def _verdict_case(v: Verdict) -> Case:
-    value = "n/a" if v.value_s is None else f"{v.value_s:.3f} s"
-    text = f"p99 {value} vs threshold {v.threshold_s:g} s ({v.count} samples, {v.source})"
+    value, text = _p99(v), verdict_text(v)
     if v.passed is False:
         return Case(v.step_name, v.slo, failure=f"p99 {value} > threshold {v.threshold_s:g} s", details=text)
     if v.passed is None:
@@ -100,14 +108,19 @@ def run_suites(run: RunResult) -> list[Suite]:
               timestamp=step.started_at, time_s=step.duration_s)
         for step in run.steps
     ]
-    completed = Case("run", "run completed", failure_type="aborted")
+    suites.append(Suite(name="run", cases=[completed_case(run)],
+                        properties={"run_id": run.run_id, "status": run.status}, timestamp=run.started_at))
+    return suites
+
+
+def completed_case(run: RunResult, classname: str = "run", name: str = "run completed") -> Case:
+    """A case failing when the run aborted or never finished."""
+    completed = Case(classname, name, failure_type="aborted")
     if run.status == "aborted":
         completed.failure = run.error or "the run was aborted"
     elif run.status != "complete":
         completed.failure = f"the run did not finish (status {run.status!r})"
-    suites.append(Suite(name="run", cases=[completed], properties={"run_id": run.run_id, "status": run.status},
-                        timestamp=run.started_at))
-    return suites
+    return completed
 
 
 def write_run(run: RunResult, path: Path) -> Path:

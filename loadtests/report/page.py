@@ -39,6 +39,12 @@ def duration(seconds: float | None) -> str:
     return f"{seconds / 60:,.1f} min"
 
 
+def bounded(seconds: float | None, bound: str = "") -> str:
+    """A latency that may be only a bound of a histogram quantile: `< 50.0 ms`, `> 60.00 s`."""
+    shown = duration(seconds)
+    return f"{bound} {shown}" if bound and seconds is not None else shown
+
+
 def millis(ms: float | None) -> str:
     return "—" if ms is None else duration(ms / 1000.0)
 
@@ -80,7 +86,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(duration=duration, millis=millis, size=size, number=number, percent=percent,
+    env.filters.update(duration=duration, bounded=bounded, millis=millis, size=size, number=number, percent=percent,
                        in_unit=in_unit)
     env.globals["plotly_js"] = plotly_js
     return env
@@ -88,3 +94,11 @@ def environment() -> jinja2.Environment:
 
 def render(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context)
+
+
+def write(path: Path, html: str) -> Path:
+    """Write a page whole or not at all: a reader never opens half a report."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(path)
+    return path

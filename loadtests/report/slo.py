@@ -42,6 +42,7 @@ class Verdict:
     passed: bool | None
     source: str
     reason: str = ""  # why not judged, or how it failed, in words
+    bound: str = ""  # "<" or ">": value_s is only a bound of the p99 (the histogram's first or open last bucket)
 
     @property
     def outcome(self) -> str:
@@ -76,16 +77,22 @@ def classify(entry: ServerLatency) -> tuple[str, str, str] | None:
 
 
 def _judge(step: StepResult, slo: str, slo_class: str, value: float | None, threshold: float, count: int,
-           min_samples: float, source: str) -> Verdict:
+           min_samples: float, source: str, bound: str = "") -> Verdict:
     if count < min_samples:
         passed, reason = None, f"not enough samples ({count} < {min_samples:g})"
     elif value is None:
         passed, reason = None, "no p99 recorded"
+    elif (bound == "<" and value > threshold) or (bound == ">" and value < threshold):
+        # a bound on the wrong side of the threshold: the p99 could be either side of it
+        where = "under" if bound == "<" else "over"
+        passed, reason = None, f"p99 {where} {value:g} s says nothing against {threshold:g} s"
     else:
-        passed = value <= threshold
-        reason = "" if passed else f"p99 {value:.3f} s > {threshold:g} s"
+        passed = value <= threshold if bound != ">" else False
+        shown = f"over {value:g} s" if bound == ">" else f"{value:.3f} s"
+        reason = "" if passed else f"p99 {shown} > {threshold:g} s"
     return Verdict(step_index=step.index, step_name=step.name, nodes=step.nodes, slo=slo, slo_class=slo_class,
-                   value_s=value, threshold_s=threshold, count=count, passed=passed, source=source, reason=reason)
+                   value_s=value, threshold_s=threshold, count=count, passed=passed, source=source, reason=reason,
+                   bound=bound)
 
 
 def step_verdicts(step: StepResult, limits: dict[str, Any]) -> list[Verdict]:
@@ -98,7 +105,7 @@ def step_verdicts(step: StepResult, limits: dict[str, Any]) -> list[Verdict]:
             continue
         slo, slo_class, key = kind
         found.append(_judge(step, slo, slo_class, entry.p99, float(limits[key]), entry.count, min_samples,
-                            SERVER_SOURCE))
+                            SERVER_SOURCE, entry.bounds.get("p99", "")))
     startup = step.pod_startup
     found.append(_judge(step, "pod startup", "pod startup", startup.p99, float(limits["pod_startup_p99_s"]),
                         startup.count, min_samples, startup.source or POD_STARTUP_SOURCE))

@@ -48,6 +48,22 @@ def scale_latencies(factor: float) -> Callable[[dict[str, Any]], None]:
     return edit
 
 
+def repeated_run(folder: Path, factors: tuple[float, ...],
+                 edit: Callable[[dict[str, Any]], None] | None = None) -> Path:
+    """The folder of a repeated run as `loadtest run --repeat N` writes it: repeat-1/, repeat-2/, ... each a
+    copy of the sample with every latency multiplied by its factor (and changed by `edit`, when given)."""
+    for k, factor in enumerate(factors, start=1):
+        def repeat(data: dict[str, Any], k: int = k, factor: float = factor) -> None:
+            scale_latencies(factor)(data)
+            data["run_id"] = f"{data['run_id']}-repeat-{k}"
+            if edit is not None:
+                edit(data)
+
+        edited_run(SAMPLE, folder / f"repeat-{k}", repeat)
+    (folder / "report.html").write_text("<html></html>")  # the folder's own report files are not runs
+    return folder
+
+
 def with_health(not_ready_at: int | None = None) -> Callable[[dict[str, Any]], None]:
     """An edit giving every step a recorded health time series (every 5 s over 60 s); the step with index
     `not_ready_at` loses 3 nodes for 20 s, their Leases going unrenewed past the lease duration."""
@@ -102,3 +118,28 @@ def with_health(not_ready_at: int | None = None) -> Callable[[dict[str, Any]], N
             }
 
     return edit
+
+
+def with_audit(data: dict[str, Any]) -> None:
+    """An edit giving every step an audit summary: the list pollers behind most cluster-wide pod LISTs."""
+    for step in data["steps"]:
+        step["audit"] = {
+            "source": "apiserver audit log (audit.log, Metadata level)", "events": 1500, "unreadable": 0,
+            "requests": [
+                {"client": "kwok", "verb": "PUT", "resource": "leases", "scope": "resource",
+                 "group": "coordination.k8s.io", "count": 1000, "apiserver_s": 4.0, "p99_s": 0.01,
+                 "codes": {"200": 1000}},
+                {"client": "k8s-loadtest/list_pollers", "verb": "LIST", "resource": "pods", "scope": "cluster",
+                 "group": "", "count": 60, "apiserver_s": 30.0, "p99_s": 1.2, "codes": {"200": 59, "429": 1}},
+                {"client": "kube-controller-manager (replicaset-controller)", "verb": "LIST", "resource": "pods",
+                 "scope": "cluster", "group": "", "count": 5, "apiserver_s": 0.2, "p99_s": 0.05,
+                 "codes": {"200": 5}},
+                {"client": "k8s-loadtest/pod_churn", "verb": "POST", "resource": "pods", "scope": "resource",
+                 "group": "", "count": 435, "apiserver_s": 2.0, "p99_s": 0.02, "codes": {"201": 435}},
+            ],
+            "slowest": [{"client": "k8s-loadtest/list_pollers", "verb": "LIST", "resource": "pods",
+                         "namespace": "", "name": "", "latency_s": 2.5, "code": "200", "at_s": 12.0,
+                         "user": "admin"}],
+            "notes": [],
+        }
+        step["window"] = {"opened_at": "2026-11-30T12:00:00.000+00:00", "closed_at": "2026-11-30T12:01:00.000+00:00"}

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from loadtests.report import compare, write_report
+from loadtests.report.repeats import write_repeats_report
 from tests.browser import Chromium, Page, find_chromium
-from tests.unit.reportdata import SAMPLE, copy_run, edited_run, scale_latencies, with_health
+from tests.unit.reportdata import SAMPLE, copy_run, edited_run, repeated_run, scale_latencies, with_audit, with_health
 
 pytestmark = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (apt-get install chromium)")
 
@@ -54,7 +55,7 @@ def assert_clean(page: Page) -> None:
 def test_report_draws_every_chart_offline(browser: Chromium, tmp_path: Path) -> None:
     folder = copy_run(SAMPLE, tmp_path / "run")
     page = open_page(browser, write_report(folder))
-    assert assert_charts_drawn(page) == 12
+    assert assert_charts_drawn(page) == 24  # 13 across steps, 11 projections
     assert page.evaluate("document.querySelector('#verdict .label').textContent") == "PASS"
     assert_clean(page)
     shots = os.environ.get("LOADTEST_SCREENSHOT_DIR")
@@ -65,10 +66,26 @@ def test_report_draws_every_chart_offline(browser: Chromium, tmp_path: Path) -> 
 def test_report_with_cluster_health_draws_every_chart_offline(browser: Chromium, tmp_path: Path) -> None:
     folder = edited_run(SAMPLE, tmp_path / "run", with_health(not_ready_at=1))
     page = open_page(browser, write_report(folder))
-    assert assert_charts_drawn(page) == 15  # the 12 across steps, and one over time per step
+    assert assert_charts_drawn(page) == 27  # 13 across steps, one over time per step, 11 projections
     # a health chart stacks its rows on one time axis, each row with its own legend
     assert page.evaluate("document.querySelectorAll('#chart-health_1 g.infolayer > g[class^=legend]').length") == 6
     assert page.evaluate("document.querySelectorAll('#chart-health_1 .cartesianlayer .subplot').length") == 6
+    assert_clean(page)
+
+
+def test_report_with_cpu_bound_projections_draws_them_offline(browser: Chromium, tmp_path: Path) -> None:
+    def busy_machine(data: dict) -> None:
+        with_health()(data)
+        for step in data["steps"]:  # 95 % of the machine's 8 cores at every step
+            step["health"]["summary"]["cpu_machine_avg"] = 760.0
+
+    page = open_page(browser, write_report(edited_run(SAMPLE, tmp_path / "run", busy_machine)))
+    assert_charts_drawn(page)
+    projected = page.evaluate("document.querySelectorAll('div.chart[id^=chart-projection_].js-plotly-plot').length")
+    assert projected == 11
+    # measured dots, fit, extrapolation, band and projected values for p99, and the SLO line
+    assert page.evaluate("document.querySelectorAll('#chart-projection_pod_startup .trace').length") >= 6
+    assert "CPU-bound on this machine" in page.evaluate("document.getElementById('projection-cpu').textContent")
     assert_clean(page)
 
 
@@ -85,6 +102,18 @@ def test_compare_draws_overlaid_charts_offline(browser: Chromium, tmp_path: Path
     assert_clean(page)
 
 
+def test_repeats_report_draws_medians_with_error_bars_offline(browser: Chromium, tmp_path: Path) -> None:
+    folder = repeated_run(tmp_path / "rep", (0.97, 1.0, 1.3))
+    write_report(folder / "repeat-1")
+    page = open_page(browser, write_repeats_report(folder))
+    assert assert_charts_drawn(page) == 13  # every chart of the run report, no projections
+    assert page.evaluate("document.querySelector('#verdict .label').textContent") == "FAIL"
+    # min-max of the repeats drawn around each median
+    assert page.evaluate("document.querySelectorAll('#chart-pod_startup g.errorbar path').length") >= 9
+    assert page.evaluate("document.querySelector('a.repeat-link').getAttribute('href')") == "repeat-1/report.html"
+    assert_clean(page)
+
+
 def test_driver_sees_errors_and_requests(browser: Chromium, tmp_path: Path) -> None:
     """The checks above would be vacuous if the driver missed errors: a page that misbehaves must be caught."""
     bad = tmp_path / "bad.html"
@@ -97,3 +126,19 @@ def test_driver_sees_errors_and_requests(browser: Chromium, tmp_path: Path) -> N
     assert any("drawn badly" in e for e in page.errors)
     assert any("boom" in e for e in page.errors)
     assert "http://127.0.0.1:9/x.png" in page.requests
+
+
+def test_report_with_audit_and_bounds_renders_them_offline(browser: Chromium, tmp_path: Path) -> None:
+    def audited_and_bounded(data: dict) -> None:
+        with_audit(data)
+        for step in data["steps"]:
+            for entry in step["server"]:
+                if entry["verb"] == "POST" and entry["resource"] == "pods":
+                    entry.update(p99=0.05, bounds={"p99": "<"})
+
+    page = open_page(browser, write_report(edited_run(SAMPLE, tmp_path / "run", audited_and_bounded)))
+    assert_charts_drawn(page)
+    text = page.evaluate("document.body.innerText")
+    assert "< 50.0 ms" in text and "Who is expensive" in text
+    assert "k8s-loadtest/list_pollers 92 %" in text
+    assert_clean(page)

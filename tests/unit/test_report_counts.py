@@ -16,4 +16,4 @@ def test_client_kinds_of_one_verb_and_resource_are_added_up() -> None:
                       client=[_stat("LIST pods (rv=0)", 40), _stat("LIST pods (informer, rv=0)", 2),
                               _stat("POST pods", 80), _stat("POST podsx", 5)],
                       server_requests={"LIST pods": 42, "POST pods": 82})
-    assert count_rows(step) == [("LIST pods", 42, 42), ("POST pods", 80, 82)]
+    assert count_rows(step) == [("LIST pods", 42, 42, ""), ("POST pods", 80, 82, "")]

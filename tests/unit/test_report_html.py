@@ -10,7 +10,7 @@ import pytest
 
 from loadtests.report import write_report
 from loadtests.report.redact import redact
-from tests.unit.reportdata import ABORTED, SAMPLE, copy_run, edited_run
+from tests.unit.reportdata import ABORTED, SAMPLE, copy_run, edited_run, with_audit
 
 
 def report_of(folder: Path) -> str:
@@ -35,7 +35,8 @@ def test_page_is_self_contained(sample_html: str) -> None:
 
 def test_every_chart_has_a_figure(sample_html: str) -> None:
     divs = re.findall(r'<div class="chart" id="(chart-[a-z0-9_]+)"></div>', sample_html)
-    assert len(divs) == 12
+    assert len([d for d in divs if not d.startswith("chart-projection")]) == 13
+    assert len([d for d in divs if d.startswith("chart-projection")]) == 11  # one per projected chart
     payload = re.search(r"var figures = (\[.*?\]);\n", sample_html, flags=re.DOTALL).group(1)
     figures = json.loads(payload)
     assert [f["id"] for f in figures] == divs
@@ -129,3 +130,30 @@ def test_recorded_cpu_bound_note_is_not_repeated(tmp_path: Path) -> None:
     html = report_of(edited_run(SAMPLE, tmp_path / "run", noted))
     assert html.count("load generator CPU-bound") == 2  # the note, at the top and in its step; no measured copy
     assert "93 % of a core each" not in html
+
+
+def test_who_is_expensive_from_the_audit_log(tmp_path: Path) -> None:
+    html = write_report(edited_run(SAMPLE, tmp_path / "r", with_audit)).read_text()
+    section = html[html.index("Who is expensive"):]
+    rows = re.findall(r"<tr><td>([^<]+)</td><td class=\"n\">", section[:section.index("</table>")])
+    assert rows[:2] == ["k8s-loadtest/list_pollers", "kwok"], rows  # by apiserver time, not by count
+    # the cluster-wide pod LIST row says whose requests it covers
+    assert "k8s-loadtest/list_pollers 92 %, kube-controller-manager (replicaset-controller) 8 %" in html
+    assert "2026-11-30T12:00:00.000+00:00 to 2026-11-30T12:01:00.000+00:00 (UTC)" in html
+
+
+def test_without_an_audit_log_the_report_says_so(sample_html: str) -> None:
+    assert "No audit log was read for this step" in sample_html
+    assert "whose requests (audit log)" not in sample_html
+
+
+def test_first_bucket_quantiles_are_shown_as_bounds(tmp_path: Path) -> None:
+    def first_bucket(data: dict) -> None:
+        for step in data["steps"]:
+            for entry in step["server"]:
+                if entry["verb"] == "POST" and entry["resource"] == "pods":
+                    entry.update(p99=0.05, bounds={"p99": "<"})
+
+    html = write_report(edited_run(SAMPLE, tmp_path / "r", first_bucket)).read_text()
+    assert "&lt; 50.0 ms" in html
+    assert "49.5 ms" not in html
