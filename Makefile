@@ -8,6 +8,12 @@ KUBE_VERSION ?=
 KUBE_FLAG := $(if $(KUBE_VERSION),--kube-version $(KUBE_VERSION),)
 FROM ?=
 TO ?=
+# load-test in CI: OUT=DIR (the results folder), REPEAT=N (runs of the plan), BASELINE=DIR (an earlier run of
+# the same plan to gate on: exit 1 on a regression as on a failed SLO).
+OUT ?=
+REPEAT ?=
+BASELINE ?=
+RUN_FLAGS := $(if $(OUT),--out $(OUT),) $(if $(REPEAT),--repeat $(REPEAT),) $(if $(BASELINE),--baseline $(BASELINE),)
 
 .PHONY: setup venv binaries browser load-test capacity test unit-test lint benchmark upgrade-rehearsal report clean-clusters
 
@@ -34,7 +40,7 @@ browser:
 setup: venv binaries
 
 load-test: setup
-	$(BIN)/loadtest run --plan $(PLAN) $(KUBE_FLAG)
+	$(BIN)/loadtest run --plan $(PLAN) $(KUBE_FLAG) $(RUN_FLAGS)
 
 # The largest scale this machine's control plane holds under the default load, and what breaks past it.
 capacity: setup
@@ -54,7 +60,7 @@ benchmark: setup
 	$(BIN)/python benchmarks/node_ramp.py
 
 upgrade-rehearsal: venv
-	@test -n "$(FROM)" -a -n "$(TO)" || { echo "usage: make upgrade-rehearsal FROM=v1.36.3 TO=v1.37.2 [PLAN=...]"; exit 2; }
+	@test -n "$(FROM)" -a -n "$(TO)" || { echo "usage: make upgrade-rehearsal FROM=v1.36.3 TO=v1.37.2 [PLAN=...] [REPEAT=4]"; exit 2; }
 	$(BIN)/loadtest setup --kube-version $(FROM)
 	$(BIN)/loadtest setup --kube-version $(TO)
-	$(BIN)/loadtest rehearse --plan $(PLAN) --from $(FROM) --to $(TO)
+	$(BIN)/loadtest rehearse --plan $(PLAN) --from $(FROM) --to $(TO) $(if $(REPEAT),--repeat $(REPEAT),)

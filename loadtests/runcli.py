@@ -14,16 +14,19 @@ from typing import TYPE_CHECKING, Any
 
 from loadtests import plan as plan_mod
 from loadtests import results
-from loadtests.errors import MIN_FREE_BYTES, LoadTestError, disk_full
+from loadtests.errors import MIN_FREE_BYTES, CompareError, LoadTestError, disk_full
 from loadtests.plan import Plan
 
 if TYPE_CHECKING:
     from loadtests.capacity import StepChooser
     from loadtests.controlplane.base import Target
+    from loadtests.report.compare import CompareResult
+    from loadtests.report.samples import Side
 
 REPORTS_DIR = Path("reports")
 
 EXIT_PASSED, EXIT_SLO_FAILED, EXIT_BAD_INPUT, EXIT_ABORTED, EXIT_ENVIRONMENT = 0, 1, 2, 3, 4
+GATE_JUNIT_FILE = "gate-junit.xml"  # with --baseline: the run's SLO verdicts and the comparison, one file for CI
 
 
 def _say(message: str) -> None:
@@ -50,13 +53,18 @@ def make_target(plan: Plan, run_id: str, out_dir: Path, args: argparse.Namespace
         from loadtests.controlplane.existing import ExistingCluster
 
         return ExistingCluster.from_args(plan, args, log_dir=out_dir / "control-plane-logs", log=_say)
+    from loadtests.controlplane.audit import AuditLog, audit_destination
     from loadtests.controlplane.local import LocalOptions, RunControlPlane
 
+    audit = None
+    if plan.audit.enabled:  # checked before anything starts: a bad destination is one line, no run
+        audit = AuditLog(audit_destination(plan.audit.dir, out_dir), max_size_mb=plan.audit.max_size_mb,
+                         max_backups=plan.audit.max_backups)
     return RunControlPlane(LocalOptions(
         # two runs with the same folder name never share a cluster
         name=f"run-{run_id}-{os.getpid()}", kube_version=plan.target.kube_version,
-        heartbeat_factor=plan.target.heartbeat_factor, events_etcd=plan.target.events_etcd, tied_to_owner=True),
-        out_dir, _say)
+        heartbeat_factor=plan.target.heartbeat_factor, events_etcd=plan.target.events_etcd, tied_to_owner=True,
+        audit=audit), out_dir, _say)
 
 
 def execute(plan: Plan, out_dir: Path, args: argparse.Namespace,
@@ -162,9 +170,100 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = plan_mod.load(args.plan)
     if args.kube_version:
         plan = plan.on_kube_version(args.kube_version)
+    repeat = repeats_of(plan, args)
     out_dir = (Path(args.out) if args.out else REPORTS_DIR / new_run_id(plan)).resolve()
+    baseline = load_baseline(plan, args)
     check_runnable(plan, args)
-    return run_plan(plan, out_dir, args)
+    code = run_plan(plan, out_dir, args) if repeat == 1 else run_repeats(plan, out_dir, repeat, args)
+    return code if baseline is None else gate_on_baseline(baseline, out_dir, code, args.force_baseline)
+
+
+def repeats_of(plan: Plan, args: argparse.Namespace) -> int:
+    """How many times to run the plan: --repeat, else the plan's `repeat`."""
+    repeat = plan.repeat if args.repeat is None else args.repeat
+    if repeat < 1:
+        raise LoadTestError(f"--repeat {repeat}: a run needs at least one repeat (e.g. --repeat 4 for a "
+                            "noise-checked comparison)")
+    return repeat
+
+
+def load_baseline(plan: Plan, args: argparse.Namespace) -> Side | None:
+    """The runs of --baseline DIR (a run folder or a folder of repeats), checked before anything starts: a
+    folder with results, made from this plan (unless --force-baseline). None without --baseline."""
+    from loadtests.report.samples import load_side
+
+    if args.baseline is None:
+        if args.force_baseline:
+            raise LoadTestError("--force-baseline goes with --baseline DIR (the earlier run to gate on)")
+        return None
+    folder = Path(args.baseline)
+    if not folder.is_dir():
+        what = "not a folder" if folder.exists() else "no such folder"
+        raise LoadTestError(f"--baseline {folder}: {what}; name the folder of an earlier run of this plan (with its "
+                            "results.json, or repeat-*/results.json)")
+    try:
+        side = load_side(folder, "A", args.force_baseline)
+    except CompareError as error:
+        raise CompareError(f"--baseline {folder}: {str(error).removeprefix('cannot compare: ')}") from None
+    digest = results.plan_digest(plan.to_dict())
+    if side.plan_digest != digest:
+        line = (f"--baseline {folder} was made from another plan (digest {side.plan_digest}, this plan's {digest}: "
+                "other steps or load)")
+        if not args.force_baseline:
+            raise CompareError(f"{line}; name a baseline of this plan, or pass --force-baseline to gate on it anyway")
+        _say(f"note: {line}; gating on it anyway (--force-baseline)")
+    _say(f"baseline: {side.run_id} ({folder}, {side.n} run(s))")
+    return side
+
+
+def gate_on_baseline(baseline: Side, out_dir: Path, code: int, force: bool = False) -> int:
+    """Compare the run in out_dir (side B: a run folder or a folder of repeats) against the baseline (side A)
+    into out_dir/compare/, and write out_dir/gate-junit.xml: the run's SLO suites, then the comparison's.
+    Exit 1 when an SLO failed (`code`) or the run regressed; an aborted run keeps its code and is not compared."""
+    from dataclasses import replace
+
+    from loadtests.report import junit
+    from loadtests.report.compare import junit_suites
+    from loadtests.report.samples import load_side
+
+    if code not in (EXIT_PASSED, EXIT_SLO_FAILED):
+        _say("baseline comparison skipped: the run did not finish")
+        return code
+    candidate = load_side(out_dir, "B", force)
+    result = show_comparison(baseline, candidate, out_dir / "compare", {}, force)
+    suites = []
+    for run, folder in zip(candidate.runs, candidate.folders, strict=True):
+        tag = "SLO" if candidate.n == 1 else f"SLO {folder.name}"
+        suites += [replace(suite, name=f"{tag}: {suite.name}") for suite in junit.run_suites(run)]
+    suites += [replace(suite, name=f"baseline: {suite.name}") for suite in junit_suites(result, baseline, candidate)]
+    path = junit.write(out_dir / GATE_JUNIT_FILE, f"loadtest gate {candidate.run_id} vs {baseline.run_id}", suites)
+    failed = (["an SLO failed"] if code == EXIT_SLO_FAILED else []) + ([] if result.passed else [result.headline])
+    if failed:
+        _say(f"GATE FAIL: {'; '.join(failed)} (junit: {path})")
+        return EXIT_SLO_FAILED
+    _say(f"GATE PASS: no regression against the baseline {baseline.run_id} (junit: {path})")
+    return EXIT_PASSED
+
+
+def run_repeats(plan: Plan, out_dir: Path, repeat: int, args: argparse.Namespace) -> int:
+    """The plan `repeat` times into out_dir/repeat-<k>/, each on a fresh control plane, so a comparison can
+    tell a change from run-to-run noise; the exit code is the worst of the runs'. An aborted run ends it."""
+    from loadtests.report.repeats import write_repeats_report
+
+    prepare_out_dir(out_dir)
+    codes = []
+    for k in range(1, repeat + 1):
+        _say(f"=== repeat {k}/{repeat} of {plan.name} ===")
+        code = run_plan(plan, out_dir / f"repeat-{k}", args)
+        codes.append(code)
+        if code in (EXIT_ABORTED, EXIT_ENVIRONMENT):
+            _say(f"loadtest: repeat {k} was aborted; the {k - 1} finished repeats are kept in {out_dir}")
+            break
+    try:
+        _say(f"repeats report: {write_repeats_report(out_dir)}")
+    except Exception as error:  # the runs' own reports are written; this summary can be rebuilt
+        _say(f"repeats report not written ({type(error).__name__}: {error}); rebuild it: loadtest report {out_dir}")
+    return max(codes, key=lambda code: (code in (EXIT_ABORTED, EXIT_ENVIRONMENT), code))
 
 
 def cmd_capacity(args: argparse.Namespace) -> int:
@@ -186,15 +285,40 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     return failure.exit_code if failure else EXIT_PASSED
 
 
+def recompute_run(folder: Path) -> None:
+    """Recompute every step's server-side figures from the /metrics pages kept with it, and save them."""
+    from loadtests.measure.scrapes import recompute, step_folder
+
+    run = results.load(folder)
+    for step in run.steps:
+        if step.status == "measured":
+            for line in recompute(step, step_folder(folder, step.index)):
+                _say(f"note: {line}")
+    results.save(run, folder)
+    _say(f"recomputed: {folder / results.RESULTS_FILE} (server-side figures from the kept /metrics pages)")
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    """Rebuild a run folder's report; for the folder of a repeated run, each repeat's and then the folder's."""
     from loadtests.report import write_report
+    from loadtests.report.repeats import write_repeats_report
+    from loadtests.report.samples import repeat_folders
 
     folder = Path(args.run_dir)
+    repeats = repeat_folders(folder)
     try:
-        path = write_report(folder)
+        for run_folder in repeats or [folder]:
+            if args.recompute and (run_folder / results.RESULTS_FILE).is_file():
+                recompute_run(run_folder)
+        for repeat in repeats:
+            if (repeat / results.RESULTS_FILE).is_file():
+                _say(f"report: {write_report(repeat)}")
+            else:
+                _say(f"note: {repeat} has no {results.RESULTS_FILE} (the repeat recorded no step): no report")
+        path = write_repeats_report(folder) if repeats else write_report(folder)
     except (FileNotFoundError, ValueError) as error:
         raise LoadTestError(f"{folder}: {error}") from None
-    _say(f"report: {path}")
+    _say(f"{'repeats report' if repeats else 'report'}: {path}")
     _say(f"junit: {folder / 'junit.xml'}")
     return 0
 
@@ -210,35 +334,63 @@ def _thresholds(pairs: list[str]) -> dict[str, float]:
     return out
 
 
-def compare_runs(a: Path, b: Path, out: Path, thresholds: dict[str, float], force: bool) -> int:
-    from loadtests.report import compare
+def compare_runs(a: Path | list[Path], b: Path | list[Path], out: Path, thresholds: dict[str, float],
+                 force: bool) -> int:
+    """Compare side B against side A (each a run folder, a folder of repeats, or several folders); exit 1 on a
+    regression."""
+    from loadtests.report.compare import limits_from
+    from loadtests.report.samples import load_side
 
-    # thresholds: the defaults, then the candidate plan's `compare:` section, then --threshold flags
-    try:
-        planned = results.load(b).plan.get("compare") or {}
-    except (OSError, ValueError):
-        planned = {}  # compare() itself says what is wrong with the folder
-    for side, folder in (("A", a), ("B", b)):
-        try:
-            run = results.load(folder)
-        except (OSError, ValueError):
-            continue  # compare() itself says what is wrong with the folder
-        if run.status != "complete":
-            _say(f"note: run {side} ({folder}) did not complete (status {run.status}: {run.error or 'no reason'}); "
-                 f"only its {len(run.steps)} finished step(s) are compared, and what it lacks is no improvement")
-    result = compare(a, b, out, {**planned, **thresholds} or None, force=force)
+    limits_from(thresholds)  # a bad flag is refused before any folder is read
+    side_a, side_b = load_side(a, "A", force), load_side(b, "B", force)
+    return 0 if show_comparison(side_a, side_b, out, thresholds, force).passed else 1
+
+
+def show_comparison(side_a: Side, side_b: Side, out: Path, thresholds: dict[str, float],
+                    force: bool) -> CompareResult:
+    """Compare loaded sides into out (compare.html, compare-junit.xml) and say each regression in one line."""
+    from loadtests.report.compare import compare_sides
+
+    # thresholds: the defaults, then the candidate plan's `compare:` section, then --threshold and --alpha flags
+    planned = side_b.first.plan.get("compare") or {}
+    for side in (side_a, side_b):
+        for run, folder in side.incomplete:
+            _say(f"note: run {side.label} ({folder}) did not complete (status {run.status}: "
+                 f"{run.error or 'no reason'}); only its {len(run.steps)} finished step(s) are compared, and what "
+                 "it lacks is no improvement")
+    result = compare_sides(side_a, side_b, out, {**planned, **thresholds} or None, force=force)
     for row in result.regressions:
-        _say(f"REGRESSION  step {row.step_name}: {row.name} ({row.chart}): {row.a:g} -> {row.b:g} {row.unit}, "
-             f"{row.rule_text}")
-    _say(f"{result.headline}")
+        _say(f"REGRESSION  step {row.step_name}: {row.label}: {row.describe()}: {row.rule_text}")
+    for row in result.not_significant:
+        _say(f"~           step {row.step_name}: {row.label}: {row.describe()}: {row.rule_text}, but no "
+             f"significant difference (alpha {row.alpha:g})")
+    _say(result.noise)
+    _say(result.headline)
     _say(f"comparison: {result.html_path}")
-    return 0 if result.passed else 1
+    return result
+
+
+def _side_name(folders: list[Path]) -> str:
+    return folders[0].name + (f"+{len(folders) - 1}" if len(folders) > 1 else "")
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    a, b = Path(args.a), Path(args.b)
-    out = Path(args.out) if args.out else REPORTS_DIR / f"compare-{a.name}-vs-{b.name}"
-    return compare_runs(a, b, out, _thresholds(args.threshold), args.force)
+    positional = [args.a, args.b]
+    if args.a_dirs is None and args.b_dirs is None and None not in positional:
+        a, b = [Path(args.a)], [Path(args.b)]
+    elif args.a_dirs and args.b_dirs and positional == [None, None]:
+        a, b = [Path(d) for d in args.a_dirs], [Path(d) for d in args.b_dirs]
+    else:
+        raise LoadTestError("compare: name the two sides either as `compare A B` or as "
+                            "`compare --a DIR [DIR ...] --b DIR [DIR ...]`, not a mix")
+    thresholds = _thresholds(args.threshold)
+    if args.alpha is not None:
+        try:
+            thresholds["alpha"] = float(args.alpha)
+        except ValueError:
+            raise LoadTestError(f"--alpha {args.alpha!r}: expected a number between 0 and 1, e.g. 0.05") from None
+    out = Path(args.out) if args.out else REPORTS_DIR / f"compare-{_side_name(a)}-vs-{_side_name(b)}"
+    return compare_runs(a, b, out, thresholds, args.force)
 
 
 def cmd_rehearse(args: argparse.Namespace) -> int:
@@ -248,6 +400,7 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
     codes = []
     folders = []
     plans = [plan_from.on_kube_version(v) for v in (args.from_version, args.to_version)]
+    repeat = repeats_of(plan_from, args)  # each version as often: with 4 or more, the verdicts are noise-checked
     for plan in plans:  # every version provided, and the machine big enough, before the first run starts
         check_runnable(plan, args)
     for plan in plans:
@@ -255,7 +408,7 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
         folder = base / version
         folders.append(folder)
         _say(f"=== rehearsal: {plan.name} on Kubernetes {version} ===")
-        codes.append(run_plan(plan, folder, args))
+        codes.append(run_plan(plan, folder, args) if repeat == 1 else run_repeats(plan, folder, repeat, args))
     if failed := [code for code in codes if code in (EXIT_ABORTED, EXIT_ENVIRONMENT)]:
         _say("loadtest: a rehearsal run was aborted; compare skipped")
         return failed[0]
@@ -281,14 +434,23 @@ def add_commands(sub: Any) -> None:
 
     p = sub.add_parser("report", help="rebuild report.html and junit.xml from a results folder")
     p.add_argument("run_dir")
+    p.add_argument("--recompute", action="store_true",
+                   help="first recompute the server-side figures from the /metrics pages kept in the run folder")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("compare", help="compare two runs; exit 1 when B regressed against A")
-    p.add_argument("a")
-    p.add_argument("b")
+    p = sub.add_parser("compare", help="compare two runs, or two sets of repeated runs; exit 1 when B regressed "
+                                       "against A")
+    p.add_argument("a", nargs="?", metavar="A",
+                   help="side A (baseline): a run folder, or a folder of repeats (repeat-1/, ...)")
+    p.add_argument("b", nargs="?", metavar="B", help="side B (candidate): as A")
+    p.add_argument("--a", dest="a_dirs", nargs="+", metavar="DIR", help="side A as one or more folders (instead "
+                   "of the positional A and B)")
+    p.add_argument("--b", dest="b_dirs", nargs="+", metavar="DIR", help="side B as one or more folders")
     p.add_argument("--out")
     p.add_argument("--threshold", action="append", default=[], metavar="KEY=NUMBER",
                    help="override a regression threshold, e.g. latency_pct=10 (repeatable)")
+    p.add_argument("--alpha", default=None, metavar="P",
+                   help="significance level for repeated runs (default: the plan's compare.alpha, else 0.05)")
     p.add_argument("--force", action="store_true", help="compare runs made from different plans")
     p.set_defaults(func=cmd_compare)
 
@@ -303,6 +465,18 @@ def add_commands(sub: Any) -> None:
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:
+    if p.prog.endswith((" run", " rehearse")):
+        p.add_argument("--repeat", type=count_arg, default=None, metavar="N",
+                       help="run the plan N times (fresh control plane each) into OUT/repeat-<k>/ "
+                            "(default: the plan's `repeat`, 1)")
+    if p.prog.endswith(" run"):
+        p.add_argument("--baseline", metavar="DIR",
+                       help="after the run (all repeats), compare it (B) against this earlier run of the same plan "
+                            "(A: a run folder or a folder of repeats) into OUT/compare/; exit 1 on a regression as "
+                            "on a failed SLO (even with --no-gate); OUT/gate-junit.xml holds both for CI")
+        p.add_argument("--force-baseline", action="store_true",
+                       help="gate on a --baseline made from another plan (other steps or load); separate from "
+                            "--force, which only lets a plan beyond this machine run")
     p.add_argument("--workers", type=count_arg, default=None, help="Locust worker processes (default: the plan's)")
     p.add_argument("--force", action="store_true", help="run a plan estimated to be beyond this machine")
     p.add_argument("--no-gate", action="store_true", help="exit 0 even when an SLO fails")

@@ -1,21 +1,31 @@
 """Compare two runs of the same plan figure by figure (e.g. before and after an upgrade) and flag regressions.
 
-Run A is the baseline, run B the candidate. Steps are matched by index; figures by chart and name (see
-figures.py, the same figures the run report draws). All compared figures are "lower is better". A figure
-regresses when B is worse than A by more than the rule of its kind allows (REGRESSION_DEFAULTS, overridable).
+Side A is the baseline, side B the candidate; each side is one run or several runs of the same plan (repeats,
+see samples.py). Steps are matched by index; figures by chart and name (see figures.py, the same figures the
+run report draws). All compared figures are "lower is better".
+
+Each side's figure is the median of its runs' values. A figure regresses when B's median is worse than A's by
+more than the rule of its kind allows (REGRESSION_DEFAULTS, overridable) and, where both sides have enough runs
+for a test to be able to decide (3 or more each, and enough for p < alpha to be reachable at all), the
+difference is significant: a two-sided Mann-Whitney U test (stats.py) gives p < alpha. A change past the
+threshold that is not significant is marked "~", benchstat's mark, and is no regression. With fewer runs the
+threshold verdict on the medians stands alone, and every output says the verdict is not noise-checked.
+Count-like figures (5xx, 429) are treated the same way: the median count per side, not the sum, so sides with
+different numbers of runs compare fairly and one bad run among several is noise, not a verdict.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loadtests.errors import CompareError
 from loadtests.plan import REGRESSION_DEFAULTS
-from loadtests.report import charts, figures, junit, page
+from loadtests.report import charts, figures, junit, page, stats
 from loadtests.report.redact import redact
-from loadtests.results import RESULTS_FILE, RunResult, load
+from loadtests.report.samples import Side, load_side
 
 COMPARE_FILE = "compare.html"
 COMPARE_JUNIT_FILE = "compare-junit.xml"
@@ -25,6 +35,7 @@ COMPARE_JUNIT_FILE = "compare-junit.xml"
 
 
 RULES = ("latency", "memory", "cpu", "errors_5xx", "throttled_429")
+NOT_SIGNIFICANT = "~"  # benchstat's mark: no significant difference between the sides
 
 
 def rule_text(rule: str, limits: dict[str, float]) -> str:
@@ -55,7 +66,8 @@ def regressed(rule: str, a: float, b: float, limits: dict[str, float]) -> bool:
 
 @dataclass
 class Row:
-    """One figure of one step in both runs."""
+    """One figure of one step on both sides: `a` and `b` are the medians of each side's values. The report of
+    repeats (repeats.py) shows its figures as rows with side A only."""
 
     step_index: int
     step_name: str
@@ -68,6 +80,12 @@ class Row:
     b: float | None
     regression: bool = False
     rule_text: str = ""
+    a_values: list[float] = field(default_factory=list)
+    b_values: list[float] = field(default_factory=list)
+    past_threshold: bool = False  # B's median worse than A's beyond the rule
+    p_value: float | None = None  # Mann-Whitney U, when both sides have MIN_SAMPLES values or more
+    alpha: float = REGRESSION_DEFAULTS["alpha"]
+    unchecked: str = ""  # why the verdict is not noise-checked ("" when it is)
 
     @property
     def label(self) -> str:
@@ -81,6 +99,59 @@ class Row:
     @property
     def compared(self) -> bool:
         return self.a is not None and self.b is not None
+
+    @property
+    def noise_checked(self) -> bool:
+        """Whether the verdict weighed the difference against the noise (a U test that could decide)."""
+        return self.compared and self.p_value is not None and not self.unchecked
+
+    @property
+    def mark(self) -> str:
+        """"~" when the sides show no significant difference; empty otherwise (or when not noise-checked)."""
+        return NOT_SIGNIFICANT if self.noise_checked and self.p_value >= self.alpha else ""
+
+    @property
+    def not_significant_past_threshold(self) -> bool:
+        """Past the threshold on the medians, but within the noise: what a single-run comparison would flag."""
+        return self.past_threshold and self.mark == NOT_SIGNIFICANT
+
+    def summary(self, side: str) -> stats.Summary | None:
+        values = self.a_values if side == "a" else self.b_values
+        return stats.summarize(values) if values else None
+
+    def side_text(self, side: str) -> str:
+        """The side's median, with its spread and sample count when it has several values."""
+        found = self.summary(side)
+        if found is None:
+            return "—"
+        text = page.in_unit(found.median, self.unit)
+        return text if found.n == 1 else f"{text} {stats.spread_text(found)} (n={found.n})"
+
+    def spread(self, side: str) -> str:
+        """"± 3 %" for a side of several values; empty otherwise."""
+        found = self.summary(side)
+        return "" if found is None else stats.spread_text(found)
+
+    def spread_title(self, side: str) -> str:
+        """min–max of the side's values, for a tooltip."""
+        found = self.summary(side)
+        if found is None or found.n < 2:
+            return ""
+        return f"n={found.n}, min {page.in_unit(found.low, self.unit)}, max {page.in_unit(found.high, self.unit)}"
+
+    @property
+    def p_text(self) -> str:
+        return "" if self.p_value is None else stats.p_text(self.p_value)
+
+    def describe(self) -> str:
+        """"A 100 ms ± 3 % (n=4) → B 300 ms ± 2 % (n=4) (+200 %, p=0.029)", for stdout and JUnit."""
+        extras = [] if self.change_pct is None else [f"{self.change_pct:+.0f} %"]
+        if self.p_value is not None:
+            extras.append(self.p_text)
+        if self.compared and self.unchecked:
+            extras.append(f"not noise-checked: {self.unchecked}")
+        text = f"A {self.side_text('a')} → B {self.side_text('b')}"
+        return f"{text} ({', '.join(extras)})" if extras else text
 
     @property
     def change_pct(self) -> float | None:
@@ -105,6 +176,8 @@ class Row:
             return "only in A"
         if self.regression:
             return "regression"
+        if self.mark:
+            return self.mark
         return {"up": "worse, within margin", "down": "better", "same": "same"}[self.direction]
 
 
@@ -118,11 +191,23 @@ class CompareResult:
     run_regressions: list[str] = field(default_factory=list)  # run-level: B aborted where A completed
     html_path: Path | None = None
     junit_path: Path | None = None
+    a_runs: int = 1
+    b_runs: int = 1
+    noise: str = ""  # one line: how the verdicts weighed noise, or that they did not
 
     @property
     def regressions(self) -> list[Row]:
         """Every regressed figure (run-level regressions, such as B aborting, are in run_regressions)."""
         return [r for r in self.rows if r.regression]
+
+    @property
+    def not_significant(self) -> list[Row]:
+        """Figures past their threshold on the medians that the U test found within the noise ("~")."""
+        return [r for r in self.rows if r.not_significant_past_threshold]
+
+    @property
+    def noise_checked(self) -> bool:
+        return any(r.noise_checked for r in self.rows)
 
     @property
     def passed(self) -> bool:
@@ -132,11 +217,14 @@ class CompareResult:
     def headline(self) -> str:
         """One line for people and CI logs."""
         compared = sum(r.compared for r in self.rows)
+        marked = sum(bool(r.mark) for r in self.rows)
+        tail = (f"; {marked} {NOT_SIGNIFICANT} (no significant difference, alpha {self.thresholds['alpha']:g})"
+                if self.noise_checked else "")
         if self.passed:
-            return f"no regression in {compared} compared figures"
+            return f"no regression in {compared} compared figures{tail}"
         parts = []
         if self.regressions:
-            parts.append(f"{len(self.regressions)} regression(s) in {compared} compared figures")
+            parts.append(f"{len(self.regressions)} regression(s) in {compared} compared figures{tail}")
         return "; ".join(parts + self.run_regressions)
 
 
@@ -149,11 +237,13 @@ def limits_from(thresholds: dict[str, Any] | None) -> dict[str, float]:
                                f"{', '.join(REGRESSION_DEFAULTS)}")
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
             raise CompareError(f"compare thresholds: {key} must be a number >= 0 (got {value!r})")
+        if key == "alpha" and not 0 < value < 1:
+            raise CompareError(f"compare thresholds: alpha must be between 0 and 1, e.g. 0.05 (got {value!r})")
         merged[key] = float(value)
     return merged
 
 
-def _check_comparable(a: RunResult, b: RunResult, force: bool) -> list[str]:
+def _check_comparable(a: Side, b: Side, force: bool) -> list[str]:
     """Refuse runs of different plans or different scales unless forced; return notes on what was forced."""
     notes = []
     if a.plan_digest != b.plan_digest:
@@ -180,37 +270,112 @@ def _check_comparable(a: RunResult, b: RunResult, force: bool) -> list[str]:
     return notes
 
 
-def rows(a: RunResult, b: RunResult, limits: dict[str, float]) -> list[Row]:
-    """Every compared figure of every step present in either run, A's order first."""
-    a_series = {(s.chart, s.name): s for s in figures.series(a) if s.rule and not s.slo_line}
-    b_series = {(s.chart, s.name): s for s in figures.series(b) if s.rule and not s.slo_line}
-    a_pos = {s.index: i for i, s in enumerate(a.steps)}
-    b_pos = {s.index: i for i, s in enumerate(b.steps)}
+Values = dict[tuple[str, str], dict[int, list[float]]]  # (chart, name) -> step index -> one value per run
+
+
+def values(side: Side, every: bool = False) -> tuple[Values, dict[tuple[str, str], str | None]]:
+    """Every compared figure's values per step across the side's runs, and each figure's rule (None for a
+    figure that is shown only); `every` takes the shown-only figures too."""
+    found: Values = {}
+    rules: dict[tuple[str, str], str | None] = {}
+    for run in side.runs:
+        for s in figures.series(run):
+            if s.slo_line or not (s.rule or every):
+                continue
+            rules.setdefault((s.chart, s.name), s.rule)
+            per_step = found.setdefault((s.chart, s.name), {})
+            for step, value in zip(run.steps, s.values, strict=True):
+                if value is not None:
+                    per_step.setdefault(step.index, []).append(float(value))
+    return found, rules
+
+
+def _unchecked(na: int, nb: int, runs: tuple[int, int], alpha: float) -> str:
+    """Why a figure's verdict cannot weigh the noise, or "" when it can."""
+    if runs == (1, 1):
+        return "single runs"
+    if na < stats.MIN_SAMPLES or nb < stats.MIN_SAMPLES:
+        return f"{na} vs {nb} values, fewer than {stats.MIN_SAMPLES} a side"
+    if stats.min_p_value(na, nb) >= alpha:
+        return f"{na} vs {nb} values cannot reach p < {alpha:g}"
+    return ""
+
+
+def rows(a: Side, b: Side, limits: dict[str, float]) -> list[Row]:
+    """Every compared figure of every step present on either side, A's order first."""
+    a_values, a_rules = values(a)
+    b_values, b_rules = values(b)
+    rules = a_rules | {k: v for k, v in b_rules.items() if k not in a_rules}
     steps = {s.index: s for s in b.steps} | {s.index: s for s in a.steps}
+    alpha = limits["alpha"]
     found = []
     for index in sorted(steps):
         step = steps[index]
-        for key in list(a_series) + [k for k in b_series if k not in a_series]:
-            sa, sb = a_series.get(key), b_series.get(key)
-            va = sa.values[a_pos[index]] if sa and index in a_pos else None
-            vb = sb.values[b_pos[index]] if sb and index in b_pos else None
-            if va is None and vb is None:
+        for key in list(a_values) + [k for k in b_values if k not in a_values]:
+            va = a_values.get(key, {}).get(index, [])
+            vb = b_values.get(key, {}).get(index, [])
+            if not va and not vb:
                 continue
-            rule = str(sa.rule if sa is not None else sb.rule if sb is not None else "")
+            rule = rules[key]
             row = Row(step_index=index, step_name=step.name, nodes=step.nodes, chart=key[0], name=key[1],
-                      unit=figures.CHARTS[key[0]].unit, rule=rule, a=va, b=vb, rule_text=rule_text(rule, limits),
-                      regression=va is not None and vb is not None and regressed(rule, va, vb, limits))
+                      unit=figures.CHARTS[key[0]].unit, rule=rule, rule_text=rule_text(rule, limits),
+                      a=stats.summarize(va).median if va else None, b=stats.summarize(vb).median if vb else None,
+                      a_values=va, b_values=vb, alpha=alpha)
+            if row.a is not None and row.b is not None:
+                row.past_threshold = regressed(rule, row.a, row.b, limits)
+                if len(va) >= stats.MIN_SAMPLES and len(vb) >= stats.MIN_SAMPLES:
+                    row.p_value = stats.mann_whitney_u(va, vb).p
+                row.unchecked = _unchecked(len(va), len(vb), (a.n, b.n), alpha)
+                row.regression = row.past_threshold and (bool(row.unchecked) or row.p_value < alpha)
             found.append(row)
     return found
 
 
-def _panels(a: RunResult, b: RunResult) -> list[charts.Panel]:
-    """Overlaid charts: A solid, B dashed (or hatched bars), same colour per figure; SLO lines from A."""
+def noise_line(a: Side, b: Side, found: list[Row], alpha: float) -> str:
+    """One line saying how the verdicts weighed run-to-run noise, or that they could not."""
+    need = stats.samples_needed(alpha)
+    advice = f"repeat each side {need} or more times (loadtest run --repeat {need}) for a significance test"
+    if a.n == 1 and b.n == 1:
+        return f"verdicts not noise-checked (single runs): threshold rules on one run a side; {advice}"
+    if a.n < stats.MIN_SAMPLES or b.n < stats.MIN_SAMPLES:
+        return (f"verdicts not noise-checked (A {a.n} run(s), B {b.n}, fewer than {stats.MIN_SAMPLES} a side): "
+                f"threshold rules on the medians; {advice}")
+    if stats.min_p_value(a.n, b.n) >= alpha:
+        return (f"verdicts not noise-checked ({a.n} vs {b.n} runs can never reach p < {alpha:g}): threshold rules "
+                f"on the medians; {advice}")
+    line = (f"noise-checked: medians of {a.n} (A) and {b.n} (B) runs; a change past its threshold is a regression "
+            f"only when significant (Mann-Whitney U, p < {alpha:g}); {NOT_SIGNIFICANT} = no significant difference")
+    short = sum(r.compared and bool(r.unchecked) for r in found)
+    if short:
+        line += f"; {short} figure(s) measured in too few runs: threshold verdict only"
+    return line
+
+
+def side_series(side: Side, every: bool = False) -> list[figures.Series]:
+    """The series to draw for a side: its run's, or for several runs the median per step (SLO lines from the
+    first run); `every` takes the shown-only figures of several runs too (a single run's are always there)."""
+    if side.n == 1:
+        return figures.series(side.first)
+    steps = [s.index for s in side.steps]
+    found_values, rules = values(side, every)
+    found = [figures.Series(chart, name, [stats.summarize(per_step[i]).median if per_step.get(i) else None
+                                          for i in steps], rule=rules[(chart, name)])
+             for (chart, name), per_step in found_values.items()]
+    for s in figures.series(side.first):
+        if s.slo_line:
+            found.append(figures.Series(s.chart, s.name, [s.values[0]] * len(steps), slo_line=True))
+    order = list(figures.CHARTS)
+    return sorted(found, key=lambda s: (order.index(s.chart), s.slo_line))
+
+
+def _panels(a: Side, b: Side) -> list[charts.Panel]:
+    """Overlaid charts: A solid, B dashed (or hatched bars), same colour per figure; SLO lines from A.
+    A side of several runs is drawn as its medians."""
     groups: dict[str, list[charts.Line]] = {}
-    for run, tag in ((a, "A"), (b, "B")):
-        nodes = [s.nodes for s in run.steps]
-        labels = [s.name for s in run.steps]
-        for s in figures.series(run):
+    for side, tag in ((a, "A"), (b, "B")):
+        nodes = [s.nodes for s in side.steps]
+        labels = [s.name for s in side.steps]
+        for s in side_series(side):
             if s.slo_line and tag == "B":
                 continue
             if not s.rule and not s.slo_line:
@@ -222,24 +387,34 @@ def _panels(a: RunResult, b: RunResult) -> list[charts.Panel]:
         palette = charts.colours([line.series.name for line in lines if not line.series.slo_line])
         for line in lines:
             line.colour = palette.get(line.series.name, charts.SLO_COLOUR)
-    return charts.panels(groups, figures.chart_sources(a))
+    return charts.panels(groups, figures.chart_sources(a.first))
 
 
-def _run_summary(run: RunResult) -> dict[str, Any]:
+def _statuses(side: Side) -> str:
+    """"complete", or how many of the side's runs completed."""
+    if side.n == 1:
+        return side.first.status
+    return f"{side.n - len(side.incomplete)} of {side.n} runs complete"
+
+
+def _run_summary(side: Side) -> dict[str, Any]:
+    run = side.first
     env = redact(run.environment if isinstance(run.environment, dict) else {})
     versions = env.get("versions") if isinstance(env.get("versions"), dict) else {}
-    return {"run": run, "versions": versions, "digest": run.plan_digest,
-            "scale": " → ".join(f"{s.nodes:,}" for s in run.steps) or "no steps"}
+    return {"run": run, "side": side, "id": side.run_id, "versions": versions, "digest": run.plan_digest,
+            "status": _statuses(side), "errors": [r.error for r, _ in side.incomplete if r.error],
+            "scale": " → ".join(f"{s.nodes:,}" for s in side.steps) or "no steps"}
 
 
-def _suites(result: CompareResult, a: RunResult, b: RunResult) -> list[junit.Suite]:
+def junit_suites(result: CompareResult, a: Side, b: Side) -> list[junit.Suite]:
+    """The comparison as JUnit: a suite per step (a case per compared figure), then a `run` suite."""
     suites: dict[int, junit.Suite] = {}
     for row in result.rows:
         suite = suites.setdefault(row.step_index, junit.Suite(
             name=f"step {row.step_index}: {row.step_name}", properties={"nodes": str(row.nodes)}))
-        text = f"A {page.in_unit(row.a, row.unit)} → B {page.in_unit(row.b, row.unit)}"
-        if row.change_pct is not None:
-            text += f" ({row.change_pct:+.0f} %)"
+        text = row.describe()
+        if row.mark:
+            text += f"; {NOT_SIGNIFICANT} no significant difference (alpha {row.alpha:g})"
         case = junit.Case(row.step_name, row.label, details=f"{text}; regression when {row.rule_text}",
                           failure_type="regression")
         if row.regression:
@@ -248,34 +423,45 @@ def _suites(result: CompareResult, a: RunResult, b: RunResult) -> list[junit.Sui
             case.skipped = row.status
         suite.cases.append(case)
     completed = junit.Case("run", "run completed", failure_type="regression",
-                           details=f"A {a.status}, B {b.status}")
+                           details=f"A {_statuses(a)}, B {_statuses(b)}")
     if result.run_regressions:
         completed.failure = "; ".join(result.run_regressions)
-    run_suite = junit.Suite(name="run", cases=[completed], properties={"a": a.run_id, "b": b.run_id})
+    run_suite = junit.Suite(name="run", cases=[completed], properties={
+        "a": a.run_id, "b": b.run_id, "a_runs": str(a.n), "b_runs": str(b.n),
+        "alpha": f"{result.thresholds['alpha']:g}", "noise": result.noise})
     return [suites[i] for i in sorted(suites)] + [run_suite]
 
 
-def _load(folder: Path) -> RunResult:
-    """A run folder's results, or one line saying why they cannot be read."""
-    try:
-        return load(folder)
-    except FileNotFoundError:
-        raise CompareError(f"cannot compare: no {RESULTS_FILE} in {folder} (expected a run folder, "
-                           "reports/<run-id>)") from None
-    except (ValueError, TypeError) as error:
-        raise CompareError(f"cannot compare: {folder}/{RESULTS_FILE} is not readable results ({error})") from None
+def _run_regressions(a: Side, b: Side) -> list[str]:
+    """B's runs that did not complete where every run of A did."""
+    failed = b.incomplete
+    if not failed or a.incomplete:
+        return []
+    if b.n == 1:
+        run = b.first
+        return [f"B did not complete ({run.status}: {run.error or 'no error recorded'})"]
+    which = "; ".join(f"{folder.name}: {run.status}: {run.error or 'no error recorded'}" for run, folder in failed)
+    return [f"{len(failed)} of {b.n} runs of B did not complete ({which})"]
 
 
-def compare(a_folder: Path, b_folder: Path, out_dir: Path, thresholds: dict[str, Any] | None = None,
-            force: bool = False) -> CompareResult:
-    """Compare run B (candidate) against run A (baseline); write compare.html and compare-junit.xml."""
+def compare(a_folder: Path | Sequence[Path], b_folder: Path | Sequence[Path], out_dir: Path,
+            thresholds: dict[str, Any] | None = None, force: bool = False) -> CompareResult:
+    """Compare side B (candidate) against side A (baseline), each a run folder, a folder of repeated runs, or a
+    list of such folders; write compare.html and compare-junit.xml."""
+    limits_from(thresholds)  # bad thresholds are refused before any folder is read
+    a, b = load_side(a_folder, "A", force), load_side(b_folder, "B", force)
+    return compare_sides(a, b, out_dir, thresholds, force)
+
+
+def compare_sides(a: Side, b: Side, out_dir: Path, thresholds: dict[str, Any] | None = None,
+                  force: bool = False) -> CompareResult:
+    """Compare loaded sides (see samples.load_side); write compare.html and compare-junit.xml."""
     limits = limits_from(thresholds)
-    a, b = _load(Path(a_folder)), _load(Path(b_folder))
-    notes = _check_comparable(a, b, force)
-    result = CompareResult(a_run_id=a.run_id, b_run_id=b.run_id, rows=rows(a, b, limits), thresholds=limits,
-                           notes=notes)
-    if b.status != "complete" and a.status == "complete":
-        result.run_regressions.append(f"B did not complete ({b.status}: {b.error or 'no error recorded'})")
+    notes = a.notes + b.notes + _check_comparable(a, b, force)
+    found = rows(a, b, limits)
+    result = CompareResult(a_run_id=a.run_id, b_run_id=b.run_id, rows=found, thresholds=limits, notes=notes,
+                           run_regressions=_run_regressions(a, b), a_runs=a.n, b_runs=b.n,
+                           noise=noise_line(a, b, found, limits["alpha"]))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     panels = _panels(a, b)
@@ -285,10 +471,7 @@ def compare(a_folder: Path, b_folder: Path, out_dir: Path, thresholds: dict[str,
         rule_names={rule: rule_text(rule, limits) for rule in RULES}, limits=limits, defaults=REGRESSION_DEFAULTS,
         version_names=list(dict.fromkeys([*summary_a["versions"], *summary_b["versions"]])),
     )
-    result.html_path = out_dir / COMPARE_FILE
-    tmp = out_dir / f".{COMPARE_FILE}.tmp"
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(result.html_path)
-    result.junit_path = junit.write(out_dir / COMPARE_JUNIT_FILE, f"compare {a.run_id} vs {b.run_id}",
-                                    _suites(result, a, b))
+    result.html_path = page.write(out_dir / COMPARE_FILE, html)
+    result.junit_path = junit.write(out_dir / COMPARE_JUNIT_FILE, f"compare {a.first.run_id} vs {b.first.run_id}",
+                                    junit_suites(result, a, b))
     return result
