@@ -1,0 +1,106 @@
+"""What the apiserver's audit log costs: the same step run with auditing off and on, alternating, side by side.
+
+Each run is `loadtest run` of one step (the default plan's load at N nodes) on a fresh control plane; the
+runs alternate off, on, off, on ... so a drift of the machine falls on both sides. Per run: kube-apiserver
+CPU (psutil, over the measured window) per 1,000 requests it served, the requests audited, the log's size.
+
+    .venv/bin/python benchmarks/audit_cost.py [--nodes 500] [--pairs 2] [--duration-s 60] [--out FILE.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.markdown import results_head  # noqa: E402
+from loadtests import plan as plan_mod  # noqa: E402
+from loadtests import results  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def write_plan(folder: Path, nodes: int, duration_s: float, audit: bool) -> Path:
+    default = plan_mod.load("default")
+    data = {
+        "name": f"audit-{'on' if audit else 'off'}",
+        "target": {"kind": "local", "heartbeat_factor": 1},
+        "steps": [{"nodes": nodes, "pods_per_node": 3, "warmup_s": 10, "duration_s": duration_s}],
+        "load": {"scenarios": default.load},
+        "audit": {"enabled": audit},
+    }
+    path = folder / f"{data['name']}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def run_once(folder: Path, nodes: int, duration_s: float, audit: bool, index: int) -> dict[str, float]:
+    out = folder / f"run-{index}-{'on' if audit else 'off'}"
+    plan = write_plan(folder, nodes, duration_s, audit)
+    subprocess.run([str(REPO / ".venv/bin/loadtest"), "run", "--plan", str(plan), "--out", str(out), "--no-gate"],
+                   check=True, stdout=subprocess.DEVNULL)
+    step = results.load(out).steps[0]
+    apiserver = next(p for p in step.processes if p.component == "kube-apiserver")
+    machine = step.health.summary.get("cpu_machine_avg")
+    served = sum(step.requests_by_code.values())
+    log_bytes = sum(f.stat().st_size for f in (out / "audit").glob("audit*.log")) if audit else 0
+    return {"audit": audit, "cpu_percent": apiserver.cpu_percent, "cpu_s": apiserver.cpu_seconds,
+            "served": served, "cpu_ms_per_1000": 1000 * 1000 * apiserver.cpu_seconds / max(1, served),
+            "audited": step.audit.events, "log_bytes": log_bytes, "machine": machine or 0.0,
+            "window_s": step.duration_s}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--duration-s", type=float, default=60.0)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "audit_cost.md")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="audit-cost-") as tmp:
+        for index in range(2 * args.pairs):
+            audit = index % 2 == 1
+            row = run_once(Path(tmp), args.nodes, args.duration_s, audit, index)
+            rows.append(row)
+            print(f"run {index + 1}: audit {'on ' if audit else 'off'}: kube-apiserver {row['cpu_percent']:.1f} % "
+                  f"of a core, {row['served']:,} requests, {row['audited']:,} audited", flush=True)
+    lines = results_head(
+        f"Audit log cost: kube-apiserver CPU with auditing off and on, {args.nodes:,} nodes",
+        f"the default plan's load, one {args.duration_s:.0f} s step per run, runs alternating off/on.",
+        f".venv/bin/python benchmarks/audit_cost.py --nodes {args.nodes} --pairs {args.pairs} "
+        f"--duration-s {args.duration_s:g}",
+        ["run", "audit", "kube-apiserver CPU", "requests served", "CPU per 1,000 requests", "requests audited",
+         "audit log of the run", "machine CPU"])
+    for index, row in enumerate(rows, 1):
+        lines.append(f"| {index} | {'on' if row['audit'] else 'off'} | {row['cpu_percent']:.1f} % | "
+                     f"{row['served']:,.0f} | {row['cpu_ms_per_1000']:.0f} ms | {row['audited']:,.0f} | "
+                     f"{row['log_bytes'] / 2**20:.1f} MiB | {row['machine']:.0f} % |")
+    on = [r for r in rows if r["audit"]]
+    off = [r for r in rows if not r["audit"]]
+
+    def median(side: list[dict[str, float]], key: str) -> float:
+        return statistics.median(r[key] for r in side)
+
+    cpu_ratio = median(on, "cpu_percent") / median(off, "cpu_percent")
+    per_request = median(on, "cpu_ms_per_1000") / median(off, "cpu_ms_per_1000")
+    lines += ["", f"Median kube-apiserver CPU with auditing on / off: {cpu_ratio:.2f}× "
+                  f"({median(on, 'cpu_percent'):.1f} % vs {median(off, 'cpu_percent'):.1f} % of a core); "
+                  f"per request served: {per_request:.2f}×. The audit log of a whole run (ramp, settling and "
+                  f"window) was {median(on, 'log_bytes') / 2**20:.1f} MiB.",
+              "CPU: psutil over the measured window, 100 % = one core; requests served: apiserver_request_total "
+              "delta over the window."]
+    args.out.write_text("\n".join(lines) + "\n")
+    print(f"written: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
