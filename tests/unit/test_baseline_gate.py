@@ -131,3 +131,12 @@ def test_repeated_runs_are_gated_with_a_noise_check(tmp_path: Path, capsys: pyte
     assert "noise-checked: medians of 4 (A) and 4 (B) runs" in out and "REGRESSION  step" in out
     names = list(_suites(run))
     assert {f"SLO repeat-{k}: run" for k in range(1, 5)} <= set(names) and "baseline: run" in names
+
+
+@pytest.mark.parametrize("repeat", ["0", "-2", "many"])
+def test_a_bad_repeat_count_is_one_line(tmp_path: Path, repeat: str) -> None:
+    plan = write_tiny_plan(tmp_path / "plan.yaml", "tiny", (1, 1))
+    result = loadtest("run", "--plan", str(plan), "--out", str(tmp_path / "out"), "--repeat", repeat,
+                      env={"LOADTEST_CACHE": str(tmp_path / "empty-cache")}, timeout=60)
+    _refused(result, "--repeat")
+    assert not (tmp_path / "out").exists()

@@ -119,3 +119,27 @@ def test_missing_results_are_refused_in_one_line(baseline: Path, tmp_path: Path)
     with pytest.raises(CompareError, match="no results.json in") as refused:
         compare(baseline, tmp_path / "nowhere", tmp_path / "out")
     assert "\n" not in str(refused.value)
+
+
+def _post_pods_p99(value: float, bound: str = ""):
+    def edit(data: dict) -> None:
+        for step in data["steps"]:
+            for entry in step["server"]:
+                if entry["verb"] == "POST" and entry["resource"] == "pods":
+                    entry.update(p99=value, bounds={"p99": bound} if bound else {})
+    return edit
+
+
+def test_first_bucket_bounds_on_both_sides_are_not_a_change(tmp_path: Path) -> None:
+    strict = {"latency_abs_s": 0.005}
+    # interpolated inside the first bucket (what histogram_quantile prints), 10 ms against 45 ms: flagged ...
+    a = edited_run(SAMPLE, tmp_path / "a", _post_pods_p99(0.010))
+    b = edited_run(SAMPLE, tmp_path / "b", _post_pods_p99(0.045))
+    label = "server p99 POST pods"
+    assert any(r.label == label for r in compare(a, b, tmp_path / "out1", thresholds=strict).regressions)
+    # ... while all the histogram says on both sides is "under 50 ms": the same figure, never a regression
+    a = edited_run(SAMPLE, tmp_path / "a2", _post_pods_p99(0.05, "<"))
+    b = edited_run(SAMPLE, tmp_path / "b2", _post_pods_p99(0.05, "<"))
+    result = compare(a, b, tmp_path / "out2", thresholds=strict)
+    rows = [r for r in result.rows if r.label == label]
+    assert rows and all(r.direction == "same" and not r.regression for r in rows)
