@@ -258,11 +258,16 @@ def parse(data: Any, source: str = "plan") -> Plan:
     largest = max(s.nodes for s in steps)
     if "project_to" in data:
         project_to = _project_to(source, data["project_to"], largest)
-    else:  # the defaults beyond what the plan measures itself
-        project_to = [scale for scale in DEFAULT_PROJECT_TO if scale > largest]
+    else:
+        project_to = default_project_to(largest)
 
     return Plan(name=name, target=target, steps=steps, load=load, slo=slo, gate=gate, workers=workers,
                 repeat=repeat, capacity=capacity, audit=audit, project_to=project_to, compare=compare, source=source)
+
+
+def default_project_to(largest_step: int) -> list[int]:
+    """The default scales to project to: those beyond what the plan measures itself."""
+    return [scale for scale in DEFAULT_PROJECT_TO if scale > largest_step]
 
 
 def _project_to(source: str, value: Any, largest_step: int) -> list[int]:

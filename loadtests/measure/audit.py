@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from loadtests.results import AuditRequest, AuditRow, AuditSummary
+from loadtests.results import AuditRequest, AuditRow, AuditSummary, Distribution
 
 # audit verbs -> the verbs the apiserver's request metrics use (and the SLO verdicts with them)
 METRIC_VERBS = {"get": "GET", "list": "LIST", "watch": "WATCH", "create": "POST", "update": "PUT",
@@ -82,13 +82,6 @@ class _Tally:
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
     codes: Counter[str] = field(default_factory=Counter)
-
-
-def _p99(values: list[float]) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered), max(1, -(-99 * len(ordered) // 100))) - 1]
 
 
 class AuditReader:
@@ -191,7 +184,8 @@ class AuditReader:
                 heapq.heapreplace(slowest, entry)
         summary.requests = sorted(
             (AuditRow(client=k[0], verb=k[1], resource=k[2], scope=k[3], group=k[4], count=t.count,
-                      apiserver_s=round(t.seconds, 6), p99_s=_p99(t.latencies), codes=dict(t.codes))
+                      apiserver_s=round(t.seconds, 6), p99_s=Distribution.of(t.latencies, "").p99,
+                      codes=dict(t.codes))
              for k, t in tallies.items()),
             key=lambda row: (-row.apiserver_s, -row.count))
         summary.slowest = [request for _, _, request in sorted(slowest, key=lambda e: -e[0])]

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loadtests.plan import DEFAULT_PROJECT_TO
+from loadtests.plan import default_project_to
 from loadtests.report import charts, page
 from loadtests.report.figures import CHARTS, Chart, Series, series
 from loadtests.report.slo import thresholds
@@ -244,7 +244,7 @@ def targets(run: RunResult) -> list[int]:
         return sorted({int(n) for n in stored})
     planned = [s.get("nodes") for s in plan.get("steps") or [] if isinstance(s, dict)]
     largest = max([n for n in planned if isinstance(n, int | float)] + [s.nodes for s in run.steps], default=0)
-    return [n for n in DEFAULT_PROJECT_TO if n > largest]
+    return default_project_to(largest)
 
 
 def machine_cpus(run: RunResult, step: StepResult) -> int | None:
