@@ -27,6 +27,7 @@ from loadtests.controlplane.health import HealthCheck, endpoint_check
 from loadtests.controlplane.processes import ClusterState, ProcessGroup, ProcessRecord, free_ports, wait_for
 from loadtests.errors import TargetError
 from loadtests.kube.access import ClusterAccess
+from loadtests.kube.credentials import forget_tokens
 from loadtests.kube.errors import ApiError
 from loadtests.kube.kubeconfig import KubeContext, context_names, parse_context, read_kubeconfig
 from loadtests.kube.paths import object_path, resource_path
@@ -358,10 +359,12 @@ class ExistingCluster:
         self._release()
 
     def _release(self) -> None:
-        """Close the client and remove the private folder with the credential files."""
+        """Close the client and remove the private folder with the credential files (and forget its tokens)."""
         if self.client is not None:
             self.client.close()
             self.client = None
+        if self.access is not None:
+            forget_tokens(self.access.kubeconfig)
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None

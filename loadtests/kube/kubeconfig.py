@@ -1,14 +1,17 @@
 """Kubeconfigs: one context resolved to what the harness needs, and kubeconfigs the harness writes itself.
 
-Features the harness's clients cannot honour are refused here, in one line, rather than failing obscurely
-later; every kubeconfig and credential file written is mode 0600.
+Credentials are what `kubectl` accepts: client certificates, tokens and token files, exec plugins (aws,
+gke-gcloud-auth-plugin, kubelogin) and the oidc auth-provider, through the kubernetes client's loader; also
+proxy-url and tls-server-name. What the harness cannot honour is refused here, in one line, before anything
+starts; every kubeconfig and credential file written is mode 0600.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,24 +19,38 @@ import yaml
 
 from loadtests.errors import TargetError
 from loadtests.kube.access import ClusterAccess
+from loadtests.kube.credentials import exec_command_path, refreshing_token, resolve
 from loadtests.private import write_private
 
-_UNSUPPORTED_USER = {"exec": "an exec credential plugin", "auth-provider": "an auth-provider plugin",
-                     "username": "basic authentication", "password": "basic authentication"}
-_UNSUPPORTED_CLUSTER = {"tls-server-name": "tls-server-name", "proxy-url": "a proxy (proxy-url)"}
+_UNSUPPORTED_USER = {"username": "basic authentication", "password": "basic authentication"}
+EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
+PROXY_SCHEMES = ("http", "https")
+# auth-providers Kubernetes clients dropped in 1.26, and the exec plugin that replaced each
+_REMOVED_AUTH_PROVIDERS = {"gcp": "gke-gcloud-auth-plugin", "azure": "kubelogin (`kubelogin convert-kubeconfig`)"}
+_AUTH_PROVIDERS = ("oidc",)
 
 
 def write_kubeconfig(path: Path, server: str, *, context: str = "loadtest", user: str = "harness",
                      ca: str | Path | None = None, client_cert: str | Path | None = None,
                      client_key: str | Path | None = None, token: str | None = None,
-                     token_file: str | Path | None = None, insecure: bool = False) -> Path:
+                     token_file: str | Path | None = None, insecure: bool = False,
+                     exec_plugin: dict[str, Any] | None = None, auth_provider: dict[str, Any] | None = None,
+                     proxy_url: str | None = None, tls_server_name: str | None = None) -> Path:
     """A kubeconfig with one cluster, user and context (current), pointing at credential files; mode 0600."""
     cluster: dict[str, Any] = {"server": server}
     if ca:
         cluster["certificate-authority"] = str(ca)
     if insecure:
         cluster["insecure-skip-tls-verify"] = True
+    if proxy_url:
+        cluster["proxy-url"] = proxy_url
+    if tls_server_name:
+        cluster["tls-server-name"] = tls_server_name
     credentials: dict[str, Any] = {}
+    if exec_plugin:
+        credentials["exec"] = exec_plugin
+    if auth_provider:
+        credentials["auth-provider"] = auth_provider
     if client_cert and client_key:
         credentials.update({"client-certificate": str(client_cert), "client-key": str(client_key)})
     if token_file:
@@ -79,9 +96,23 @@ class KubeContext:
     token: str | None = None
     token_file: Path | None = None
     insecure: bool = False
+    exec_plugin: dict[str, Any] | None = field(default=None, compare=False)  # command made absolute if a path
+    auth_provider: dict[str, Any] | None = field(default=None, compare=False)
+    proxy_url: str | None = None
+    tls_server_name: str | None = None
+
+    @property
+    def refreshes(self) -> bool:
+        """Whether its token comes from a plugin (and expires): then each process resolves it for itself."""
+        return bool(self.exec_plugin or self.auth_provider)
 
     def materialize(self, workdir: Path) -> ClusterAccess:
-        """Files for every credential, and a kubeconfig (0600) whose current context is this one (kwok uses it)."""
+        """Files for every credential, and a kubeconfig (0600) whose current context is this one (kwok uses it).
+
+        A plugin's stanza is kept in that kubeconfig: kwok runs the plugin itself, and every process of ours
+        resolves the token from it through the kubernetes client's loader; the plugin runs once here, so a
+        plugin that fails is one line before anything starts.
+        """
         ca = self.ca.place(workdir, "ca.crt")
         cert = self.client_cert.place(workdir, "client.crt")
         key = self.client_key.place(workdir, "client.key")
@@ -90,9 +121,21 @@ class KubeContext:
             token = _read(self.token_file, self.source, "tokenFile").decode().strip()
         kubeconfig = write_kubeconfig(workdir / "kubeconfig", self.server, context=self.name, ca=ca,
                                       client_cert=cert, client_key=key, token=token, token_file=self.token_file,
-                                      insecure=self.insecure)
+                                      insecure=self.insecure, exec_plugin=self.exec_plugin,
+                                      auth_provider=self.auth_provider, proxy_url=self.proxy_url,
+                                      tls_server_name=self.tls_server_name)
+        credential_context = None
+        if self.refreshes:
+            first = resolve(kubeconfig, self.name, temp_dir=workdir, shown_as=self.source)
+            if first.token:
+                refreshing_token(str(kubeconfig), self.name, first=first)
+                credential_context = self.name
+            else:  # an exec plugin that hands out a client certificate: used as it is given now
+                cert, key = first.cert_file, first.key_file
         return ClusterAccess(server=self.server.rstrip("/"), kubeconfig=str(kubeconfig), ca_file=ca,
-                             cert_file=cert, key_file=key, token=token, insecure_skip_verify=self.insecure)
+                             cert_file=cert, key_file=key, token=token, insecure_skip_verify=self.insecure,
+                             credential_context=credential_context, proxy_url=self.proxy_url,
+                             tls_server_name=self.tls_server_name)
 
 
 def _read(path: Path, source: Path, field: str) -> bytes:
@@ -149,20 +192,63 @@ def _file(value: Any, source: Path, field: str) -> Path:
     return path
 
 
+def _proxy_url(cluster: dict[str, Any], where: str) -> str | None:
+    url = str(cluster.get("proxy-url") or "")
+    if not url:
+        return None
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in PROXY_SCHEMES:
+        raise TargetError(f"{where}: proxy-url {url!r}: the harness supports http:// and https:// proxies only")
+    return url
+
+
+def _exec_plugin(user: dict[str, Any], source: Path, where: str) -> dict[str, Any] | None:
+    """The exec stanza with its command found (a path made absolute); refused if the command is missing."""
+    stanza = user.get("exec")
+    if not stanza:
+        return None
+    if not isinstance(stanza, dict) or not stanza.get("command"):
+        raise TargetError(f"{where}: its exec plugin names no command")
+    if stanza.get("apiVersion") not in EXEC_API_VERSIONS:
+        raise TargetError(f"{where}: exec plugin apiVersion {stanza.get('apiVersion')!r} is not supported "
+                          f"(expected one of {', '.join(EXEC_API_VERSIONS)})")
+    command = str(stanza["command"])
+    found = exec_command_path(command, source.parent)
+    if found is None:
+        hint = ("not found on PATH" if os.sep not in command
+                else f"no executable file at {source.parent / Path(command).expanduser()}")
+        raise TargetError(f"{where}: exec plugin command {command!r} is not installed ({hint}); install it or "
+                          "use a context with a token or client certificate")
+    # for kwok (client-go), which runs it without a terminal: a plugin that must prompt fails there either way
+    return {**stanza, "command": found if os.sep in command else command, "interactiveMode": "Never"}
+
+
+def _auth_provider(user: dict[str, Any], where: str) -> dict[str, Any] | None:
+    provider = user.get("auth-provider")
+    if not provider:
+        return None
+    name = str(provider.get("name") if isinstance(provider, dict) else "")
+    if name in _REMOVED_AUTH_PROVIDERS:
+        raise TargetError(f"{where}: the {name!r} auth-provider was removed from Kubernetes clients in 1.26; "
+                          f"use its exec plugin instead: {_REMOVED_AUTH_PROVIDERS[name]}")
+    if name not in _AUTH_PROVIDERS:
+        raise TargetError(f"{where}: auth-provider {name!r} is not supported (only {', '.join(_AUTH_PROVIDERS)}); "
+                          "use an exec plugin, a token or a client certificate")
+    return dict(provider)
+
+
 def parse_context(config: dict[str, Any], name: str, source: Path) -> KubeContext:
     """Resolve one context to server and credentials; features the harness cannot honour are refused here."""
     context = _named(config, "contexts", name, source, "context")
     cluster = _named(config, "clusters", str(context.get("cluster")), source, f"context {name!r} names cluster")
     user_name = context.get("user")
     user = _named(config, "users", str(user_name), source, f"context {name!r} names user") if user_name else {}
-    for key, what in _UNSUPPORTED_CLUSTER.items():
-        if cluster.get(key):
-            raise TargetError(f"{source}: context {name!r} uses {what}, which the harness does not support; "
-                              "use a kubeconfig that reaches the apiserver directly")
+    where = f"kubeconfig {source}: context {name}"
     for key, what in _UNSUPPORTED_USER.items():
         if user.get(key):
             raise TargetError(f"{source}: context {name!r} authenticates with {what}, which the harness cannot "
-                              "use; give it a client certificate or a token (e.g. from `kubectl create token`)")
+                              "use; give it a client certificate, a token (e.g. from `kubectl create token`) "
+                              "or an exec plugin")
     server = str(cluster.get("server") or "")
     if not server.startswith(("https://", "http://")):
         raise TargetError(f"{source}: context {name!r}: cluster has no server URL (got {server!r})")
@@ -176,4 +262,6 @@ def parse_context(config: dict[str, Any], name: str, source: Path) -> KubeContex
         token=str(user["token"]) if user.get("token") else None,
         token_file=_file(user["tokenFile"], source, "tokenFile") if user.get("tokenFile") else None,
         insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        exec_plugin=_exec_plugin(user, source, where), auth_provider=_auth_provider(user, where),
+        proxy_url=_proxy_url(cluster, where), tls_server_name=str(cluster.get("tls-server-name") or "") or None,
     )

@@ -50,16 +50,21 @@ def verb_and_resource(method: str, path: str) -> tuple[str, str]:
     return verb, resource
 
 
+def pool_manager(access: ClusterAccess, **pool_options: Any) -> urllib3.PoolManager:
+    """A urllib3 pool for the access's server: through its proxy when the kubeconfig names one."""
+    if access.proxy_url:
+        return urllib3.ProxyManager(access.proxy_url, ssl_context=access.ssl_context(), **pool_options)
+    return urllib3.PoolManager(ssl_context=access.ssl_context(), **pool_options)
+
+
 class RestClient:
     def __init__(self, access: ClusterAccess, *, pool_size: int = 32, timeout_s: float = 30.0,
                  user_agent: str = USER_AGENT) -> None:
         self.access = access
         self.timeout_s = timeout_s
-        self.pool = urllib3.PoolManager(
-            num_pools=4, maxsize=pool_size, block=True, ssl_context=access.ssl_context(),
-            timeout=urllib3.Timeout(connect=5.0, read=timeout_s), retries=False,
-        )
-        self.headers = {"Accept": "application/json", "User-Agent": user_agent, **access.auth_headers()}
+        self.pool = pool_manager(access, num_pools=4, maxsize=pool_size, block=True,
+                                 timeout=urllib3.Timeout(connect=5.0, read=timeout_s), retries=False)
+        self.headers = {"Accept": "application/json", "User-Agent": user_agent}  # credentials: per request
         self._lock = threading.Lock()
         self._sent: collections.Counter[tuple[str, str]] = collections.Counter()
 
@@ -77,6 +82,17 @@ class RestClient:
 
     # --- plain requests ---------------------------------------------------------------------------------
 
+    def _send(self, method: str, url: str, headers: dict[str, str], **options: Any) -> urllib3.BaseHTTPResponse:
+        """One request with the current credentials; a 401 to a token that has since been refreshed (or
+        that the refresh replaces) is sent once more with the new one."""
+        sent = {**headers, **self.access.auth_headers()}
+        response = self.pool.request(method, url, headers=sent, **options)
+        if response.status != 401 or not self.access.rejected(sent):
+            return response
+        response.drain_conn()
+        response.release_conn()
+        return self.pool.request(method, url, headers={**headers, **self.access.auth_headers()}, **options)
+
     def request(self, method: str, path: str, body: Any = None, *, params: dict[str, Any] | None = None,
                 content_type: str = "application/json", ok: tuple[int, ...] = ()) -> dict[str, Any]:
         """Send one request; statuses in `ok` (besides 2xx) return {} instead of raising."""
@@ -88,7 +104,7 @@ class RestClient:
             headers["Content-Type"] = content_type
         self._count(method, path + (f"?{urlencode(params)}" if params else ""))
         try:
-            response = self.pool.request(method, url, body=data, headers=headers)
+            response = self._send(method, url, body=data, headers=headers)
         except TRANSPORT_ERRORS as error:
             raise ApiError(0, short_error(error), method, path) from None
         if 200 <= response.status < 300:
@@ -100,8 +116,8 @@ class RestClient:
     def answers(self, path: str, timeout_s: float = 2.0) -> bool:
         """Whether a plain GET (a health endpoint such as /livez) is answered 200 within timeout_s."""
         try:
-            response = self.pool.request("GET", self.access.server + path, headers=self.headers,
-                                         timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s))
+            response = self._send("GET", self.access.server + path, self.headers,
+                                  timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s))
         except TRANSPORT_ERRORS:
             return False
         return response.status == 200
@@ -164,10 +180,9 @@ class RestClient:
         path = resource_path(resource, namespace, query=query)
         self._count("GET", path)
         try:
-            response = self.pool.request("GET", self.access.server + path, headers=self.headers,
-                                         preload_content=False,
-                                         timeout=urllib3.Timeout(connect=5.0, read=min(WATCH_READ_TIMEOUT_S,
-                                                                                       timeout_s + 60)))
+            response = self._send("GET", self.access.server + path, self.headers, preload_content=False,
+                                  timeout=urllib3.Timeout(connect=5.0, read=min(WATCH_READ_TIMEOUT_S,
+                                                                                timeout_s + 60)))
         except TRANSPORT_ERRORS as error:
             raise ApiError(0, short_error(error), "WATCH", path) from None
         if response.status != 200:

@@ -35,7 +35,7 @@ from loadtests.kube.access import ClusterAccess, unverified_context
 from loadtests.kube.errors import ApiError
 from loadtests.kube.names import WatchNames
 from loadtests.kube.reflector import BackgroundReflector
-from loadtests.kube.rest import TRANSPORT_ERRORS, RestClient, short_error
+from loadtests.kube.rest import TRANSPORT_ERRORS, RestClient, pool_manager, short_error
 from loadtests.kube.watch import ListPage, WatchEvent
 from loadtests.measure import etcd
 from loadtests.measure.prometheus import Snapshot, counter_delta, counter_delta_by, histogram_delta, histogram_deltas
@@ -431,10 +431,11 @@ class MetricsSource:
     """One /metrics page scraped once per sample over a kept-alive connection; remembers the first and the
     previous scrape, for figures over each interval and over the whole window."""
 
-    def __init__(self, name: str, url: str, pool: urllib3.PoolManager, headers: Mapping[str, str],
+    def __init__(self, name: str, url: str, pool: urllib3.PoolManager, auth: Callable[[], Mapping[str, str]],
                  timeout_s: float) -> None:
         self.name, self.url, self.pool, self.timeout_s = name, url, pool, timeout_s
-        self.headers = {"Accept": _ACCEPT, "Accept-Encoding": "gzip", "User-Agent": USER_AGENT, **headers}
+        self.headers = {"Accept": _ACCEPT, "Accept-Encoding": "gzip", "User-Agent": USER_AGENT}
+        self.auth = auth  # per scrape: a token from an exec plugin is refreshed during the run
         self.families = _families(name)
         self.first: Snapshot | None = None
         self.previous: Snapshot | None = None
@@ -447,7 +448,7 @@ class MetricsSource:
         """The page now (None when it could not be had); the last good scrape becomes `previous`."""
         self.scrapes += 1
         try:
-            response = self.pool.request("GET", self.url, headers=self.headers, retries=False,
+            response = self.pool.request("GET", self.url, headers={**self.headers, **self.auth()}, retries=False,
                                          timeout=urllib3.Timeout(connect=min(5.0, self.timeout_s),
                                                                  read=self.timeout_s))
             if response.status != 200:
@@ -494,18 +495,19 @@ def metrics_sources(info: TargetInfo, timeout_s: float) -> tuple[list[MetricsSou
     def pool(context: Any) -> urllib3.PoolManager:
         return urllib3.PoolManager(num_pools=1, maxsize=1, ssl_context=context)
 
-    sources = [MetricsSource("kube-apiserver", access.server.rstrip("/") + "/metrics", pool(access.ssl_context()),
-                             access.auth_headers(), timeout_s)]
+    apiserver_pool = pool_manager(access, num_pools=1, maxsize=1)  # through the kubeconfig's proxy, if any
+    sources = [MetricsSource("kube-apiserver", access.server.rstrip("/") + "/metrics", apiserver_pool,
+                             access.auth_headers, timeout_s)]
     notes = []
     for component in (SCHEDULER, CONTROLLER_MANAGER):
         url = info.metrics_urls.get(component)
         if url:
-            sources.append(MetricsSource(component, url, pool(_client_context(access)), access.auth_headers(),
+            sources.append(MetricsSource(component, url, pool(_client_context(access)), access.auth_headers,
                                          timeout_s))
         else:
             notes.append(f"{component} /metrics: not reachable on this target, its figures are missing")
     if info.etcd_metrics_url:
-        sources.append(MetricsSource("etcd", info.etcd_metrics_url, pool(None), {}, timeout_s))
+        sources.append(MetricsSource("etcd", info.etcd_metrics_url, pool(None), dict, timeout_s))
     else:
         notes.append("etcd /metrics: not reachable on this target, its figures are missing")
     return sources, notes

@@ -319,12 +319,14 @@ _ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"  # the classic text format, w
 def fetch_metrics_text(url: str, access: ClusterAccess | None = None, timeout_s: float = 30.0) -> str:
     """GET a /metrics page; with `access`, authenticate as that client (the apiserver's /metrics needs it)."""
     headers = {"Accept": _ACCEPT, "Accept-Encoding": "gzip"}
-    context = None
+    handlers: list[urllib.request.BaseHandler] = []
     if access is not None:
         headers.update(access.auth_headers())
-        context = access.ssl_context()
+        handlers.append(urllib.request.HTTPSHandler(context=access.ssl_context()))
+        if access.proxy_url:  # the kubeconfig's proxy-url, not the environment's
+            handlers.append(urllib.request.ProxyHandler({"http": access.proxy_url, "https": access.proxy_url}))
     request = urllib.request.Request(url, headers=headers)
-    with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
+    with urllib.request.build_opener(*handlers).open(request, timeout=timeout_s) as response:
         body = response.read()
         if response.headers.get("Content-Encoding") == "gzip":
             body = gzip.decompress(body)

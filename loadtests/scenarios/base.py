@@ -10,6 +10,7 @@ import json
 import ssl
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from locust import FastHttpUser
 from locust.exception import StopUser
@@ -50,7 +51,7 @@ class KubeUser(FastHttpUser):
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
-        self.api = KubeApi(self.client)
+        self.api = KubeApi(self.client, self.config.access)
 
     def stop_if_past_deadline(self) -> None:
         """Users end themselves after the run's stop time, even if Locust failed to stop them."""
@@ -73,7 +74,8 @@ def user_class(base: type[KubeUser], name: str, config: LoadConfig, params: dict
                **attributes: Any) -> type[KubeUser]:
     """A concrete user class of `base` with exactly `count` users, bound to the run's target."""
     access = config.access
-    headers = {"Accept": JSON, "User-Agent": f"k8s-loadtest/{base.scenario or name}", **access.auth_headers()}
+    headers = {"Accept": JSON, "User-Agent": f"k8s-loadtest/{base.scenario or name}"}  # KubeApi adds credentials
+    proxy = urlsplit(access.proxy_url) if access.proxy_url else None
     namespace = {
         "abstract": False,
         "fixed_count": count,
@@ -81,6 +83,8 @@ def user_class(base: type[KubeUser], name: str, config: LoadConfig, params: dict
         "insecure": access.insecure_skip_verify,
         "ssl_context_factory": SslContexts(access),
         "default_headers": headers,
+        "proxy_host": proxy.hostname if proxy else None,
+        "proxy_port": (proxy.port or 80) if proxy else None,
         "config": config,
         "params": params,
         "__module__": base.__module__,

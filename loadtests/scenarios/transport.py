@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from geventhttpclient._parser import HTTPParseError
 
+from loadtests.kube.access import ClusterAccess
 from loadtests.kube.errors import Gone
 from loadtests.kube.names import ListNames
 from loadtests.kube.paths import resource_path
@@ -54,23 +55,36 @@ class KubeApi:
     None on failure rather than raising, so a failing apiserver shows up as failures in the stats, not as
     task exceptions."""
 
-    def __init__(self, session: FastHttpSession) -> None:
+    def __init__(self, session: FastHttpSession, access: ClusterAccess | None = None) -> None:
         self.session = session
+        self.access = access  # its credentials go with every request (a refreshing token changes)
 
     def call(self, verb: str, method: str, path: str, name: str, *, body: bytes | None = None,
              content_type: str = JSON, ok: Collection[int] = (200,), stream: bool = False,
              headers: dict[str, str] | None = None) -> ResponseContextManager:
-        """One request, recorded under `name` with the apiserver's verb as its type."""
+        """One request, recorded under `name` with the apiserver's verb as its type. A 401 to a token that
+        has since been refreshed is recorded, then sent once more with the new token."""
         request_headers = {"Content-Type": content_type} if body is not None else {}
         request_headers.update(headers or {})
-        with self.session.request(method, path, name=name, data=body, headers=request_headers,
+        response, sent = self._send(verb, method, path, name, body, request_headers, ok, stream)
+        if response.status_code == 401 and self.access is not None and self.access.rejected(sent):
+            if stream:
+                response._response.release()  # geventhttpclient's streaming response: give its connection back
+            response, _ = self._send(verb, method, path, name, body, request_headers, ok, stream)
+        return response
+
+    def _send(self, verb: str, method: str, path: str, name: str, body: bytes | None, headers: dict[str, str],
+              ok: Collection[int], stream: bool) -> tuple[ResponseContextManager, dict[str, str]]:
+        """The request as recorded, and the headers it went with (to tell which token a 401 refused)."""
+        sent = {**headers, **(self.access.auth_headers() if self.access is not None else {})}
+        with self.session.request(method, path, name=name, data=body, headers=sent,
                                   catch_response=True, stream=stream) as response:
             response.request_meta["request_type"] = verb
             if response.status_code in ok:
                 response.success()
             else:
                 response.failure(describe_failure(response))
-        return response
+        return response, sent
 
     def create(self, resource: str, namespace: str, body: bytes, name: str,
                ok: Collection[int] = (200, 201, 202)) -> int:

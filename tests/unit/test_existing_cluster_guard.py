@@ -29,7 +29,8 @@ def b64(data: bytes) -> str:
 
 
 def write_kubeconfig(folder: Path, *, current: str = "inline") -> Path:
-    """Four contexts: inline data, relative file paths, a token file, and an exec plugin the harness refuses."""
+    """Five contexts: inline data, relative file paths, a token file, an exec plugin that is not installed,
+    and basic authentication (which the harness refuses)."""
     certs = folder / "certs"
     certs.mkdir()
     (certs / "ca.crt").write_bytes(CA)
@@ -47,13 +48,16 @@ def write_kubeconfig(folder: Path, *, current: str = "inline") -> Path:
             {"name": "inline", "user": {"client-certificate-data": b64(CERT), "client-key-data": b64(KEY)}},
             {"name": "files", "user": {"client-certificate": "certs/client.crt", "client-key": "certs/client.key"}},
             {"name": "token", "user": {"tokenFile": "certs/token"}},
-            {"name": "plugin", "user": {"exec": {"command": "get-token", "apiVersion": "v1"}}},
+            {"name": "plugin", "user": {"exec": {"command": "loadtest-no-such-plugin",
+                                                 "apiVersion": "client.authentication.k8s.io/v1"}}},
+            {"name": "basic", "user": {"username": "admin", "password": "hunter2"}},
         ],
         "contexts": [
             {"name": "inline", "context": {"cluster": "inline", "user": "inline"}},
             {"name": "files", "context": {"cluster": "files", "user": "files"}},
             {"name": "token", "context": {"cluster": "open", "user": "token"}},
             {"name": "plugin", "context": {"cluster": "inline", "user": "plugin"}},
+            {"name": "basic", "context": {"cluster": "inline", "user": "basic"}},
         ],
     }
     path = folder / "kubeconfig"
@@ -86,7 +90,7 @@ def test_no_context_is_refused_even_with_a_current_context(tmp_path: Path) -> No
     message = refusal(cluster_plan(kubeconfig), run_args(kubeconfig=str(kubeconfig), allow_context="inline"))
     assert "without a named context" in message
     assert "--context NAME" in message and "--allow-context NAME" in message
-    assert "inline, files, token, plugin" in message
+    assert "inline, files, token, plugin, basic" in message
 
 
 def test_context_without_allow_context_is_refused(tmp_path: Path) -> None:
@@ -107,7 +111,7 @@ def test_unknown_context_names_the_ones_that_exist(tmp_path: Path) -> None:
     kubeconfig = write_kubeconfig(tmp_path)
     message = refusal(cluster_plan(kubeconfig),
                       run_args(kubeconfig=str(kubeconfig), context="prod", allow_context="prod"))
-    assert message == f"context 'prod' is not in {kubeconfig}; contexts there: inline, files, token, plugin"
+    assert message == f"context 'prod' is not in {kubeconfig}; contexts there: inline, files, token, plugin, basic"
 
 
 def test_plan_names_kubeconfig_and_context_and_the_command_line_wins(tmp_path: Path) -> None:
@@ -127,10 +131,19 @@ def test_unreadable_kubeconfig_is_one_line(tmp_path: Path) -> None:
     assert message.startswith(f"kubeconfig {missing}: cannot read it")
 
 
-def test_exec_plugins_are_refused(tmp_path: Path) -> None:
+def test_an_exec_plugin_that_is_not_installed_is_one_line(tmp_path: Path) -> None:
     kubeconfig = write_kubeconfig(tmp_path)
     message = refusal(cluster_plan(kubeconfig), run_args(context="plugin", allow_context="plugin"))
-    assert "exec credential plugin" in message and "client certificate or a token" in message
+    assert message == (f"kubeconfig {kubeconfig}: context plugin: exec plugin command 'loadtest-no-such-plugin' "
+                       "is not installed (not found on PATH); install it or use a context with a token or client "
+                       "certificate")
+
+
+def test_basic_authentication_is_refused(tmp_path: Path) -> None:
+    kubeconfig = write_kubeconfig(tmp_path)
+    message = refusal(cluster_plan(kubeconfig), run_args(context="basic", allow_context="basic"))
+    assert "basic authentication" in message and "hunter2" not in message
+    assert "exec plugin" in message
 
 
 # ---------------------------------------------------------------------------------------------- kubeconfig
