@@ -125,14 +125,16 @@ class Fleet:
         watch = NodeWatch(self.client).start()
         try:
             started = time.monotonic()
-            wanted = {objects.node_name(i) for i in range(count)}
+            indices = {objects.node_name(i): i for i in range(count)}  # a node's index gives its pod range
+            wanted = set(indices)
             existing = set(watch.present)
             to_create = sorted(wanted - existing)
             to_delete = sorted(existing - wanted, reverse=True)
             pool = ThreadPoolExecutor(CREATE_CONCURRENCY, thread_name_prefix="fleet")
             try:
-                list(pool.map(lambda n: self.client.create(resource_path("nodes"), objects.node_manifest(n),
-                                                           exist_ok=True), to_create))
+                list(pool.map(lambda n: self.client.create(resource_path("nodes"),
+                                                           objects.node_manifest(n, indices[n]), exist_ok=True),
+                              to_create))
                 list(pool.map(lambda n: self.client.delete(resource_path("nodes", name=n)), to_delete))
             finally:
                 # interrupted (a hung apiserver, Ctrl-C): the queued requests are dropped, not sent one by one

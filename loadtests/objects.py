@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import ipaddress
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,13 @@ NS_CHURN = "loadtest-churn"  # pods and Deployments created and deleted by the l
 NS_PROBE = "loadtest-probe"  # objects written by the watch-delay probe
 NAMESPACES = (NS_FLEET, NS_CHURN, NS_PROBE)
 
+# Each fake node's pod addresses: a /24 by node index out of 10.128.0.0/9, clear of kwok's own default range
+# (loadtests.controlplane.kwok, 10.0.0.0/16) and of the Service range (10.96.0.0/16); kwok allocates a pod's IP
+# from its node's spec.podCIDR, so addresses are unique across the fleet and tell which node a pod is on.
+NODE_POD_CIDRS = ipaddress.IPv4Network("10.128.0.0/9")
+NODE_POD_PREFIX = 24
+SERVICE_PORT = 80  # the port of the harness's Services (nothing listens: kwok pods run nothing)
+
 
 def kwok_configs_dir() -> Path:
     """The kwok templates, Stages and in-cluster manifests shipped inside the package (loadtests/kwok_configs/)."""
@@ -40,9 +48,26 @@ def node_name(index: int) -> str:
     return f"{NODE_PREFIX}{index:05d}"
 
 
-def node_manifest(name: str) -> dict[str, Any]:
+def node_pod_cidr(index: int) -> str:
+    """The index-th node's pod range: the index-th /24 of NODE_POD_CIDRS (32,768 nodes at most)."""
+    size = 2 ** (32 - NODE_POD_PREFIX)
+    count = NODE_POD_CIDRS.num_addresses // size
+    if not 0 <= index < count:
+        raise ValueError(f"node index {index} is outside the {count} pod ranges of {NODE_POD_CIDRS}")
+    return f"{NODE_POD_CIDRS.network_address + index * size}/{NODE_POD_PREFIX}"
+
+
+def node_manifest(name: str, index: int | None = None) -> dict[str, Any]:
+    """A fake node; given its index in the fleet, with its own pod range (spec.podCIDR and podCIDRs), from
+    which kwok gives its pods their IPs."""
     node = copy.deepcopy(_template("node-template.yaml"))
     node["metadata"]["name"] = name
+    # as a kubelet labels its node: topology rules (pod anti-affinity on hostname) need it
+    node["metadata"]["labels"]["kubernetes.io/hostname"] = name
+    if index is not None:
+        cidr = node_pod_cidr(index)
+        node["spec"]["podCIDR"] = cidr
+        node["spec"]["podCIDRs"] = [cidr]
     return node
 
 
@@ -77,3 +102,18 @@ def deployment_manifest(name: str, namespace: str, replicas: int) -> dict[str, A
 
 def namespace_manifest(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(MANAGED_BY)}}
+
+
+def service_manifest(name: str, namespace: str) -> dict[str, Any]:
+    """A ClusterIP Service selecting every harness pod of its namespace (all carry the managed-by label), so
+    the controller-manager keeps its Endpoints and EndpointSlices current as those pods come and go."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": dict(MANAGED_BY),
+            "ports": [{"name": "http", "protocol": "TCP", "port": SERVICE_PORT, "targetPort": SERVICE_PORT}],
+        },
+    }

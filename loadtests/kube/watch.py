@@ -26,6 +26,7 @@ class WatchEvent:
     type: str  # ADDED | MODIFIED | DELETED | BOOKMARK | ERROR
     object: dict[str, Any]
     received_at: float  # clock time when the bytes ending this event were read (watch-delay measurements)
+    size: int = 0  # bytes of the body this event came in (its line and newline): what the watcher received
 
     @property
     def resource_version(self) -> str:
@@ -39,10 +40,10 @@ def status_error(status: dict[str, Any]) -> Exception:
     return Gone(text) if code == 410 else WatchError(f"watch ended with an error: {text}")
 
 
-def _parse_event(line: bytes, received_at: float) -> WatchEvent:
+def _parse_event(line: bytes, received_at: float, size: int) -> WatchEvent:
     try:
         data = json.loads(line)
-        return WatchEvent(str(data["type"]), data.get("object") or {}, received_at)
+        return WatchEvent(str(data["type"]), data.get("object") or {}, received_at, size)
     except (ValueError, KeyError, TypeError) as error:
         raise WatchError(f"not a watch event ({error}): {line[:120]!r}") from None
 
@@ -60,14 +61,14 @@ class WatchDecoder:
             return []
         complete = bytes(self._pending[:end])
         del self._pending[: end + 1]
-        return [_parse_event(line, received_at) for line in complete.split(b"\n") if line.strip()]
+        return [_parse_event(line, received_at, len(line) + 1) for line in complete.split(b"\n") if line.strip()]
 
     def finish(self, received_at: float) -> list[WatchEvent]:
         """An event the stream ended without a newline after; a truncated one (the connection broke in the
         middle of it, which the stream reports itself) is dropped."""
         rest, self._pending = bytes(self._pending).strip(), bytearray()
         try:
-            return [_parse_event(rest, received_at)] if rest else []
+            return [_parse_event(rest, received_at, len(rest))] if rest else []
         except WatchError:
             return []
 
