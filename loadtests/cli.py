@@ -204,9 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_run_commands(sub: Any) -> None:
-    from loadtests import runcli
+    from loadtests import remote, runcli
 
     runcli.add_commands(sub)
+    remote.add_worker_command(sub)
 
 
 def main(argv: list[str] | None = None) -> int:

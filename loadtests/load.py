@@ -34,7 +34,8 @@ import pandas as pd
 from loadtests.controlplane.processes import die_with_parent, free_ports, log_tail
 from loadtests.errors import LoadTestError
 from loadtests.kube.access import ClusterAccess
-from loadtests.results import ClientStat, RateResult
+from loadtests.remote import MasterBind, cluster_identity
+from loadtests.results import ClientStat, RateResult, WorkerStat
 from loadtests.scenarios.catalog import achieved_rates, scenario_params, user_plan
 from loadtests.scenarios.config import (
     CONFIG_ENV,
@@ -42,6 +43,7 @@ from loadtests.scenarios.config import (
     FINAL_STATS_SUFFIX,
     WINDOW_FAILURES_SUFFIX,
     WINDOW_STATS_SUFFIX,
+    WINDOW_WORKERS_SUFFIX,
     LoadConfig,
 )
 
@@ -52,6 +54,9 @@ WINDOW_CLOSE_FILE = "window-closed"
 WINDOW_CAP_S = 180.0  # time allowed for start-up and spawning before the window opens
 STOP_SLACK_S = 60.0  # users end themselves this long after the run time, should Locust not stop them
 _CPU_WARNINGS = ("CPU usage above", "exceeded cpu threshold", "CPU usage was too high")
+LOCAL_MASTER_WAIT_S = 60.0  # local worker processes connect within seconds
+UI_HOST = "127.0.0.1"  # the live view (--ui) is served on loopback only
+WORKER_CPU_BOUND_PCT = 90.0  # a worker this busy (100 = one core) is the limit, not the control plane
 
 
 class LoadGeneratorError(LoadTestError):
@@ -77,6 +82,7 @@ class LoadOutcome:
     failures: list[FailureStat] = field(default_factory=list)  # most frequent first
     users: dict[str, int] = field(default_factory=dict)  # user class -> users run
     log: Path | None = None
+    workers: list[WorkerStat] = field(default_factory=list)  # each worker's share, as the master counted it
 
 
 def _number(value: Any) -> float | None:
@@ -85,6 +91,12 @@ def _number(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return None if math.isnan(number) else number
+
+
+def _content_bytes(row: dict[str, Any]) -> int | None:
+    """All the responses' bytes of a stats row: Locust writes their count and average size."""
+    average = _number(row.get("Average Content Size"))
+    return None if average is None else round(average * int(row["Request Count"]))
 
 
 def read_stats_csv(path: Path) -> tuple[list[ClientStat], ClientStat | None]:
@@ -108,6 +120,7 @@ def read_stats_csv(path: Path) -> tuple[list[ClientStat], ClientStat | None]:
             p99_ms=_number(row["99%"]),
             max_ms=_number(row["Max Response Time"]),
             avg_ms=_number(row["Average Response Time"]),
+            content_bytes=_content_bytes(row),
         )
         if stat.name == "Aggregated" and not stat.type:
             total = stat
@@ -135,12 +148,56 @@ def failure_note(total: ClientStat | None, failures: list[FailureStat]) -> list[
             + (f"; most frequent: {top}" if top else "")]
 
 
+def read_workers(path: Path) -> tuple[list[WorkerStat], list[str], str | None]:
+    """The master's per-worker figures (loadtests/worker_link.py): the workers, notes on refused and lost
+    ones, and why the step could not start, if it could not. Nothing when the file is missing."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return [], [], None
+    workers = [WorkerStat(**entry) for entry in data.get("workers") or []]
+    notes = [f"load: refused worker {line}" for line in data.get("refused") or []]
+    notes += [f"load: worker {w.worker} CPU-bound: {w.cpu_percent:.0f} % of a core over the window; its client-side "
+              "figures may be inflated and its rates capped by the load generator; add workers"
+              for w in workers if w.cpu_percent is not None and w.cpu_percent >= WORKER_CPU_BOUND_PCT]
+    lost = [w for w in workers if w.lost_after_s is not None]
+    for worker in lost:
+        notes.append(f"load: worker {worker.worker} was lost (disconnected or stopped answering; noticed "
+                     f"{worker.lost_after_s:g} s into the window); {worker.requests} of its requests were counted")
+    if lost:
+        notes.append(f"load: partial figures: the client-side counts and rates lack what {len(lost)} lost "
+                     "worker(s) sent after their last report, and the load fell short of the plan from then on")
+    return workers, notes, data.get("error")
+
+
+def locust_worker_command(python: str, master_host: str, master_port: int) -> list[str]:
+    """The command line of a Locust worker process joining the master at master_host:master_port."""
+    return [python, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host", master_host,
+            "--master-port", str(master_port), "--loglevel", "INFO"]
+
+
+def locust_env(extra: dict[str, str]) -> dict[str, str]:
+    """The environment of a Locust process: this package importable, output unbuffered, plus `extra`."""
+    env = {**os.environ, **extra, "PYTHONUNBUFFERED": "1"}
+    root = str(LOCUSTFILE.parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def locust_spawn(cmd: list[str], log: IO[bytes], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    """A Locust process in its own session (a Ctrl-C at the terminal reaches its parent, which stops it in
+    order), killed with the process that started it (a harness killed outright takes its load with it)."""
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                            cwd=cwd, start_new_session=True, preexec_fn=die_with_parent)
+
+
 class LoadGenerator:
     """The Locust processes of one step. start() returns at once; wait() blocks until the run time is over."""
 
     def __init__(self, plan_load: dict[str, Any], access: ClusterAccess, nodes: int, out_dir: Path,
                  duration_s: float, workers: int = 0, run_id: str = "", spawn_rate: float | None = None,
-                 node_names: list[str] | None = None, python: str = sys.executable, windowed: bool = False) -> None:
+                 node_names: list[str] | None = None, python: str = sys.executable, windowed: bool = False,
+                 master: MasterBind | None = None, ui_port: int | None = None, final_step: bool = False) -> None:
         self.scenarios = scenario_params(plan_load)
         self.access = access
         self.nodes = nodes
@@ -153,7 +210,11 @@ class LoadGenerator:
         self._window_s: float | None = None  # how long the window was open, once the runner closed it
         # with a measured window Locust's own run time is only a cap: the window ends the run
         self.run_time_s = max(1, math.ceil(self.duration_s + (WINDOW_CAP_S if windowed else 0.0)))
-        self.workers = int(workers)
+        self.workers = int(workers)  # local worker processes
+        self.master = master  # workers of other machines join at master.address; then no local ones
+        self.ui_port = ui_port  # Locust's web UI on UI_HOST:ui_port, read-only (--ui)
+        self.cluster_uid: str | None = None
+        self.final_step = final_step  # workers of other machines end after it
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.node_names = node_names
         self.python = python
@@ -171,11 +232,13 @@ class LoadGenerator:
 
     def _write_config(self) -> Path:
         config = LoadConfig(access=self.access, scenarios=self.scenarios, nodes=self.nodes,
-                            node_names=self.node_names, run_id=self.run_id, workers=self.workers,
+                            node_names=self.node_names, run_id=self.run_id, workers=self.expected_workers(),
                             stop_at=time.time() + self.run_time_s + self.spawn_time_s() + STOP_SLACK_S,
                             window_file=str(self.window_file) if self.windowed else None,
                             window_s=self.duration_s if self.windowed else None,
-                            window_close_file=str(self.window_close_file) if self.windowed else None)
+                            window_close_file=str(self.window_close_file) if self.windowed else None,
+                            cluster_uid=self.cluster_uid, remote_workers=self.master.workers if self.master else 0,
+                            remote_wait_s=self.master.wait_s if self.master else 0.0, final_step=self.final_step)
         # it may hold a bearer token: kept in a private folder outside the results, removed when Locust is done
         self._config_dir = Path(tempfile.mkdtemp(prefix="loadtest-load-"))
         path = self._config_dir / "load-config.json"
@@ -184,30 +247,38 @@ class LoadGenerator:
             json.dump(config.to_dict(), handle, indent=1)
         return path
 
+    def expected_workers(self) -> int:
+        """Worker processes the master waits for: local ones, or those of other machines."""
+        return self.master.workers if self.master else self.workers
+
+    def ui_url(self) -> str | None:
+        return f"http://{UI_HOST}:{self.ui_port}" if self.ui_port else None
+
     def spawn_time_s(self) -> float:
         return self.users.total / self.spawn_rate if self.users.total else 0.0
 
     def command(self, master_port: int | None = None) -> list[str]:
         """The Locust command line of the master (or of the only process)."""
+        # with the live view Locust serves its UI and starts the plan's users by itself, as headless would
+        mode = ["--autostart", "--web-host", UI_HOST, "--web-port", str(self.ui_port)] if self.ui_port else [
+            "--headless"]
         cmd = [
-            self.python, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+            self.python, "-m", "locust", "-f", str(LOCUSTFILE), *mode,
             "--users", str(self.users.total), "--spawn-rate", f"{self.spawn_rate:g}",
             "--run-time", f"{self.run_time_s}s", "--csv", str(self.out_dir / CSV_PREFIX), "--only-summary",
             "--exit-code-on-error", "0", "--loglevel", "INFO",
         ]
         if master_port is not None:
-            cmd += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
-                    "--expect-workers", str(self.workers), "--expect-workers-max-wait", "60"]
+            host = self.master.host if self.master else "127.0.0.1"
+            wait_s = self.master.wait_s if self.master else LOCAL_MASTER_WAIT_S
+            cmd += ["--master", "--master-bind-host", host, "--master-bind-port", str(master_port),
+                    "--expect-workers", str(self.expected_workers()), "--expect-workers-max-wait", f"{wait_s:g}"]
         return cmd
 
     def _spawn(self, cmd: list[str], log_path: Path, env: dict[str, str]) -> None:
         log = open(log_path, "wb")  # noqa: SIM115 - closed in _close_logs once the process is gone
         self._logs.append(log)
-        # own session: a Ctrl-C at the terminal reaches the runner, which stops Locust in order
-        # and tied to the runner: a harness killed outright takes its load generator with it
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                cwd=self.out_dir, start_new_session=True, preexec_fn=die_with_parent)
-        self._procs.append(proc)
+        self._procs.append(locust_spawn(cmd, log, env, self.out_dir))
 
     def start(self) -> None:
         """Start Locust (master and workers when distributed); returns once the processes are started."""
@@ -217,22 +288,24 @@ class LoadGenerator:
         self._started_at = time.monotonic()
         if not self.users.total:
             return
-        env = {**os.environ, CONFIG_ENV: str(self._write_config()), "PYTHONUNBUFFERED": "1"}
-        root = str(LOCUSTFILE.parent.parent)
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        if self.master is not None and self.cluster_uid is None:
+            self.cluster_uid = cluster_identity(self.access)  # what every worker of another machine must reach
+        env = locust_env({CONFIG_ENV: str(self._write_config())})
         for suffix in ("_stats.csv", "_failures.csv", FINAL_STATS_SUFFIX, FINAL_FAILURES_SUFFIX,
-                       WINDOW_STATS_SUFFIX, WINDOW_FAILURES_SUFFIX):
+                       WINDOW_STATS_SUFFIX, WINDOW_FAILURES_SUFFIX, WINDOW_WORKERS_SUFFIX):
             (self.out_dir / (CSV_PREFIX + suffix)).unlink(missing_ok=True)
         self.window_file.unlink(missing_ok=True)
         self.window_close_file.unlink(missing_ok=True)
+        if self.master is not None:  # the workers come from elsewhere, to the same address every step
+            self._spawn(self.command(self.master.port), self.log_path, env)
+            return
         if self.workers <= 0:
             self._spawn(self.command(), self.log_path, env)
             return
         port = free_ports(1)[0]
         self._spawn(self.command(port), self.log_path, env)
         for index in range(self.workers):
-            worker_cmd = [self.python, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host",
-                          "127.0.0.1", "--master-port", str(port), "--loglevel", "INFO"]
+            worker_cmd = locust_worker_command(self.python, "127.0.0.1", port)
             self._spawn(worker_cmd, self.out_dir / f"locust-worker-{index}.log", env)
 
     def open_window(self) -> None:
@@ -347,11 +420,27 @@ class LoadGenerator:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.wait(timeout=15)
         self.stop()  # workers that outlived their master
+        self._refuse_unstarted()
         if code != 0:
             raise LoadGeneratorError(
                 f"Locust exited with code {code}; last lines of {self.log_path}:\n{log_tail(self.log_path, 25)}"
             )
         return self.outcome()
+
+    def _refuse_unstarted(self) -> None:
+        """A master that gave up on its workers: one line saying how many came, not Locust's log."""
+        _, _, error = read_workers(self.out_dir / (CSV_PREFIX + WINDOW_WORKERS_SUFFIX))
+        try:
+            gave_up = "Gave up waiting for workers to connect" in self.log_path.read_text(errors="replace")
+        except OSError:
+            gave_up = False
+        if self.master is None or not (error or gave_up):
+            return
+        where = self.master.address
+        raise LoadGeneratorError(
+            (error or f"waited {self.master.wait_s:g} s for {self.master.workers} worker(s) to connect")
+            + f" at {where}; start them with `loadtest worker --master {where} --kubeconfig K --context C "
+            "--allow-context C` on their machines")
 
     def _csv(self, *suffixes: str) -> Path:
         """The first of the locustfile's files that it wrote (window close, then quit: complete), else
@@ -374,9 +463,10 @@ class LoadGenerator:
         client, total = read_stats_csv(path)
         failures = read_failures_csv(self._csv(WINDOW_FAILURES_SUFFIX, FINAL_FAILURES_SUFFIX, "_failures.csv"))
         rates = achieved_rates(self.scenarios, self.nodes, self._window_s or self.duration_s, client)
-        notes = failure_note(total, failures) + self._log_notes()
+        workers, worker_notes, _ = read_workers(self.out_dir / (CSV_PREFIX + WINDOW_WORKERS_SUFFIX))
+        notes = failure_note(total, failures) + worker_notes + self._log_notes()
         return LoadOutcome(client=client, rates=rates, notes=notes, total=total, failures=failures,
-                           users=dict(self.users.by_class), log=self.log_path)
+                           users=dict(self.users.by_class), log=self.log_path, workers=workers)
 
     def _log_notes(self) -> list[str]:
         """Locust's own warnings that it ran out of CPU: then its figures understate the target."""

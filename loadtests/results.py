@@ -15,8 +15,12 @@ Schema (version 1), all times in seconds, sizes in bytes, rates per second:
         index, name, nodes, pods_per_node, started_at, duration_s (measured window)
         ramp: nodes_ready_s, pods_running_s (time to reach the step's scale), harness_cpu_s (the harness's CPU
             during the node ramp), load_spawn_s (time until every load user ran, before the window opened)
-        client: list of ClientStat (Locust, per request type+name)
-        rates: list of RateResult (per scenario: asked vs achieved per second)
+        client: list of ClientStat (Locust, per request type+name); content_bytes: the bytes of all its
+            responses (absent in older files). A watcher scenario that counts what it receives (service_watchers)
+            has a row of type RECV, named after its watch: one count per watch event, content_bytes their bytes
+        rates: list of RateResult (per scenario: asked vs achieved per second); a watcher scenario that counts
+            what it receives adds events and received_bytes: the watch events (BOOKMARKs included) and their
+            bytes (the response body, newlines included) all its watchers received in the measured window
         server: list of ServerLatency (apiserver_request_sli_duration_seconds deltas per verb/resource/scope);
             bounds: {quantile: "<" | ">"} where the histogram gives only a bound (the value is that bound);
             finer: the same requests' apiserver_request_duration_seconds quantiles, {} where unavailable
@@ -32,6 +36,10 @@ Schema (version 1), all times in seconds, sizes in bytes, rates per second:
         pod_startup: Distribution (create -> Running, seen by a watch)
         watch_delay: Distribution (write -> event at a watcher)
         processes: list of ProcessStat (CPU and RSS per component and for the load generator)
+        workers: list of WorkerStat: each Locust worker's share of the window as its master counted it
+            (worker: its address or host and pid; remote: from another machine (`loadtest worker`); requests,
+            failures; cpu_seconds and cpu_percent (100 = one core) from its own reports around the window;
+            lost_after_s: it disconnected or stopped answering this long after the window opened, else null)
         health: ClusterHealth, sampled every few seconds through the measured window (absent in older files:
             an empty ClusterHealth):
             interval_s: the sampling interval
@@ -133,6 +141,7 @@ class ClientStat:
     p99_ms: float | None
     max_ms: float | None
     avg_ms: float | None = None
+    content_bytes: int | None = None  # all its responses' bytes (Locust's count x average content size)
 
 
 @dataclass
@@ -144,6 +153,8 @@ class RateResult:
     achieved_per_s: float
     unit: str = "requests"
     per_second: bool = True  # False: a count (watches established), not a rate
+    events: int | None = None  # watch events its watchers received in the window (scenarios that count them)
+    received_bytes: int | None = None  # the bytes of those events
 
 
 @dataclass
@@ -181,6 +192,20 @@ class ProcessStat:
 
 
 @dataclass
+class WorkerStat:
+    """One Locust worker's share of the measured window: a worker on another machine has no pid here to
+    measure, so its master counts what it reports."""
+
+    worker: str
+    remote: bool = False
+    requests: int = 0
+    failures: int = 0
+    cpu_seconds: float | None = None
+    cpu_percent: float | None = None
+    lost_after_s: float | None = None
+
+
+@dataclass
 class EtcdStats:
     source: str = "etcd /metrics"
     db_size_bytes: float | None = None
@@ -189,6 +214,10 @@ class EtcdStats:
     quota_bytes: float | None = None
     wal_fsync_p99_s: float | None = None
     backend_commit_p99_s: float | None = None
+    # asked of the main etcd itself at the window's close (local control planes): its raised alarms
+    # (e.g. NOSPACE) and its keys per prefix ({"events": n, "pods": n, "leases": n})
+    alarms: list[str] = field(default_factory=list)
+    keys_by_prefix: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -273,6 +302,7 @@ class StepResult:
     pod_startup: Distribution = field(default_factory=Distribution)
     watch_delay: Distribution = field(default_factory=Distribution)
     processes: list[ProcessStat] = field(default_factory=list)
+    workers: list[WorkerStat] = field(default_factory=list)
     health: ClusterHealth = field(default_factory=ClusterHealth)
     audit: AuditSummary = field(default_factory=AuditSummary)
     # when the measured window opened and closed (UTC, ISO-8601), to line it up with other monitoring

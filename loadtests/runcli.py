@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loadtests import plan as plan_mod
-from loadtests import results
-from loadtests.errors import MIN_FREE_BYTES, CompareError, LoadTestError, disk_full
+from loadtests import remote, results
+from loadtests.errors import MIN_FREE_BYTES, CompareError, LoadTestError, PlanError, disk_full
 from loadtests.plan import Plan
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ def make_target(plan: Plan, run_id: str, out_dir: Path, args: argparse.Namespace
         # two runs with the same folder name never share a cluster
         name=f"run-{run_id}-{os.getpid()}", kube_version=plan.target.kube_version,
         heartbeat_factor=plan.target.heartbeat_factor, events_etcd=plan.target.events_etcd, tied_to_owner=True,
-        audit=audit), out_dir, _say)
+        audit=audit, component_args=plan.target.component_args, etcd_storage=plan.target.etcd_storage),
+        out_dir, _say)
 
 
 def execute(plan: Plan, out_dir: Path, args: argparse.Namespace,
@@ -75,7 +76,7 @@ def execute(plan: Plan, out_dir: Path, args: argparse.Namespace,
     from loadtests.runner import Runner, RunOptions
 
     prepare_out_dir(out_dir)
-    runner = Runner(plan, RunOptions(out_dir=out_dir, workers=args.workers, progress=_say),
+    runner = Runner(plan, RunOptions(out_dir=out_dir, workers=args.workers, progress=_say, **remote.run_options(args)),
                     make_target(plan, out_dir.name, out_dir, args), chooser)
     failure: LoadTestError | None = None
     try:
@@ -144,6 +145,7 @@ def check_runnable(plan: Plan, args: argparse.Namespace) -> None:
     can hold it (unless --force). Warns about clusters of runs that were killed and left running."""
     from loadtests import sizing
 
+    remote.check_run_options(plan, args)
     if plan.target.kind == "local" and not getattr(args, "kubeconfig", None):
         from loadtests.binaries import find
 
@@ -415,6 +417,79 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
     return compare_runs(folders[0], folders[1], base / "compare", _thresholds(args.threshold), False)
 
 
+def cmd_lesson(args: argparse.Namespace) -> int:
+    """Run lessons of the field reports: each variant on a fresh control plane, then the lesson's page. The exit
+    code says whether every run finished (0) or one was aborted (3), not whether a lesson reproduced."""
+    from loadtests import lesson as lesson_mod
+    from loadtests.report.lesson import write_lesson_page
+
+    if args.list:
+        for found in lesson_mod.load_all():
+            _say(f"{found.name:<28} {found.summary}")
+        return EXIT_PASSED
+    if not args.names:
+        raise PlanError(f"name a lesson (or `all`); known lessons: {', '.join(lesson_mod.names())}")
+    if args.kubeconfig:
+        raise PlanError("lessons run on local control planes they configure themselves (etcd quota, flags, a "
+                        "second etcd); drop --kubeconfig")
+    wanted = lesson_mod.names() if args.names == ["all"] else args.names
+    lessons = [lesson_mod.load(name) for name in wanted]  # an unknown name is refused before anything runs
+    plans = {}
+    for found in lessons:
+        for variant in found.variants:
+            planned = found.plan(variant, args.scale, args.kube_version)
+            found.check_version(planned.target.kube_version)
+            check_runnable(planned, args)
+            plans[(found.name, variant.name)] = planned
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    base = (Path(args.out) if args.out else REPORTS_DIR / (
+        f"lesson-{wanted[0]}-{stamp}" if len(wanted) == 1 else f"lessons-{stamp}")).resolve()
+    args.no_gate = True  # a lesson's warned setup is expected to fail SLOs: that is the lesson
+    aborted = False
+    lines = []
+    for found in lessons:
+        folder = base if len(lessons) == 1 else base / found.name
+        prepare_out_dir(folder)
+        for variant in found.variants:
+            _say(f"=== lesson {found.name}: {variant.name} ({variant.says}) ===")
+            plan = plans[(found.name, variant.name)]
+            repeat = args.repeat or 1
+            code = (run_plan(plan, folder / variant.name, args) if repeat == 1
+                    else run_repeats(plan, folder / variant.name, repeat, args))
+            if code in (EXIT_ABORTED, EXIT_ENVIRONMENT):  # a fault or Ctrl-C ends every lesson, as it ends a run
+                aborted = True
+                break
+        page = write_lesson_page(found, folder)
+        verdict = json_verdict(folder)
+        lines.append(f"{found.name:<28} {verdict}")
+        _say(f"lesson {found.name}: {verdict}: {page}")
+        if aborted:
+            _say(f"loadtest: lesson {found.name} was aborted; lessons not run: "
+                 f"{', '.join(f.name for f in lessons[lessons.index(found) + 1:]) or 'none'}")
+            break
+    if len(lessons) > 1:
+        from loadtests.report.lesson import lessons_table
+
+        ran = [base / f.name for f in lessons if (base / f.name / "lesson.json").is_file()]
+        (base / "lessons.md").write_text(lessons_table(ran))
+        _say("lessons:\n" + "\n".join(f"  {line}" for line in lines) + f"\ntable: {base / 'lessons.md'}")
+    return EXIT_ABORTED if aborted else EXIT_PASSED
+
+
+def json_verdict(folder: Path) -> str:
+    """The verdict line of a lesson folder's lesson.json: the verdict and its first figure's effect."""
+    import json
+
+    from loadtests.report.lesson import LESSON_RESULTS
+
+    data = json.loads((folder / LESSON_RESULTS).read_text())
+    first = data["comparisons"][0] if data["comparisons"] else None
+    if first is None:
+        return data["verdict"]
+    effect = "∞" if first["effect_infinite"] else "—" if first["effect"] is None else f"{first['effect']:.2f}"
+    return f"{data['verdict']} ({first['measure']}: ×{effect} against {first['against']})"
+
+
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("run", help="run a plan: growing steps, load, measurements, report")
     p.add_argument("--plan", default="default", help="plan file, or the name of a bundled plan (default: default)")
@@ -454,6 +529,19 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--force", action="store_true", help="compare runs made from different plans")
     p.set_defaults(func=cmd_compare)
 
+    p = sub.add_parser("lesson", help="run a lesson of the field reports: the setup they warn against and the fix, "
+                                      "side by side (lesson.html)")
+    p.add_argument("names", nargs="*", metavar="NAME", help="lessons to run, or `all` (see --list)")
+    p.add_argument("--list", action="store_true", help="list the lessons, one line each")
+    p.add_argument("--scale", choices=("small", "medium"), default="medium",
+                   help="small: seconds per variant (the test suite's); medium (default): minutes")
+    p.add_argument("--out", help="results folder (default: reports/lesson-<name>-<time>)")
+    p.add_argument("--kube-version", help="run the lesson on this Kubernetes version")
+    p.add_argument("--repeat", type=count_arg, default=None, metavar="N",
+                   help="run each variant N times, so the verdict knows the run-to-run noise")
+    _run_options(p)
+    p.set_defaults(func=cmd_lesson)
+
     p = sub.add_parser("rehearse", help="run one plan on two Kubernetes versions and compare them")
     p.add_argument("--plan", default="default")
     p.add_argument("--from", dest="from_version", required=True)
@@ -485,5 +573,6 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-context", help="confirm the context by repeating its name (safety guard)")
     p.add_argument("--kwok-mode", choices=("local", "in-cluster"),
                    help="existing cluster: run kwok here (default when its binary is cached) or in the cluster")
+    remote.add_run_options(p)
 
 

@@ -34,12 +34,14 @@ from loadtests.errors import (
     write_error_log,
 )
 from loadtests.fleet import FLEET_USER_AGENT, Fleet
+from loadtests.join import NodeJoin
 from loadtests.kube.rest import RestClient
 from loadtests.load import LoadGenerator
 from loadtests.measure.probes import StepProbes
 from loadtests.measure.saturation import RampWitness
 from loadtests.measure.scrapes import step_folder
 from loadtests.plan import Plan, Step
+from loadtests.remote import MasterBind
 from loadtests.report.slo import thresholds
 from loadtests.results import ClientStat, RunResult, StepResult
 from loadtests.shutdown import SHUTDOWN
@@ -52,6 +54,8 @@ class RunOptions:
     kube_version: str | None = None  # overrides the plan's target version (upgrade rehearsals)
     progress: Callable[[str], None] = print
     allow_context: str | None = None  # existing clusters only run when their context is named here
+    master: MasterBind | None = None  # each step's master listens here for workers of other machines
+    ui_port: int | None = None  # serve Locust's web UI (read-only) on 127.0.0.1 at this port
 
 
 def machine_info() -> dict[str, Any]:
@@ -283,11 +287,13 @@ class Runner:
                                        "harness_cpu_s": round(ramp.harness_cpu_s, 3)})
         info.pids = self.target.info().pids  # components restarted since up() have new pids
         step_dir = step_folder(self.options.out_dir, index)
-        probes = StepProbes(info, probe_namespace=objects.NS_PROBE, churn_namespace=objects.NS_CHURN,
+        churn_namespace = self.plan.load.get("pod_churn", {}).get("namespace") or objects.NS_CHURN
+        probes = StepProbes(info, probe_namespace=objects.NS_PROBE, churn_namespace=churn_namespace,
                             scrapes_dir=step_dir)
         load = LoadGenerator(self.plan.load, info.access, nodes=step.nodes, out_dir=step_dir,
                              duration_s=step.duration_s, workers=self._workers(), run_id=self.options.out_dir.name,
-                             windowed=True)
+                             windowed=True, master=self.options.master, ui_port=self.options.ui_port,
+                             final_step=self._total is not None and index + 1 == self._total)
         untrack = SHUTDOWN.track(lambda: [f"locust (pid {pid})" for pid in load.pids() if psutil.pid_exists(pid)])
         try:
             # the window opens once every user runs: a burst of new connections is not the step's steady state
@@ -300,7 +306,12 @@ class Runner:
             self._phase = f"{prefix}: measuring"
             probes.start(on_window_start=load.open_window)
             started = time.monotonic()
+            joining = NodeJoin(fleet, step.nodes, step.join, timeout_s=step.ramp_timeout_s)
+            joining.start()
             self._measure(load, step, prefix, started)
+            step_result.notes.extend(joining.finish())
+            if joining.seconds is not None:
+                step_result.ramp["join_s"] = round(joining.seconds, 3)
             self._check_alive()  # a component that died after the last health check
             self._phase = f"{prefix}: gathering"
             # the window closes with the end scrape, before the load stops: stopping is in no figure
@@ -317,12 +328,15 @@ class Runner:
             untrack()
         step_result.client, step_result.rates = outcome.client, outcome.rates
         step_result.server_requests = server_counts(probes, outcome.client)
+        step_result.workers = outcome.workers
         step_result.notes.extend(outcome.notes)
         return step_result
 
     def _wait_spawned(self, load: LoadGenerator, prefix: str) -> None:
         """Wait until the load generator runs every user, checking the control plane meanwhile."""
-        self.say(f"{prefix}: starting the load ({load.users.total} users)")
+        self.say(f"{prefix}: starting the load ({load.users.total} users)"
+                 + (f"; waiting for {load.master.workers} worker(s) at {load.master.address}" if load.master else "")
+                 + (f"; live view (read-only): {load.ui_url()}" if load.ui_url() else ""))
         deadline = time.monotonic() + load.spawn_time_s() + 120
         while not load.wait_spawned(timeout=1.0):
             if not load.running():

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadtests.kube.names import ListNames, WatchNames, request_name
+from loadtests.objects import NS_CHURN, NS_FLEET
 from loadtests.results import ClientStat, RateResult
 
 # resources a LIST or WATCH scenario may name (each has a path in loadtests.kube.paths)
@@ -26,6 +27,11 @@ CREATE_PODS = request_name("POST", "pods")
 DELETE_PODS = request_name("DELETE", "pods")
 SCALE_DEPLOYMENT = request_name("PATCH", "deployments/scale")
 KUBELET_WATCH = WatchNames.of("pods", "", "node")
+# what a kube-proxy watches of a Service, and the namespaces whose harness pods a Service may select
+SERVICE_WATCH_RESOURCES = frozenset({"endpoints", "endpointslices"})
+SERVICE_NAMESPACES = frozenset({NS_CHURN, NS_FLEET})
+# the type of a client row that counts what watchers received: one per watch event, content_bytes its bytes
+RECEIVED = "RECV"
 
 
 def informer_names(params: dict[str, Any]) -> WatchNames:
@@ -45,13 +51,20 @@ class Demand:
     unit: str
     counted_by: tuple[str, str]  # (Type, Name) of the client row whose successes are what was achieved
     per_second: bool = True
+    received_by: tuple[str, str] | None = None  # (Type, Name) of the row counting what its watchers received
 
     def achieved(self, scenario: str, client: list[ClientStat], duration_s: float) -> RateResult:
-        """Successes of the measuring request per second of the window (or watches established)."""
+        """Successes of the measuring request per second of the window (or watches established); for
+        watchers that count what they receive, the events and bytes they received in the window too."""
         done = sum(s.count - s.failures for s in client if (s.type, s.name) == self.counted_by)
         achieved = done / duration_s if self.per_second and duration_s > 0 else float(done)
-        return RateResult(scenario=scenario, asked_per_s=self.asked, achieved_per_s=round(achieved, 3),
-                          unit=self.unit, per_second=self.per_second)
+        result = RateResult(scenario=scenario, asked_per_s=self.asked, achieved_per_s=round(achieved, 3),
+                            unit=self.unit, per_second=self.per_second)
+        if self.received_by is not None:
+            rows = [s for s in client if (s.type, s.name) == self.received_by]
+            result.events = sum(s.count for s in rows)
+            result.received_bytes = sum(s.content_bytes or 0 for s in rows)
+        return result
 
 
 def _users_for(rate: float, users: int) -> int:
@@ -74,6 +87,37 @@ def _kubelet_watchers(params: dict[str, Any], nodes: int) -> Demand:
     count = kubelet_watcher_count(params, nodes)
     return Demand(users={"KubeletWatcher": count}, asked=float(count), unit="watches",
                   counted_by=("WATCH", KUBELET_WATCH.first), per_second=False)
+
+
+@dataclass(frozen=True)
+class ServiceWatch:
+    """What a kube-proxy-like watcher follows: the objects the controller-manager keeps for one Service (its
+    Endpoints, one object named like it; or its EndpointSlices, labelled with its name), and the client rows
+    that count its watches and what they received."""
+
+    resource: str
+    namespace: str
+    field_selector: str
+    label_selector: str
+    names: WatchNames
+    received: str  # name of the RECEIVED row
+
+    @classmethod
+    def of(cls, params: dict[str, Any]) -> ServiceWatch:
+        resource, namespace, service = params["resource"], params["namespace"], params["service"]
+        by_name = resource == "endpoints"
+        names = WatchNames.of(resource, namespace, "service", list_rv="0")
+        return cls(resource, namespace, field_selector=f"metadata.name={service}" if by_name else "",
+                   label_selector="" if by_name else f"kubernetes.io/service-name={service}", names=names,
+                   received=f"{names.first} events")
+
+
+def _service_watchers(params: dict[str, Any], nodes: int) -> Demand:
+    count = kubelet_watcher_count(params, nodes)  # one per node, like kubelets: kube-proxy runs beside each
+    watch = ServiceWatch.of(params)
+    return Demand(users={"ServiceWatcher": count}, asked=float(count), unit="watches",
+                  counted_by=("WATCH", watch.names.first), per_second=False,
+                  received_by=(RECEIVED, watch.received))
 
 
 def _informers(params: dict[str, Any], nodes: int) -> Demand:
@@ -107,15 +151,26 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario(
         "pod_churn", "bare pods created at `rate`/s and deleted after `lifetime_s`; optionally a Deployment "
-        "scaled every `deployment_scale_every_s` s between `deployment_min` and `deployment_max` (0 = off)",
+        "scaled every `deployment_scale_every_s` s between `deployment_min` and `deployment_max` (0 = off); "
+        "`payload_bytes` of annotation per pod (fills etcd faster); `anti_affinity`: the load's pods require "
+        "a node of their own (required pod anti-affinity on kubernetes.io/hostname); `namespace`: loadtest-churn, or "
+        "loadtest-fleet to churn pods beside the steady ones (behind one Service with them)",
         "loadtests.scenarios.pod_churn",
         {"rate": 5.0, "lifetime_s": 10.0, "users": 2, "deployment_scale_every_s": 0.0, "deployment_min": 0,
-         "deployment_max": 10},
-        _pod_churn),
+         "deployment_max": 10, "payload_bytes": 0, "anti_affinity": False, "namespace": NS_CHURN},
+        _pod_churn, {"namespace": SERVICE_NAMESPACES}),
     Scenario(
         "kubelet_watchers", "one WATCH on pods with fieldSelector=spec.nodeName=<node> per fake node (times "
         "`per_node`), like kubelets; at most `max_watchers`",
         "loadtests.scenarios.kubelet_watchers", {"per_node": 1.0, "max_watchers": 2000}, _kubelet_watchers),
+    Scenario(
+        "service_watchers", "a ClusterIP Service `service` selecting the harness's pods of `namespace`, and one "
+        "LIST+WATCH of its `resource` (endpoints: the object named like it; endpointslices: its slices) per "
+        "fake node (times `per_node`), like kube-proxy; at most `max_watchers`; counts the events and bytes "
+        "the watchers received", "loadtests.scenarios.service_watchers",
+        {"per_node": 1.0, "max_watchers": 2000, "resource": "endpointslices", "service": "loadtest-backends",
+         "namespace": NS_CHURN},
+        _service_watchers, {"resource": SERVICE_WATCH_RESOURCES, "namespace": SERVICE_NAMESPACES}),
     Scenario(
         "informers", "`count` informers: LIST then WATCH from its resourceVersion with bookmarks, re-LIST on "
         "410 Gone", "loadtests.scenarios.informers", {"count": 4, "resource": "pods", "namespace": ""},

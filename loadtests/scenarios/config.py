@@ -13,10 +13,12 @@ from loadtests.kube.access import ClusterAccess
 from loadtests.objects import node_name
 
 CONFIG_ENV = "LOADTEST_LOAD_CONFIG"
+REMOTE_WORKER_ENV = "LOADTEST_REMOTE_WORKER"  # a worker of another machine: its RemoteWorkerSetup (JSON file)
 FINAL_STATS_SUFFIX = "_final_stats.csv"  # the locustfile's stats at quit, complete (see locustfile.py)
 FINAL_FAILURES_SUFFIX = "_final_failures.csv"
 WINDOW_STATS_SUFFIX = "_window_stats.csv"  # the stats when the runner closed the measured window
 WINDOW_FAILURES_SUFFIX = "_window_failures.csv"
+WINDOW_WORKERS_SUFFIX = "_window_workers.json"  # the master's per-worker figures (loadtests/worker_link.py)
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,18 @@ class LoadConfig:
     window_file: str | None = None
     window_s: float | None = None
     window_close_file: str | None = None
+    # workers of other machines: the identity of the cluster (its kube-system namespace uid) every worker must
+    # reach, and how many the master waits for before any user starts (they get this config by message)
+    cluster_uid: str | None = None
+    remote_workers: int = 0
+    remote_wait_s: float = 120.0
+    final_step: bool = False  # the run's last planned step: workers of other machines end after it
+
+    def without_access(self) -> dict[str, Any]:
+        """The config as sent to a worker of another machine: credentials never leave this one."""
+        data = self.to_dict()
+        del data["access"]
+        return data
 
     def node(self, index: int) -> str:
         """The name of the index-th node (wrapping around), so watchers spread over the fleet."""
@@ -66,3 +80,21 @@ class LoadConfig:
             raise RuntimeError(f"{CONFIG_ENV} is not set: the locustfile is started by loadtests.load")
         with open(path) as handle:
             return cls.from_dict(json.load(handle))
+
+
+@dataclass(frozen=True)
+class RemoteWorkerSetup:
+    """What a `loadtest worker` hands its Locust worker process: this machine's own access to the cluster,
+    that cluster's identity, a label for the master's notes, and where to say how the step went."""
+
+    access: ClusterAccess
+    cluster_uid: str
+    label: str
+    status_file: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RemoteWorkerSetup:
+        return cls(**{**data, "access": ClusterAccess(**data["access"])})
