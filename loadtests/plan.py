@@ -50,7 +50,31 @@ class Target:
     unresponsive_s: float = 30.0  # a component failing its health check this long aborts the run
     kubeconfig: str | None = None
     context: str | None = None
+    # local control planes: extra flags per component (e.g. {"etcd": ["--quota-backend-bytes=67108864"]}),
+    # after the harness's own, so a flag given here wins; flags that bind, serve or authenticate are refused
+    component_args: dict[str, list[str]] = field(default_factory=dict)
+    etcd_storage: str = "disk"  # local: "disk" (the cluster folder) or "memory" (a tmpfs folder, /dev/shm)
 
+
+# Components whose flags a plan may extend, and the flags it may not set: they decide where a component
+# listens, how it proves who it is, and who may talk to it (the harness binds loopback, with TLS and auth).
+COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
+OWNED_FLAGS = ("--bind-address", "--advertise-address", "--secure-port", "--listen-", "--advertise-client-urls",
+               "--initial-", "--tls-", "--cert-file", "--key-file", "--trusted-ca-file", "--client-cert-auth",
+               "--client-ca-file", "--anonymous-auth", "--authorization-mode", "--token-auth-file",
+               "--etcd-servers", "--etcd-cafile", "--etcd-certfile", "--etcd-keyfile", "--data-dir",
+               "--kubeconfig", "--authentication-kubeconfig", "--authorization-kubeconfig", "--config",
+               "--service-account-", "--cert-dir", "--audit-", "--insecure", "--name", "--server")
+ETCD_STORAGE = ("disk", "memory")
+MAX_PAYLOAD_BYTES = 200_000
+
+
+@dataclass
+class Join:
+    """Nodes that join while the step is measured (a burst when over_s is 0), on top of the step's own."""
+
+    nodes: int = 0
+    over_s: float = 0.0
 
 @dataclass
 class Step:
@@ -60,6 +84,7 @@ class Step:
     duration_s: float = 60.0
     name: str = ""
     ramp_timeout_s: float = 300.0  # nodes Ready and pods Running within this, or the step is saturated
+    join: Join = field(default_factory=Join)
 
 
 @dataclass
@@ -109,6 +134,9 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("source")
+        for step in data["steps"]:  # a step without a join is written as before joins existed (same digest)
+            if not step["join"]["nodes"]:
+                step.pop("join")
         return data
 
     def on_kube_version(self, version: str) -> Plan:
@@ -175,6 +203,13 @@ def parse(data: Any, source: str = "plan") -> Plan:
     _number(source, "target.unresponsive_s", target.unresponsive_s, minimum=1)
     if target.kind == "cluster" and not target.kubeconfig:
         raise _fail(source, "target.kubeconfig", "required when target.kind is 'cluster'")
+    target.component_args = _component_args(source, target.component_args)
+    if target.etcd_storage not in ETCD_STORAGE:
+        raise _fail(source, "target.etcd_storage", f"must be one of: {', '.join(ETCD_STORAGE)} "
+                                                   f"(got {target.etcd_storage!r})")
+    if target.kind == "cluster" and (target.component_args or target.etcd_storage != "disk"):
+        raise _fail(source, "target.component_args" if target.component_args else "target.etcd_storage",
+                    "only a local control plane's components can be configured by a plan")
 
     raw_steps = data.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps:
@@ -186,7 +221,11 @@ def parse(data: Any, source: str = "plan") -> Plan:
         _no_unknown(source, path, raw, set(Step.__dataclass_fields__))
         if "nodes" not in raw:
             raise _fail(source, f"{path}.nodes", "is required")
-        step = Step(**raw)
+        join = _mapping(source, f"{path}.join", raw.pop("join", None))
+        _no_unknown(source, f"{path}.join", join, set(Join.__dataclass_fields__))
+        step = Step(**raw, join=Join(**join))
+        _number(source, f"{path}.join.nodes", step.join.nodes, minimum=0, integer=True)
+        _number(source, f"{path}.join.over_s", step.join.over_s, minimum=0)
         _number(source, f"{path}.nodes", step.nodes, minimum=1, integer=True)
         _number(source, f"{path}.pods_per_node", step.pods_per_node, minimum=0, integer=True)
         if step.pods_per_node > 110:
@@ -211,10 +250,16 @@ def parse(data: Any, source: str = "plan") -> Plan:
         merged = {**copy.deepcopy(declared.defaults), **params}
         for key, default in declared.defaults.items():
             value = merged[key]
-            if isinstance(default, int | float) and not isinstance(default, bool):
+            if isinstance(default, bool):
+                if not isinstance(value, bool):
+                    raise _fail(source, f"{path}.{key}", f"must be true or false (got {value!r})")
+            elif isinstance(default, int | float):
                 _number(source, f"{path}.{key}", value, minimum=0, integer=isinstance(default, int))
             elif isinstance(default, str) and not isinstance(value, str):
                 raise _fail(source, f"{path}.{key}", f"must be a string (got {value!r})")
+        if scenario == "pod_churn" and merged["payload_bytes"] > MAX_PAYLOAD_BYTES:
+            raise _fail(source, f"{path}.payload_bytes", f"must be <= {MAX_PAYLOAD_BYTES} (annotations of one "
+                                                        "object are limited to 256 KiB)")
         for key, allowed in declared.choices.items():
             if merged[key] not in allowed:
                 raise _fail(source, f"{path}.{key}", f"must be one of: {', '.join(sorted(allowed))}")
@@ -263,6 +308,27 @@ def parse(data: Any, source: str = "plan") -> Plan:
 
     return Plan(name=name, target=target, steps=steps, load=load, slo=slo, gate=gate, workers=workers,
                 repeat=repeat, capacity=capacity, audit=audit, project_to=project_to, compare=compare, source=source)
+
+
+def _component_args(source: str, value: Any) -> dict[str, list[str]]:
+    """Extra flags per component: lists of `--flag=value` strings, none that the harness owns."""
+    args = _mapping(source, "target.component_args", value)
+    _no_unknown(source, "target.component_args", args, set(COMPONENTS))
+    checked: dict[str, list[str]] = {}
+    for component, flags in args.items():
+        path = f"target.component_args.{component}"
+        if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+            raise _fail(source, path, "must be a list of flags, e.g. [\"--quota-backend-bytes=67108864\"]")
+        for i, flag in enumerate(flags):
+            if not flag.startswith("--"):
+                raise _fail(source, f"{path}[{i}]", f"must be a flag starting with -- (got {flag!r})")
+            name = flag.split("=", 1)[0]
+            if any(name == owned or (owned.endswith(("-", "_")) and name.startswith(owned))
+                   for owned in OWNED_FLAGS):
+                raise _fail(source, f"{path}[{i}]", f"{name} is set by the harness (it keeps every component on "
+                                                    "loopback with TLS and authentication); drop it")
+        checked[component] = list(flags)
+    return checked
 
 
 def default_project_to(largest_step: int) -> list[int]:

@@ -25,6 +25,8 @@ class TargetInfo:
     metrics_urls: dict[str, str] = field(default_factory=dict)
     # the apiserver's audit log (JSON lines, rotated beside it), where the harness configured one
     audit_log: Path | None = None
+    # the main etcd's client endpoint with a client certificate it accepts (local control planes only)
+    etcd_client: ClusterAccess | None = None
 
 
 class Target(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,8 @@ from loadtests.private import write_private
 from loadtests.shutdown import SHUTDOWN
 
 SERVICE_CIDR = "10.96.0.0/16"
+MEMORY_ROOT = Path("/dev/shm")  # a tmpfs on Linux: etcd_storage "memory" (no disk under its fsyncs)
+NOSPACE = "NOSPACE"  # etcd's alarm when its database reaches --quota-backend-bytes
 NODE_MONITOR_GRACE_S = 50  # kube-controller-manager default since 1.32
 CLIENT_QPS, CLIENT_BURST = 200, 400  # scheduler and controller-manager; their defaults throttle thousands of nodes
 
@@ -84,6 +86,8 @@ class LocalOptions:
     kwok: bool = True  # False: no kwok controller (the cluster stands in for one someone else runs)
     tied_to_owner: bool = False  # a run's own cluster: dies with the process that started it
     audit: AuditLog | None = None  # the apiserver's audit log (who sent which request), when wanted
+    component_args: dict[str, list[str]] = field(default_factory=dict)  # extra flags, after the harness's own
+    etcd_storage: str = "disk"  # "memory": etcd's data in a tmpfs folder (MEMORY_ROOT), removed on down
 
 
 class LocalControlPlane:
@@ -130,6 +134,25 @@ class LocalControlPlane:
         state.ready = True
         state.save()
         return self.info()
+
+    def _argv(self, component: str, argv: list[str]) -> list[str]:
+        """A component's command line with the plan's extra flags last (Go's flag parsing keeps the last)."""
+        return argv + list(self.options.component_args.get(component, []))
+
+    @property
+    def memory_dir(self) -> Path:
+        """Where etcd keeps its data with etcd_storage "memory"; named after the cluster folder, so `down`
+        finds it even for a cluster whose options it does not know."""
+        return MEMORY_ROOT / f"k8s-loadtest-{self.directory.name}"
+
+    def _etcd_data_dir(self, component: str) -> Path:
+        if self.options.etcd_storage != "memory":
+            return self.directory / component
+        if not MEMORY_ROOT.is_dir():
+            raise TargetError(f"etcd_storage 'memory' needs a tmpfs at {MEMORY_ROOT}, which this machine lacks; "
+                              "use etcd_storage 'disk'")
+        self.memory_dir.mkdir(mode=0o700, exist_ok=True)
+        return self.memory_dir / component
 
     def _choose_ports(self) -> dict[str, int]:
         names = PORT_NAMES + (EVENTS_PORT_NAMES if self.options.events_etcd else ())
@@ -178,21 +201,21 @@ class LocalControlPlane:
 
         log("starting kube-scheduler, kube-controller-manager" + (" and kwok" if self.options.kwok else ""))
         started = [
-            self.group.start("kube-scheduler", [
+            self.group.start("kube-scheduler", self._argv("kube-scheduler", [
                 str(bins.kube_scheduler), f"--config={scheduler_config}",
                 f"--authentication-kubeconfig={scheduler_kubeconfig}",
                 f"--authorization-kubeconfig={scheduler_kubeconfig}",
                 f"--bind-address={LOOPBACK}", f"--secure-port={ports['scheduler']}",
                 f"--cert-dir={self.directory / 'scheduler-certs'}",
-            ]),
+            ])),
             self.group.start("kube-controller-manager", self._controller_manager_argv(bins, pki, ports,
                                                                                         cm_kubeconfig)),
         ]
         if self.options.kwok:
             kwok_config = kwok_mod.write_config(self.directory / "kwok.yaml", self.options.heartbeat_factor)
-            started.append(self.group.start("kwok", kwok_mod.local_argv(
+            started.append(self.group.start("kwok", self._argv("kwok", kwok_mod.local_argv(
                 bins.kwok, kwok_kubeconfig, kwok_config, ports["kwok"], self.options.heartbeat_factor,
-                tls=(pki.kwok.cert, pki.kwok.key))))
+                tls=(pki.kwok.cert, pki.kwok.key)))))
         insecure = unverified_context()
 
         def first_exit() -> str | None:
@@ -209,8 +232,8 @@ class LocalControlPlane:
                     log: Any) -> None:
         assert self.group is not None
         log(f"starting {component} {binaries_mod.ETCD_VERSION} on https://{LOOPBACK}:{client}")
-        record = self.group.start(component, [
-            str(bins.etcd), f"--name={component}", f"--data-dir={self.directory / component}",
+        record = self.group.start(component, self._argv("etcd", [
+            str(bins.etcd), f"--name={component}", f"--data-dir={self._etcd_data_dir(component)}",
             f"--listen-client-urls=https://{LOOPBACK}:{client}",
             f"--advertise-client-urls=https://{LOOPBACK}:{client}",
             f"--listen-peer-urls=http://{LOOPBACK}:{peer}",
@@ -220,7 +243,7 @@ class LocalControlPlane:
             f"--cert-file={pki.etcd_server.cert}", f"--key-file={pki.etcd_server.key}",
             f"--trusted-ca-file={pki.ca.cert}", "--client-cert-auth=true",
             "--log-level=warn",
-        ])
+        ]))
         wait_for(lambda: http_ok(f"http://{LOOPBACK}:{metrics}/health", expect=b'"health":"true"'), 60,
                  f"{component} healthy", abort=lambda: self.group.exited(record))
 
@@ -251,11 +274,11 @@ class LocalControlPlane:
             argv.extend(self.options.audit.apiserver_flags())
         if self.options.events_etcd:
             argv.append(f"--etcd-servers-overrides=/events#https://{LOOPBACK}:{ports['events_etcd']}")
-        return argv
+        return self._argv("kube-apiserver", argv)
 
     def _controller_manager_argv(self, bins: Binaries, pki: ClusterPki, ports: dict[str, int],
                                  kubeconfig: Path) -> list[str]:
-        return [
+        return self._argv("kube-controller-manager", [
             str(bins.kube_controller_manager), f"--kubeconfig={kubeconfig}",
             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
             f"--bind-address={LOOPBACK}", f"--secure-port={ports['controller_manager']}",
@@ -266,7 +289,7 @@ class LocalControlPlane:
             f"--cluster-signing-cert-file={pki.ca.cert}", f"--cluster-signing-key-file={pki.ca.key}",
             f"--kube-api-qps={CLIENT_QPS}", f"--kube-api-burst={CLIENT_BURST}",
             f"--node-monitor-grace-period={self._scaled(NODE_MONITOR_GRACE_S)}s",
-        ]
+        ])
 
     def _scaled(self, seconds: float) -> int:
         return kwok_mod.scaled(seconds, self.options.heartbeat_factor)
@@ -292,9 +315,14 @@ class LocalControlPlane:
                                                 ("kube-controller-manager", "controller_manager"))
                         if port in state.ports}
         audit = self.options.audit
+        pki = Path(state.directory) / "pki"
+        etcd_client = ClusterAccess(server=f"https://{LOOPBACK}:{state.ports['etcd']}", kubeconfig="",
+                                    ca_file=str(pki / "ca.crt"), cert_file=str(pki / "apiserver-etcd-client.crt"),
+                                    key_file=str(pki / "apiserver-etcd-client.key"))
         return TargetInfo(access=self.access(), etcd_metrics_url=state.etcd_metrics_url,
                           versions=dict(state.versions), pids=state.pids(), kind="local",
-                          metrics_urls=metrics_urls, audit_log=audit.path if audit else None)
+                          metrics_urls=metrics_urls, audit_log=audit.path if audit else None,
+                          etcd_client=etcd_client)
 
     def status(self) -> dict[str, Any]:
         state = ClusterState.load(self.directory)
@@ -326,10 +354,13 @@ class LocalControlPlane:
         insecure = unverified_context()
         admin = self.access().ssl_context()
         etcd_ok = b'"health":"true"'
+        # a full etcd (the NOSPACE alarm) still answers reads and deletes: the step records the alarm and the
+        # refused writes (measure/etcd.py) rather than the run stopping
+        etcd_health = f"/health?exclude={NOSPACE}"
         urls: dict[str, tuple[str, str, Callable[[str], bool]]] = {
-            "etcd": (f"http://{LOOPBACK}:{ports.get('etcd_metrics')}/health", "/health",
+            "etcd": (f"http://{LOOPBACK}:{ports.get('etcd_metrics')}{etcd_health}", etcd_health,
                      lambda url: http_ok(url, expect=etcd_ok)),
-            "events-etcd": (f"http://{LOOPBACK}:{ports.get('events_etcd_metrics')}/health", "/health",
+            "events-etcd": (f"http://{LOOPBACK}:{ports.get('events_etcd_metrics')}{etcd_health}", etcd_health,
                             lambda url: http_ok(url, expect=etcd_ok)),
             "kube-apiserver": (f"{state.server}/livez", "/livez", lambda url: http_ok(url, admin)),
             "kube-scheduler": (f"https://{LOOPBACK}:{ports.get('scheduler')}/healthz", "/healthz",
@@ -360,6 +391,7 @@ class LocalControlPlane:
             bound = listening_ports(pids)
             if bound:
                 raise TargetError(f"ports still bound after stop: {bound}")
+            shutil.rmtree(self.memory_dir, ignore_errors=True)  # etcd's data in memory is never kept
             if not keep_files:
                 shutil.rmtree(self.directory, ignore_errors=True)
         return {"stopped": stopped, "killed": killed}

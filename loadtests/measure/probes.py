@@ -23,7 +23,7 @@ from loadtests.measure.processes import ProcessSampler
 from loadtests.measure.prometheus import Snapshot, scrape, scrape_apiserver
 from loadtests.measure.scrapes import save_scrapes
 from loadtests.measure.watchers import PodStartupProbe, WatchDelayProbe
-from loadtests.results import StepResult, utc_at
+from loadtests.results import EtcdStats, StepResult, utc_at
 
 T = TypeVar("T")
 OBJECT_COUNTS_USER_AGENT = "k8s-loadtest/probe-object-counts"
@@ -247,6 +247,7 @@ class StepProbes:
             stats = self._attempt("etcd figures", lambda: etcd.etcd_stats(self.etcd_start, end))
             if stats is not None:
                 step.etcd = stats
+                self._ask_etcd(stats)
                 return
         if self.end_snapshot is not None:
             apiserver_end = self.end_snapshot
@@ -254,6 +255,14 @@ class StepProbes:
                                   lambda: etcd.etcd_stats_from_apiserver(apiserver_end))
             if stats is not None:
                 step.etcd = stats
+
+    def _ask_etcd(self, stats: EtcdStats) -> None:
+        """What only etcd itself can say: its alarms, and the keys it holds per prefix."""
+        client = self.target_info.etcd_client
+        if client is None:
+            return
+        stats.alarms = self._attempt("etcd alarms", lambda: etcd.alarms(client)) or []
+        stats.keys_by_prefix = self._attempt("etcd key counts", lambda: etcd.key_counts(client)) or {}
 
     def _fill_watch_probes(self, step: StepResult) -> None:
         probes = (("pod startup", "pod_startup", self._pod_startup), ("watch delay", "watch_delay", self._watch_delay))

@@ -38,11 +38,13 @@ def save_scrapes(folder: Path, pages: dict[tuple[str, str], Snapshot | None]) ->
             scrape_path(folder, source, end).write_bytes(gzip.compress(snapshot.text.encode(), compresslevel=6))
 
 
-def load_scrape(folder: Path, source: str, end: str) -> Snapshot | None:
+def load_scrape(folder: Path, source: str, end: str, *, every_family: bool = False) -> Snapshot | None:
+    """A kept page: the families the step's figures read, or with every_family all of them (lessons read
+    metrics no step figure does)."""
     path = scrape_path(folder, source, end)
     if not path.exists():
         return None
-    families = apiserver.FAMILIES if source == "apiserver" else etcd.FAMILIES
+    families = None if every_family else apiserver.FAMILIES if source == "apiserver" else etcd.FAMILIES
     return Snapshot.parse(gzip.decompress(path.read_bytes()).decode(), families=families)
 
 

@@ -20,8 +20,23 @@ from loadtests.scenarios.catalog import CREATE_PODS, DELETE_PODS, SCALE_DEPLOYME
 from loadtests.scenarios.config import LoadConfig
 
 DEPLOYMENT = "churn-deploy"
+SPREAD_LABEL = "k8s-loadtest/spread"  # the load's pods that require a node of their own (anti_affinity)
+PAYLOAD_ANNOTATION = "k8s-loadtest/payload"
 CLEANUP_S = 30.0  # the most a user spends deleting what it still owns when the run ends
 _NAME_SLOT = "@@name@@"
+
+
+def shaped(pod: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """A pod (or pod template) with the scenario's payload annotation and anti-affinity, when asked for."""
+    meta, spec = pod.setdefault("metadata", {}), pod.setdefault("spec", {})
+    if params.get("payload_bytes"):
+        meta.setdefault("annotations", {})[PAYLOAD_ANNOTATION] = "x" * int(params["payload_bytes"])
+    if params.get("anti_affinity"):
+        meta.setdefault("labels", {})[SPREAD_LABEL] = "pod-churn"
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {SPREAD_LABEL: "pod-churn"}},
+            "topologyKey": "kubernetes.io/hostname"}]}}
+    return pod
 
 
 class PodChurnUser(KubeUser):
@@ -32,10 +47,11 @@ class PodChurnUser(KubeUser):
     scenario = "pod_churn"
 
     def on_start(self) -> None:
-        self.ensure_namespace(NS_CHURN)
+        self._namespace = str(self.params.get("namespace") or NS_CHURN)
+        self.ensure_namespace(self._namespace)
         labels = {"k8s-loadtest/run": self.config.run_label(), "k8s-loadtest/scenario": "pod-churn"}
         # serialised once: each create only swaps the name in
-        self._template = json_bytes(pod_manifest(_NAME_SLOT, NS_CHURN, labels=labels))
+        self._template = json_bytes(shaped(pod_manifest(_NAME_SLOT, self._namespace, labels=labels), self.params))
         self._prefix = f"churn-{self.config.run_label()}-"
         self._lifetime_s = float(self.params["lifetime_s"])
         self._owned: deque[tuple[float, str]] = deque()  # (delete at, name), oldest first
@@ -47,7 +63,7 @@ class PodChurnUser(KubeUser):
         name = self._prefix + uuid.uuid4().hex[:12]
         entry = (time.monotonic() + self._lifetime_s, name)
         self._owned.append(entry)  # owned before it is sent: a user stopped mid-request still deletes it
-        status = self.api.create("pods", NS_CHURN, self._template.replace(_NAME_SLOT.encode(), name.encode()),
+        status = self.api.create("pods", self._namespace, self._template.replace(_NAME_SLOT.encode(), name.encode()),
                                  CREATE_PODS)
         if 400 <= status < 500:
             self._owned.remove(entry)  # refused: nothing to delete
@@ -57,7 +73,7 @@ class PodChurnUser(KubeUser):
             now = time.monotonic()
             if self._owned and self._owned[0][0] <= now:
                 entry = self._owned[0]
-                self.api.delete("pods", NS_CHURN, entry[1], DELETE_PODS)
+                self.api.delete("pods", self._namespace, entry[1], DELETE_PODS)
                 if self._owned and self._owned[0] is entry:  # only now: stopped mid-request, it is retried
                     self._owned.popleft()
                 continue
@@ -67,7 +83,7 @@ class PodChurnUser(KubeUser):
         self._reaper.kill(block=True)
         with gevent.Timeout(CLEANUP_S, False):
             while self._owned:
-                self.api.delete("pods", NS_CHURN, self._owned[0][1], DELETE_PODS, missing_ok=True)
+                self.api.delete("pods", self._namespace, self._owned[0][1], DELETE_PODS, missing_ok=True)
                 self._owned.popleft()
 
 
@@ -79,18 +95,21 @@ class DeploymentScaleUser(KubeUser):
     scenario = "pod_churn"
 
     def on_start(self) -> None:
-        self.ensure_namespace(NS_CHURN)
+        self._namespace = str(self.params.get("namespace") or NS_CHURN)
+        self.ensure_namespace(self._namespace)
         self._low, self._high = int(self.params["deployment_min"]), int(self.params["deployment_max"])
-        status, _ = self.api.get("deployments", NS_CHURN, DEPLOYMENT, request_name("GET", "deployments"),
+        status, _ = self.api.get("deployments", self._namespace, DEPLOYMENT, request_name("GET", "deployments"),
                                  missing_ok=True)
         if status == 404:
-            body = json_bytes(deployment_manifest(DEPLOYMENT, NS_CHURN, self._low))
-            self.api.create("deployments", NS_CHURN, body, request_name("POST", "deployments"),
+            deployment = deployment_manifest(DEPLOYMENT, self._namespace, self._low)
+            deployment["spec"]["template"] = shaped(deployment["spec"]["template"], self.params)
+            body = json_bytes(deployment)
+            self.api.create("deployments", self._namespace, body, request_name("POST", "deployments"),
                             ok=(200, 201, 202, 409))
         self._up = True
 
     def _scale(self, replicas: int) -> None:
-        self.api.patch("deployments", NS_CHURN, DEPLOYMENT, {"spec": {"replicas": replicas}}, SCALE_DEPLOYMENT,
+        self.api.patch("deployments", self._namespace, DEPLOYMENT, {"spec": {"replicas": replicas}}, SCALE_DEPLOYMENT,
                        subresource="scale")
 
     @task
