@@ -15,7 +15,7 @@ REPEAT ?=
 BASELINE ?=
 RUN_FLAGS := $(if $(OUT),--out $(OUT),) $(if $(REPEAT),--repeat $(REPEAT),) $(if $(BASELINE),--baseline $(BASELINE),)
 
-.PHONY: setup venv binaries browser load-test capacity test unit-test lint benchmark upgrade-rehearsal report clean-clusters
+.PHONY: setup venv binaries browser load-test capacity lessons test unit-test lint benchmark upgrade-rehearsal report clean-clusters
 
 venv: $(VENV)/.installed
 
@@ -45,6 +45,13 @@ load-test: setup
 # The largest scale this machine's control plane holds under the default load, and what breaks past it.
 capacity: setup
 	$(BIN)/loadtest capacity --plan capacity $(KUBE_FLAG) $(if $(MAX_NODES),--max-nodes $(MAX_NODES),)
+
+# Every lesson of the field reports at the default (medium) scale: each variant on a fresh control plane, then
+# lesson.html per lesson. SCALE=small for a quick look; LESSON=name for one.
+SCALE ?= medium
+LESSON ?= all
+lessons: setup
+	$(BIN)/loadtest lesson $(LESSON) --scale $(SCALE) $(KUBE_FLAG) $(if $(OUT),--out $(OUT),) $(if $(REPEAT),--repeat $(REPEAT),)
 
 test: setup browser
 	$(BIN)/loadtest setup --previous $(KUBE_FLAG)
