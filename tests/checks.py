@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import contextlib
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import psutil
 
+from loadtests import binaries
+from loadtests.controlplane.local import LocalControlPlane, LocalOptions
 from loadtests.controlplane.processes import ProcessRecord, listening_ports
 from loadtests.measure.prometheus import Snapshot
 
@@ -29,6 +32,23 @@ def assert_nothing_left(leftovers: list[ProcessRecord | psutil.Process]) -> None
             pass
     assert alive == []
     assert listening_ports([item.pid for item in leftovers]) == []
+
+
+@contextlib.contextmanager
+def running_plane(bins: binaries.Binaries, directory: Path, name: str, *, kwok: bool = True
+                  ) -> Iterator[LocalControlPlane]:
+    """A local control plane for a test (kwok=False: one standing in for a cluster someone else runs, which a
+    run brings its own kwok to); stopped at the end, and its teardown checked to leave nothing behind."""
+    plane = LocalControlPlane(LocalOptions(name=name, directory=directory, kwok=kwok), bins)
+    plane.up(log=lambda _m: None)
+    state = plane.state
+    assert state is not None and ("kwok" in {p.component for p in state.processes}) == kwok
+    try:
+        yield plane
+    finally:
+        records = list(state.processes)
+        plane.down()
+        assert_nothing_left(records)
 
 
 def recorded(name: str, families: Collection[str] | None = None) -> Snapshot:

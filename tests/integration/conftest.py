@@ -8,30 +8,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from loadtests import binaries
 from loadtests.controlplane.base import TargetInfo
-from loadtests.controlplane.local import LocalControlPlane, LocalOptions
+from loadtests.controlplane.local import LocalControlPlane
 from loadtests.kube.rest import RestClient
-from tests.checks import assert_nothing_left
+from tests.checks import running_plane
 
 
 @pytest.fixture(scope="session")
 def local_plane(bins: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
-    directory: Path = tmp_path_factory.mktemp("cluster")
-    plane = LocalControlPlane(LocalOptions(name=f"pytest-{os.getpid()}", directory=directory), bins)
-    plane.up(log=lambda _m: None)
-    state = plane.state
-    assert state is not None
-    records = list(state.processes)
-    try:
+    with running_plane(bins, tmp_path_factory.mktemp("cluster"), f"pytest-{os.getpid()}") as plane:
         yield plane
-    finally:
-        plane.down()
-        assert_nothing_left(records)
 
 
 @pytest.fixture(scope="session")

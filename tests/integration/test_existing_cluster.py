@@ -6,6 +6,7 @@ ConfigMap and a node of its own; the harness must bring its own kwok and take aw
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -19,12 +20,12 @@ import yaml
 
 from loadtests import binaries, objects, results
 from loadtests.controlplane.existing import KWOK_NAMESPACE, ClusterOptions, ExistingCluster, guard
-from loadtests.controlplane.local import LocalControlPlane, LocalOptions
+from loadtests.controlplane.local import LocalControlPlane
 from loadtests.controlplane.processes import wait_for
 from loadtests.errors import TargetError
 from loadtests.fleet import Fleet
 from loadtests.kube.rest import RestClient
-from tests.checks import assert_nothing_left
+from tests.checks import running_plane
 from tests.cli import error_lines, loadtest
 
 CONTEXT = "loadtest"  # the context name of the kubeconfig a local control plane writes
@@ -35,13 +36,8 @@ KWOK_PID = re.compile(r"kwok \S+ runs here \(pid (\d+),")
 @pytest.fixture(scope="module")
 def their_plane(bins: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
     """A control plane with objects of its own and no kwok controller; stopped (and checked) at the end."""
-    plane = LocalControlPlane(LocalOptions(name=f"theirs-{os.getpid()}", directory=tmp_path_factory.mktemp("theirs"),
-                                           kwok=False), bins)
-    plane.up(log=lambda _m: None)
-    state = plane.state
-    assert state is not None and "kwok" not in {p.component for p in state.processes}
-    client = RestClient(plane.access())
-    try:
+    with running_plane(bins, tmp_path_factory.mktemp("theirs"), f"theirs-{os.getpid()}", kwok=False) as plane, \
+            contextlib.closing(RestClient(plane.access())) as client:
         client.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                              "metadata": {"name": THEIR_NAMESPACE}})
         client.create(f"/api/v1/namespaces/{THEIR_NAMESPACE}/configmaps", {
@@ -50,11 +46,6 @@ def their_plane(bins: binaries.Binaries, tmp_path_factory: pytest.TempPathFactor
         client.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
             "name": THEIR_NODE, "labels": {"kubernetes.io/hostname": THEIR_NODE, "kubernetes.io/os": "linux"}}})
         yield plane
-    finally:
-        client.close()
-        records = list(state.processes)
-        plane.down()
-        assert_nothing_left(records)
 
 
 @pytest.fixture()
