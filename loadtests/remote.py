@@ -97,7 +97,12 @@ def reachable(host: str, port: int, timeout_s: float = 1.0, source: str | None =
 
 
 # ------------------------------------------------------------------------------------------ the run's side
-def add_run_options(parser: argparse.ArgumentParser) -> None:
+def add_run_options(parser: argparse.ArgumentParser, *, distributed: bool = True) -> None:
+    """--ui, and with `distributed` the options of workers on other machines (existing clusters only)."""
+    parser.add_argument("--ui", action="store_true",
+                        help="serve Locust's web UI on 127.0.0.1 (read-only; the plan decides the load)")
+    if not distributed:
+        return
     parser.add_argument("--master-bind", metavar="ADDR:PORT",
                         help="existing cluster: each step's Locust master listens here for workers of other "
                              f"machines (`loadtest worker`); default 127.0.0.1:{DEFAULT_MASTER_PORT} with "
@@ -106,8 +111,6 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="wait for N `loadtest worker` processes each step; they share the users")
     parser.add_argument("--worker-wait", type=float, default=WORKER_WAIT_S, metavar="SECONDS",
                         help=f"how long a step waits for its workers (default {WORKER_WAIT_S:.0f})")
-    parser.add_argument("--ui", action="store_true",
-                        help="serve Locust's web UI on 127.0.0.1 (read-only; the plan decides the load)")
 
 
 def check_run_options(plan: Any, args: argparse.Namespace) -> None:

@@ -429,9 +429,6 @@ def cmd_lesson(args: argparse.Namespace) -> int:
         return EXIT_PASSED
     if not args.names:
         raise PlanError(f"name a lesson (or `all`); known lessons: {', '.join(lesson_mod.names())}")
-    if args.kubeconfig:
-        raise PlanError("lessons run on local control planes they configure themselves (etcd quota, flags, a "
-                        "second etcd); drop --kubeconfig")
     wanted = lesson_mod.names() if args.names == ["all"] else args.names
     lessons = [lesson_mod.load(name) for name in wanted]  # an unknown name is refused before anything runs
     plans = {}
@@ -567,6 +564,9 @@ def _run_options(p: argparse.ArgumentParser) -> None:
                             "--force, which only lets a plan beyond this machine run")
     p.add_argument("--workers", type=count_arg, default=None, help="Locust worker processes (default: the plan's)")
     p.add_argument("--force", action="store_true", help="run a plan estimated to be beyond this machine")
+    if p.prog.endswith(" lesson"):  # lessons configure local control planes of their own, and never gate
+        remote.add_run_options(p, distributed=False)
+        return
     p.add_argument("--no-gate", action="store_true", help="exit 0 even when an SLO fails")
     p.add_argument("--kubeconfig", help="run against an existing cluster with this kubeconfig")
     p.add_argument("--context", help="the kubeconfig context to use (required with --kubeconfig)")
