@@ -91,6 +91,7 @@ def server_counts(probes: StepProbes, client: list[ClientStat]) -> dict[str, int
 
 
 ABORT_STOP_TIMEOUT_S = 3.0
+JOIN_SETTLE_S = 5.0  # after the last joining node was Ready, a health sample may still have seen it NotReady
 
 
 class Runner:
@@ -236,6 +237,15 @@ class Runner:
         at this scale, whatever the latencies say. The figures stay; the step is the breaking point."""
         summary = step.health.summary
         not_ready = summary.get("nodes_not_ready_max") or 0
+        joined_s = step.ramp.get("join_s")
+        if joined_s is not None and not_ready:
+            # nodes that join inside the window are NotReady until kwok's first heartbeat: only those
+            # NotReady once every joining node was Ready say the control plane fell behind its fleet
+            after = [v for sample in step.health.samples if sample.t_s >= joined_s + JOIN_SETTLE_S
+                     and (v := sample.values.get("nodes_not_ready")) is not None]
+            step.notes.append(f"nodes NotReady while joining (up to {not_ready:.0f}) are the join itself; after "
+                              f"it: up to {max(after, default=0):.0f}")
+            not_ready = max(after, default=0)
         if not_ready:
             lag = summary.get("lease_lag_max_s")
             step.status = "saturated"

@@ -245,3 +245,21 @@ def test_lesson_page_opens_offline_in_chromium(tmp_path: Path) -> None:
         assert page.evaluate("document.querySelectorAll('.js-plotly-plot .main-svg').length") > 0
         text = page.evaluate("document.body.innerText")
     assert "REPRODUCED" in text and "etcd alarm raised: NOSPACE" in text and "database space exceeded" in text
+
+
+def test_nodes_not_ready_while_joining_are_not_a_saturation() -> None:
+    from loadtests.results import ClusterHealth, HealthSample
+    from loadtests.runner import Runner
+
+    def step(late: float) -> StepResult:
+        samples = [HealthSample(t, {"nodes_not_ready": n}) for t, n in ((5, 420), (10, 174), (20, late), (30, 0))]
+        found = _step(nodes=100, ramp={"join_s": 13.8},
+                      health=ClusterHealth(samples=samples, summary={"nodes_not_ready_max": 420}))
+        Runner._saturated_while_measured(found)
+        return found
+
+    joined = step(late=0)
+    assert joined.status == "measured"
+    assert joined.notes == ["nodes NotReady while joining (up to 420) are the join itself; after it: up to 0"]
+    behind = step(late=3)  # NotReady after every joining node was Ready: the fleet fell behind
+    assert behind.status == "saturated" and behind.saturation["evidence"].startswith("up to 3 nodes NotReady")
