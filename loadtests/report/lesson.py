@@ -335,7 +335,7 @@ def _feature_states(runs: VariantRuns, features: list[str]) -> dict[str, str]:
         end: Snapshot | None = load_scrape(step_folder(path, steps[-1].index), "apiserver", "end", every_family=True)
         for feature in features:
             value = end.total("kubernetes_feature_enabled", name=feature) if end is not None else None
-            states[feature] = "—" if value is None else "enabled" if value else "disabled"
+            states[feature] = "not listed" if value is None else "enabled" if value else "disabled"
     return states
 
 
