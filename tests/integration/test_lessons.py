@@ -1,60 +1,50 @@
-"""Every lesson at --scale small, in one `loadtest lesson all` (each variant on its own fresh control plane):
-the lesson pages are written, and where the effect is robust at that size, its direction is asserted."""
+"""Every lesson at --scale small (each variant on its own fresh control plane): the lesson pages are written,
+nothing is left running, and where the effect is robust at that size, its direction is asserted."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from loadtests import lesson as lesson_mod
 from loadtests import results
 from loadtests.controlplane.local import MEMORY_ROOT, clusters_root
 from loadtests.report.lesson import LESSON_PAGE, LESSON_RESULTS
 from tests.cli import start_loadtest
 
 
-@pytest.fixture(scope="module")
-def lessons_run(bins: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, int]]:
-    out = tmp_path_factory.mktemp("lessons") / "all"
-    proc = start_loadtest("lesson", "all", "--scale", "small", "--out", str(out))
-    try:
-        stdout, stderr = proc.communicate(timeout=2400)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        stdout, stderr = proc.communicate()
-    assert proc.returncode == 0, stdout[-4000:] + stderr[-4000:]
-    yield out, stdout, proc.pid
+class Lessons:
+    """`loadtest lesson` runs at --scale small, each lesson once for the module (a few minutes each, so every
+    test stays within the suite's per-test timeout); several names run in one command, as `make lessons` does."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.outputs: dict[str, str] = {}
+
+    def run(self, *names: str) -> Path:
+        key = "+".join(names)
+        out = self.base / key
+        if key not in self.outputs:
+            proc = start_loadtest("lesson", *names, "--scale", "small", "--out", str(out))
+            try:
+                stdout, stderr = proc.communicate(timeout=840)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                stdout, stderr = proc.communicate()
+            assert proc.returncode == 0, stdout[-4000:] + stderr[-4000:]
+            self.outputs[key] = stdout
+            assert_left_nothing(out, proc.pid)
+            folders = [out] if len(names) == 1 else [out / name for name in names]
+            assert all((folder / LESSON_PAGE).is_file() for folder in folders)
+        return out  # one name: the lesson's folder; several: a folder of them (OUT/<name>/)
 
 
-def _summary(out: Path, name: str) -> dict[str, Any]:
-    return json.loads((out / name / LESSON_RESULTS).read_text())
-
-
-def _comparisons(out: Path, name: str, measure: str) -> list[dict[str, Any]]:
-    return [c for c in _summary(out, name)["comparisons"] if c["measure"] == measure]
-
-
-def _last_step(out: Path, lesson: str, variant: str) -> results.StepResult:
-    run = results.load(out / lesson / variant)
-    assert run.status == "complete", run.error
-    return run.steps[-1]
-
-
-def test_every_lesson_wrote_its_page_and_nothing_is_left(lessons_run: tuple[Path, str, int]) -> None:
-    out, stdout, pid = lessons_run
-    for name in lesson_mod.names():
-        assert (out / name / LESSON_PAGE).is_file()
-        summary = _summary(out, name)
-        assert summary["verdict"] in ("reproduced", "not reproduced", "inconclusive"), (name, summary)
-        assert f"lesson {name}: {summary['verdict']}" in stdout
-    assert "lessons:" in stdout  # the closing table, one line per lesson
-    # every variant's control plane is gone: no cluster folder of this command, no etcd data left in memory
+def assert_left_nothing(out: Path, pid: int) -> None:
+    """No cluster folder of the command, no etcd data left in memory, no process still using its folder."""
     assert [p for p in clusters_root().glob(f"run-*-{pid}") if p.exists()] == []
     assert list(MEMORY_ROOT.glob(f"k8s-loadtest-run-*-{pid}")) == []
     strays = [p.info["pid"] for p in psutil.process_iter(["pid", "cmdline"])
@@ -62,66 +52,88 @@ def test_every_lesson_wrote_its_page_and_nothing_is_left(lessons_run: tuple[Path
     assert strays == []
 
 
-def test_endpoints_send_more_bytes_than_endpointslices(lessons_run: tuple[Path, str, int]) -> None:
-    out = lessons_run[0]
-    sent = _comparisons(out, "endpoints-fanout", "bytes the apiserver sent to watchers of the Service's endpoints")[0]
+@pytest.fixture(scope="module")
+def lessons(bins: Any, tmp_path_factory: pytest.TempPathFactory) -> Lessons:
+    return Lessons(tmp_path_factory.mktemp("lessons"))
+
+
+def _summary(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / LESSON_RESULTS).read_text())
+
+
+def _comparisons(folder: Path, measure: str) -> list[dict[str, Any]]:
+    return [c for c in _summary(folder)["comparisons"] if c["measure"] == measure]
+
+
+def _last_step(folder: Path, variant: str) -> results.StepResult:
+    run = results.load(folder / variant)
+    assert run.status == "complete", run.error
+    return run.steps[-1]
+
+
+def test_two_lessons_in_one_command_write_their_pages_and_the_table(lessons: Lessons) -> None:
+    out = lessons.run("etcd-disk", "apiserver-memory-per-node")
+    stdout = lessons.outputs["etcd-disk+apiserver-memory-per-node"]
+    for name in ("etcd-disk", "apiserver-memory-per-node"):
+        assert (out / name / LESSON_PAGE).is_file()
+        summary = _summary(out / name)
+        assert summary["verdict"] in ("reproduced", "not reproduced", "inconclusive"), (name, summary)
+        assert f"lesson {name}: {summary['verdict']}" in stdout
+    table = (out / "lessons.md").read_text().splitlines()
+    assert table[2].startswith("| `etcd-disk` |") and table[3].startswith("| `apiserver-memory-per-node` |")
+    # etcd on a tmpfs fsyncs faster than on this machine's disk
+    fsync = _comparisons(out / "etcd-disk", "etcd WAL fsync p99")[0]
+    assert fsync["warned"][0] > fsync["fix"][0]
+    # the sweep measured every step, and projected to the report's scale
+    heap = _summary(out / "apiserver-memory-per-node")["growths"][0]
+    assert [nodes for nodes, _ in heap["points"]] == [10, 30, 60]
+    assert heap["projected"] is not None and heap["band"] is not None
+
+
+def test_endpoints_send_more_bytes_than_endpointslices(lessons: Lessons) -> None:
+    folder = lessons.run("endpoints-fanout")
+    sent = _comparisons(folder, "bytes the apiserver sent to watchers of the Service's endpoints")[0]
     assert sent["warned"][0] > sent["fix"][0] > 0
-    for variant in ("endpoints", "endpointslices"):  # the Service's pods had IPs, so its endpoints had addresses
-        step = _last_step(out, "endpoints-fanout", variant)
-        assert step.objects.get("pods", 0) > 0
+    received = _comparisons(folder, "bytes the watchers received")[0]
+    assert received["warned"][0] > received["fix"][0] > 0
 
 
-def test_lists_without_resource_version_reach_etcd_only_without_the_watch_cache(
-        lessons_run: tuple[Path, str, int]) -> None:
-    out = lessons_run[0]
-    fetched = {c["against"]: c for c in _comparisons(out, "list-agents",
-                                                       "pods the apiserver read from etcd for LISTs")}
+def test_lists_without_resource_version_reach_etcd_only_without_the_watch_cache(lessons: Lessons) -> None:
+    folder = lessons.run("list-agents")
+    fetched = {c["against"]: c for c in _comparisons(folder, "pods the apiserver read from etcd for LISTs")}
     warned = fetched["watch-cache"]["warned"][0]
     assert warned > 0
     for fix in ("consistent-from-cache", "watch-cache", "informer"):
         assert fetched[fix]["fix"][0] < warned / 5, fix  # served from the watch cache: a fraction of the reads
 
 
-def test_events_leave_the_main_etcd(lessons_run: tuple[Path, str, int]) -> None:
-    out = lessons_run[0]
-    shared = _last_step(out, "events-etcd", "shared-etcd").etcd.keys_by_prefix
-    own = _last_step(out, "events-etcd", "events-etcd").etcd.keys_by_prefix
+def test_events_leave_the_main_etcd(lessons: Lessons) -> None:
+    folder = lessons.run("events-etcd")
+    shared = _last_step(folder, "shared-etcd").etcd.keys_by_prefix
+    own = _last_step(folder, "events-etcd").etcd.keys_by_prefix
     assert shared["events"] > 0 and own["events"] == 0
     assert own["pods"] > 0  # the main etcd still holds everything else
 
 
-def test_a_full_etcd_raises_nospace_and_the_run_still_ends_cleanly(lessons_run: tuple[Path, str, int]) -> None:
-    out = lessons_run[0]
-    full = _last_step(out, "etcd-quota", "small-quota")
+def test_a_full_etcd_raises_nospace_and_the_run_still_ends_cleanly(lessons: Lessons) -> None:
+    folder = lessons.run("etcd-quota")  # exit 0 and nothing left running: checked by the run itself
+    full = _last_step(folder, "small-quota")
     assert full.etcd.alarms == ["NOSPACE"]
     assert sum(n for code, n in full.requests_by_code.items() if code.startswith("5")) > 0
     assert any("database space exceeded" in note for note in full.notes)
-    assert _last_step(out, "etcd-quota", "headroom").etcd.alarms == []
-    page = (out / "etcd-quota" / LESSON_PAGE).read_text()
+    assert _last_step(folder, "headroom").etcd.alarms == []
+    page = (folder / LESSON_PAGE).read_text()
     assert "etcd alarm raised: NOSPACE" in page and "NOSPACE alarm" in page  # recorded, and the cascade explained
 
 
-def test_nodes_joined_inside_the_window(lessons_run: tuple[Path, str, int]) -> None:
-    out = lessons_run[0]
+def test_nodes_joined_inside_the_window(lessons: Lessons) -> None:
+    folder = lessons.run("node-join-burst")
     for variant, how in (("at-once", "at once"), ("spread", "spread over 20 s")):
-        step = _last_step(out, "node-join-burst", variant)
+        step = _last_step(folder, variant)
         assert any(note.startswith(f"node join: 60 nodes joined {how} during the window") for note in step.notes)
-        assert step.ramp["join_s"] > 0
+        assert step.ramp["join_s"] > 0 and step.status == "measured"
 
 
-def test_etcd_on_tmpfs_fsyncs_faster_than_on_disk(lessons_run: tuple[Path, str, int]) -> None:
-    fsync = _comparisons(lessons_run[0], "etcd-disk", "etcd WAL fsync p99")[0]
-    assert fsync["warned"][0] > fsync["fix"][0]
-
-
-def test_memory_sweep_measured_every_step(lessons_run: tuple[Path, str, int]) -> None:
-    growths = _summary(lessons_run[0], "apiserver-memory-per-node")["growths"]
-    heap = growths[0]
-    assert [nodes for nodes, _ in heap["points"]] == [10, 30, 60]
-    assert heap["projected"] is not None and heap["band"] is not None
-
-
-def test_anti_affinity_lesson_scheduled_pods_in_both_variants(lessons_run: tuple[Path, str, int]) -> None:
-    out = lessons_run[0]
-    bound = _comparisons(out, "anti-affinity", "pods bound per second")[0]
+def test_anti_affinity_lesson_scheduled_pods_in_both_variants(lessons: Lessons) -> None:
+    bound = _comparisons(lessons.run("anti-affinity"), "pods bound per second")[0]
     assert bound["warned"][0] > 0 and bound["fix"][0] > 0
