@@ -3,8 +3,9 @@ server-side figure of the step can be recomputed from them, on any machine: `loa
 
 Kept: the apiserver's and etcd's pages at the window's start and end (the sources of server latency,
 requests by code, apiserver gauges and counters, objects in storage and etcd figures). Not recomputable from
-them: `server_requests` (the probes' own requests are taken off at run time) and the cluster-health time
-series (sampled through the window, not at its ends).
+them: `server_requests` (the probes' own requests are taken off at run time), the cluster-health time
+series (sampled through the window, not at its ends), and etcd's alarms and keys per prefix (asked of etcd
+itself at the window's close): those stay as recorded.
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ def recompute(step: StepResult, folder: Path) -> list[str]:
         step.storage_objects = apiserver.storage_objects(end)
     etcd_start, etcd_end = load_scrape(folder, "etcd", "start"), load_scrape(folder, "etcd", "end")
     if etcd_end is not None:
+        asked = step.etcd  # its alarms and key counts were asked of etcd itself, not read from a page
         step.etcd = etcd.etcd_stats(etcd_start, etcd_end)
+        step.etcd.alarms, step.etcd.keys_by_prefix = asked.alarms, asked.keys_by_prefix
     elif end is not None and step.etcd.source == etcd.SOURCE_APISERVER:
         step.etcd = etcd.etcd_stats_from_apiserver(end)
     else:
