@@ -37,7 +37,7 @@ from loadtests import results
 from loadtests.lesson import Lesson, Measure, Variant
 from loadtests.measure.prometheus import Snapshot, counter_delta, histogram_delta
 from loadtests.measure.scrapes import load_scrape, step_folder
-from loadtests.report import charts, page
+from loadtests.report import charts, page, stats
 from loadtests.report.samples import repeat_folders
 from loadtests.results import RESULTS_FILE, RunResult, StepResult
 
@@ -203,16 +203,6 @@ class VariantRuns:
 # ---- effects and verdicts -------------------------------------------------------------------------------------
 
 
-def spread(values: list[float]) -> float:
-    """benchstat's spread: the largest distance from the median, relative to it (0 with one value)."""
-    if len(values) < 2:
-        return 0.0
-    middle = statistics.median(values)
-    if middle == 0:
-        return 0.0 if max(values) == min(values) else math.inf
-    return max(abs(v - middle) for v in values) / abs(middle)
-
-
 def ratio(warned: float, fix: float) -> float:
     """warned / fix, with a zero side made explicit: ∞ when only the fix is zero, 1 when both are."""
     if fix == 0:
@@ -272,7 +262,7 @@ def compare(measure: Measure, warned: list[float], fix: list[float], against: st
                                             "the warned side" if not warned else f"{against}"), measure.unit)
     effect = _oriented(measure, statistics.median(warned), statistics.median(fix))
     repeated = len(warned) > 1 and len(fix) > 1
-    observed = max(spread(warned), spread(fix))
+    observed = max(stats.summarize(warned).spread_pct, stats.summarize(fix).spread_pct) / 100
     # two or three values per side understate the spread: the declared noise stays a floor until there are more
     noise = observed if min(len(warned), len(fix)) >= 4 else max(observed, measure.noise)
     noise_from = (f"repeats (n={min(len(warned), len(fix))})" if repeated and noise == observed
