@@ -26,7 +26,7 @@ from typing import Any
 import gevent
 from gevent.event import Event
 from locust import User, constant, task
-from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
+from locust.runners import STATE_MISSING, STATE_RUNNING, MasterRunner, WorkerRunner
 
 from loadtests.scenarios.config import REMOTE_WORKER_ENV, LoadConfig, RemoteWorkerSetup
 
@@ -159,6 +159,7 @@ def master_hello(ledger: WorkerLedger, runner: MasterRunner, msg: Any) -> None:
         worker.refused = (f"its kubeconfig reaches another cluster (kube-system namespace uid {theirs}; this run's "
                           f"is {ours}): point it at the run's cluster")
         logger.error(f"refused worker {worker.label}: {worker.refused}")
+        forget_worker(runner, client_id)
         runner.send_message(REFUSED, {"reason": worker.refused}, client_id=client_id)
         return
     # Locust numbers workers as they connect, refused ones included; the load's strides (which worker
@@ -166,6 +167,20 @@ def master_hello(ledger: WorkerLedger, runner: MasterRunner, msg: Any) -> None:
     worker.slot = sum(1 for w in ledger.workers.values() if w.slot is not None)
     runner.send_message(STEP_CONFIG, {"config": ledger.config.without_access(), "slot": worker.slot},
                         client_id=client_id)
+
+
+def forget_worker(runner: MasterRunner, client_id: str) -> None:
+    """Master: drop a refused worker before it quits. Locust treats the quit of its last worker as the end of a
+    headless test and stops listening, so a refused worker that came first would lock the real ones out."""
+    client = runner.clients.get(client_id)
+    if client is None:
+        return
+    del runner.clients[client_id]
+    dispatcher = runner._users_dispatcher  # as Locust's own handling of a quit: users it had go elsewhere
+    if dispatcher is not None:
+        dispatcher.remove_worker(client)
+        if not dispatcher.dispatch_in_progress and runner.state == STATE_RUNNING:
+            runner.start(runner.target_user_count, runner.spawn_rate)
 
 
 def master_configured(ledger: WorkerLedger, msg: Any) -> None:

@@ -80,26 +80,31 @@ def test_two_workers_of_other_machines_share_the_run_and_one_lost_is_noted(
     port = free_ports(1)[0]
     master = f"127.0.0.1:{port}"
     out = tmp_path / "out"
-    staying = start_worker(master, "127.0.0.2", run_plane, tmp_path)
-    leaving = start_worker(master, "127.0.0.3", run_plane, tmp_path)
-    # a third worker whose kubeconfig reaches another cluster: the master refuses it
+    # first a worker whose kubeconfig reaches another cluster: the master refuses it, and the run's own
+    # workers, coming after it, still get in (Locust ends a headless test when its last worker quits)
     stranger = start_worker(master, "127.0.0.4", local_plane, tmp_path)
     plan = plan_file(tmp_path, run_plane)
     run = start_loadtest("run", "--plan", str(plan), *cluster_args(run_plane), "--master-bind", master,
-                         "--expect-workers", "2", "--worker-wait", "60", "--no-gate", "--out", str(out))
-    procs = [staying, leaving, stranger, run]
+                         "--expect-workers", "2", "--worker-wait", "120", "--no-gate", "--out", str(out))
+    procs = [stranger, run]
     seen: list[psutil.Process] = []
+
+    def run_ended() -> str | None:
+        return None if run.poll() is None else f"run ended: {run.communicate()[1][-2000:]}"
+
     try:
         stranger_out, stranger_err = stranger.communicate(timeout=240)
         assert run.poll() is None, run.communicate()
         assert stranger.returncode == 2, stranger_out + stranger_err
         [line] = [line for line in stranger_err.splitlines() if line.strip()]
         assert f"the master at {master} refused this worker: its kubeconfig reaches another cluster" in line
+        staying = start_worker(master, "127.0.0.2", run_plane, tmp_path)
+        leaving = start_worker(master, "127.0.0.3", run_plane, tmp_path)
+        procs += [staying, leaving]
 
         # step 2: once its window is open, one worker goes away for good (killed outright, Locust and all)
         window = step_folder(out, 1) / "window-open"
-        wait_for(window.exists, 240, "step 2's window open", abort=lambda: "run ended" if run.poll() is not None
-                 else None)
+        wait_for(window.exists, 240, "step 2's window open", abort=run_ended)
         seen = family(staying) + family(leaving) + family(run)
         assert len(family(leaving)) == 2, "the worker runs one Locust worker process"
         leaving_label = f"127.0.0.3 (pid {leaving.pid})"
