@@ -60,9 +60,8 @@ def endpoint_check(component: str, record: ProcessRecord | None, url: str, what:
 
 
 class HealthWatch:
-    """Runs every check each `interval_s` in a thread; calls `on_fault(reason)` once, with the first
-    component (in check order: the one others depend on comes first) whose failure is final or has lasted
-    `unresponsive_s`, and every other component failing as long."""
+    """Runs every check each `interval_s` in a thread; calls `on_fault(reason)` once, when a component's
+    failure is final or has lasted `unresponsive_s`, naming every component failing then (see check_once)."""
 
     def __init__(self, checks: list[HealthCheck], on_fault: Callable[[str], None], *,
                  unresponsive_s: float = DEFAULT_UNRESPONSIVE_S, interval_s: float = 1.0,
@@ -78,9 +77,13 @@ class HealthWatch:
         self._thread = threading.Thread(target=self._run, name="health-watch", daemon=True)
 
     def check_once(self) -> str | None:
-        """One round of checks; the fault's reason when there is one now."""
+        """One round of checks; the fault's reason when there is one now. Once one component's failure is
+        final or has lasted `unresponsive_s`, every component failing at that moment is named: an exited one
+        first, then in check order, so a hung etcd is named before the apiserver that went quiet behind it
+        (an apiserver already slow under load may have failed its check for longer)."""
         now = self._clock()
-        faults: list[str] = []
+        failing: list[tuple[bool, str]] = []  # (final, what), in check order
+        due = False
         for check in self.checks:
             try:
                 problem = check.probe()
@@ -90,14 +93,15 @@ class HealthWatch:
                 self._failing_since.pop(check.component, None)
                 continue
             since = self._failing_since.setdefault(check.component, now)
-            if problem.startswith("exited"):
-                faults.append(f"{check.component} {problem}")
-            elif now - since >= self.unresponsive_s:
-                faults.append(f"{check.component} {problem} for {now - since:.0f} s")
-        if not faults:
+            final = problem.startswith("exited")
+            due = due or final or now - since >= self.unresponsive_s
+            failing.append((final, f"{check.component} {problem}" if final
+                            else f"{check.component} {problem} for {now - since:.0f} s"))
+        if not due:
             return None
-        also = f" (also: {'; '.join(faults[1:])})" if len(faults) > 1 else ""
-        return faults[0] + also
+        named = [what for final, what in failing if final] + [what for final, what in failing if not final]
+        also = f" (also: {'; '.join(named[1:])})" if len(named) > 1 else ""
+        return named[0] + also
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):

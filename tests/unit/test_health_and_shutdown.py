@@ -53,6 +53,18 @@ def test_an_exited_process_is_a_fault_at_once_and_the_first_in_check_order_is_na
                                    "for 31 s)")
 
 
+def test_a_hung_dependency_is_named_before_the_slow_apiserver_that_failed_first() -> None:
+    clock, problems = Clock(), {"etcd": None, "kube-apiserver": "stopped answering /livez"}
+    health = watch(problems, clock, unresponsive_s=15)
+    assert health.check_once() is None  # an apiserver slow under a node ramp: not a fault yet
+    clock.now = 4.0
+    problems["etcd"] = "stopped answering /health (its process is stopped: SIGSTOP)"
+    assert health.check_once() is None
+    clock.now = 15.0
+    assert health.check_once() == ("etcd stopped answering /health (its process is stopped: SIGSTOP) for 11 s "
+                                   "(also: kube-apiserver stopped answering /livez for 15 s)")
+
+
 def test_a_check_that_raises_counts_as_failing() -> None:
     def broken() -> str | None:
         raise OSError("no route")
