@@ -70,6 +70,24 @@ def test_loadgen_cpu_bound_is_warned_without_a_note(tmp_path: Path) -> None:
     assert "91 % of a core each" in html
 
 
+def test_each_worker_has_its_row_and_a_lost_one_is_marked(tmp_path: Path) -> None:
+    def two_remote_workers(data: dict) -> None:
+        data["steps"][1]["workers"] = [
+            {"worker": "10.0.0.7 (pid 41)", "remote": True, "requests": 1200, "failures": 3, "cpu_seconds": 9.5,
+             "cpu_percent": 31.7, "lost_after_s": None},
+            {"worker": "10.0.0.8 (pid 42)", "remote": True, "requests": 300, "failures": 0, "cpu_seconds": 2.0,
+             "cpu_percent": 28.0, "lost_after_s": 12.5}]
+
+    html = report_of(edited_run(SAMPLE, tmp_path / "run", two_remote_workers))
+    assert html.count("<h3>Load generator workers</h3>") == 1  # only the step that had workers
+    table = html.split('<table class="workers">')[1].split("</table>")[0]
+    rows = re.findall(r"<tr[^>]*>.*?</tr>", table.split("<tbody>")[1], flags=re.DOTALL)
+    assert len(rows) == 3
+    assert "10.0.0.7 (pid 41)" in rows[0] and "1,200" in rows[0] and "another machine" in rows[0]
+    assert rows[1].startswith('<tr class="bad">') and "partial figures" in rows[1]
+    assert "all workers" in rows[2] and "1,500" in rows[2]
+
+
 def test_aborted_run_renders_its_steps_and_error(tmp_path: Path) -> None:
     html = report_of(copy_run(ABORTED, tmp_path / "run"))
     assert 'class="banner aborted"' in html and ">ABORTED<" in html
