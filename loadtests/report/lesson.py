@@ -44,6 +44,10 @@ from loadtests.results import RESULTS_FILE, RunResult, StepResult
 LESSON_PAGE = "lesson.html"
 LESSON_RESULTS = "lesson.json"
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not measured")
+QUANTILES = ("p50", "p90", "p99")
+
+# a value, and "<" or ">" where it is only a histogram's bound (its rank in the first or the open last bucket)
+Reading = tuple[float | None, str]
 
 
 # ---- reading a figure from a step ---------------------------------------------------------------------------
@@ -86,6 +90,15 @@ def figure_value(step: StepResult, path: str) -> float | None:
     return _sum(reached)
 
 
+def figure_reading(step: StepResult, path: str) -> Reading:
+    """figure_value, and the bound the results recorded where the path ends in a quantile of one histogram."""
+    *parent, last = path.split(".")
+    holders = _walk(step, parent) if parent and last in QUANTILES else []
+    bounds = (holders[0].get("bounds") if isinstance(holders[0], dict) else getattr(holders[0], "bounds", None)) \
+        if len(holders) == 1 else None
+    return figure_value(step, path), (bounds or {}).get(last, "")
+
+
 def _one_of(values: list[Any]) -> Any:
     allowed = frozenset(str(v) for v in values)
     return lambda value: value in allowed
@@ -96,29 +109,30 @@ def _matcher(labels: dict[str, Any]) -> dict[str, Any]:
     return {k: _one_of(want) if isinstance(want, list) else str(want) for k, want in (labels or {}).items()}
 
 
-def scrape_value(step: StepResult, folder: Path, spec: dict[str, Any]) -> float | None:
+def scrape_reading(step: StepResult, folder: Path, spec: dict[str, Any]) -> Reading:
     """A metric over the step's window, from the /metrics pages kept with it."""
     source, metric, stat = spec.get("page", "apiserver"), spec["metric"], spec.get("stat", "delta")
     start = load_scrape(folder, source, "start", every_family=True)
     end = load_scrape(folder, source, "end", every_family=True)
     if end is None:
-        return None
+        return None, ""
     match = _matcher(spec.get("labels") or {})
     window = step.duration_s or None
     if stat == "end":
-        return end.total(metric, **match)
+        return end.total(metric, **match), ""
     if stat in ("delta", "rate"):
         # a labelled counter appears with its first increment: absent from a kept page means none happened
         delta = counter_delta(start, end, metric, **match) or 0.0
-        return delta / window if stat == "rate" and window else delta
+        return (delta / window if stat == "rate" and window else delta), ""
     if stat in ("sum", "sum_rate"):
         delta = counter_delta(start, end, f"{metric}_sum", **match)
-        return None if delta is None else delta / window if stat == "sum_rate" and window else delta
-    if stat in ("p50", "p90", "p99"):
+        return (None if delta is None else delta / window if stat == "sum_rate" and window else delta), ""
+    if stat in QUANTILES:
         histogram = histogram_delta(start, end, metric, **match)
         if histogram is None or not histogram.count:
-            return None
-        return histogram.bounded_quantile(int(stat[1:]) / 100).honest
+            return None, ""
+        quantile = histogram.bounded_quantile(int(stat[1:]) / 100)
+        return quantile.honest, quantile.bound or ""
     raise ValueError(f"unknown scrape stat {stat!r}")
 
 
@@ -141,17 +155,21 @@ def audit_value(step: StepResult, spec: dict[str, Any]) -> float | None:
     return float(count)
 
 
-def read(measure: Measure, step: StepResult, folder: Path) -> float | None:
-    """The measure's value at one step (folder: the step's files, where its /metrics pages are kept)."""
+def reading(measure: Measure, step: StepResult, folder: Path) -> Reading:
+    """The measure at one step (folder: the step's files, where its /metrics pages are kept), and its bound."""
     kind, spec = next(iter(measure.read.items()))
     try:
         if kind == "figure":
-            return figure_value(step, str(spec))
+            return figure_reading(step, str(spec))
         if kind == "scrape":
-            return scrape_value(step, folder, spec)
-        return audit_value(step, spec)
+            return scrape_reading(step, folder, spec)
+        return audit_value(step, spec), ""
     except (OSError, ValueError, KeyError):
-        return None
+        return None, ""
+
+
+def read(measure: Measure, step: StepResult, folder: Path) -> float | None:
+    return reading(measure, step, folder)[0]
 
 
 # ---- runs of a variant ----------------------------------------------------------------------------------------
@@ -179,14 +197,14 @@ class VariantRuns:
     def measured_steps(self) -> list[tuple[list[StepResult], Path]]:
         return [([s for s in run.steps if s.status == "measured"], path) for run, path in self.runs]
 
-    def last_values(self, measure: Measure) -> list[float]:
+    def last_readings(self, measure: Measure) -> list[tuple[float, str]]:
         """The measure at the last measured step of every run (runs where it was not measured left out)."""
         found = []
         for steps, path in self.measured_steps():
             if steps:
-                value = read(measure, steps[-1], step_folder(path, steps[-1].index))
+                value, bound = reading(measure, steps[-1], step_folder(path, steps[-1].index))
                 if value is not None and math.isfinite(value):
-                    found.append(value)
+                    found.append((value, bound))
         return found
 
     def per_step(self, measure: Measure) -> list[tuple[int, float]]:
@@ -219,16 +237,34 @@ def times(effect: float | None) -> str:
     return "×∞" if math.isinf(effect) else f"×{effect:.2f}"
 
 
-def judge(effect: float, noise: float, min_effect: float, separated: bool) -> tuple[str, str]:
-    """The verdict on an oriented effect (above 1: the direction the report describes) and why."""
+def bias(measure: Measure, warned_bound: str, fix_bound: str) -> str:
+    """Which way histogram bounds can move the oriented effect: a "<" value may be smaller than shown, a ">"
+    one larger; "overstated", "understated", "unknown" (both ways), or "" (no bound)."""
+    over_side, under_side = (fix_bound, warned_bound) if measure.expect == "lower" else (warned_bound, fix_bound)
+    over = over_side == "<" or under_side == ">"
+    under = over_side == ">" or under_side == "<"
+    return "unknown" if over and under else "overstated" if over else "understated" if under else ""
+
+
+def judge(effect: float, noise: float, min_effect: float, separated: bool, bounded: str = "") -> tuple[str, str]:
+    """The verdict on an oriented effect (above 1: the direction the report describes) and why; `bounded`
+    (see bias) keeps a verdict from resting on a histogram bound that may hide the real values."""
     band = 1.0 + noise
     shown = times(effect)
+    if bounded == "unknown":
+        return "inconclusive", f"{shown}, but both values are only histogram bounds: its buckets cannot tell them apart"
+    if effect > band and bounded == "overstated":
+        return "inconclusive", f"{shown}, but a histogram bound may overstate it: the real effect may be smaller"
     if effect > band and separated:
         return "reproduced", f"{shown} stands out of the noise (±{noise:.0%})"
     if effect > band:
         return "inconclusive", f"{shown}, but the repeats of the two setups overlap"
+    if effect < 1 / band and bounded == "understated":
+        return "inconclusive", f"{shown}, but a histogram bound may understate it: the real effect may be larger"
     if effect < 1 / band:
         return "not reproduced", f"the opposite: {shown} against the expected direction (noise ±{noise:.0%})"
+    if bounded:
+        return "inconclusive", f"{shown} is within the noise (±{noise:.0%}), and one value is only a histogram bound"
     if min_effect > band:
         return "not reproduced", (f"{shown} is within the noise (±{noise:.0%}), where an effect of "
                                   f"×{min_effect:g} would have stood out")
@@ -249,13 +285,22 @@ class Comparison:
     verdict: str
     reason: str
     unit: str
+    warned_bound: str = ""  # "<" or ">" where every warned value is only a histogram bound
+    fix_bound: str = ""
+
+
+def side_bound(readings: list[tuple[float, str]]) -> str:
+    """The bound every reading of one side shares, else "" (a median of bounds is a bound too)."""
+    found = {bound for _, bound in readings}
+    return found.pop() if len(found) == 1 else ""
 
 
 def _oriented(measure: Measure, warned: float, fix: float) -> float:
     return ratio(fix, warned) if measure.expect == "lower" else ratio(warned, fix)
 
 
-def compare(measure: Measure, warned: list[float], fix: list[float], against: str) -> Comparison:
+def compare(measure: Measure, warned: list[float], fix: list[float], against: str, warned_bound: str = "",
+            fix_bound: str = "") -> Comparison:
     if not warned or not fix:
         return Comparison(measure.name, against, warned, fix, None, measure.noise, "declared", "not measured",
                           "no value on " + ("either side" if not warned and not fix else
@@ -273,8 +318,9 @@ def compare(measure: Measure, warned: list[float], fix: list[float], against: st
         separated = low > high
     else:
         separated = True
-    verdict, reason = judge(effect, noise, measure.min_effect, separated)
-    return Comparison(measure.name, against, warned, fix, effect, noise, noise_from, verdict, reason, measure.unit)
+    verdict, reason = judge(effect, noise, measure.min_effect, separated, bias(measure, warned_bound, fix_bound))
+    return Comparison(measure.name, against, warned, fix, effect, noise, noise_from, verdict, reason, measure.unit,
+                      warned_bound, fix_bound)
 
 
 @dataclass
@@ -410,11 +456,14 @@ def evaluate(lesson: Lesson, folder: Path) -> dict[str, Any]:
     else:
         warned = next(r for r in variants.values() if r.variant.role == "warned")
         for i, measure in enumerate(lesson.measures):
-            values = {name: runs.last_values(measure) for name, runs in variants.items()}
+            readings = {name: runs.last_readings(measure) for name, runs in variants.items()}
+            values = {name: [value for value, _ in found] for name, found in readings.items()}
+            bounds = {name: side_bound(found) for name, found in readings.items()}
+            name = warned.variant.name
             for runs in variants.values():
                 if runs.variant.role == "fix":
-                    comparisons.append(compare(measure, values[warned.variant.name], values[runs.variant.name],
-                                               runs.variant.name))
+                    fix = runs.variant.name
+                    comparisons.append(compare(measure, values[name], values[fix], fix, bounds[name], bounds[fix]))
             if any(values.values()):
                 panels.append(_bar_panel(i, measure, values))
     first_run = next((run for runs in variants.values() for run, _ in runs.runs), None)
@@ -458,8 +507,8 @@ def write_lesson_page(lesson: Lesson, folder: Path) -> Path:
     return page.write(folder / LESSON_PAGE, html)
 
 
-def _cell(values: list[float], unit: str) -> str:
-    return page.in_unit(statistics.median(values), unit) if values else "—"
+def _cell(values: list[float], unit: str, bound: str = "") -> str:
+    return f"{bound} {page.in_unit(statistics.median(values), unit)}".lstrip() if values else "—"
 
 
 def lessons_table(folders: list[Path]) -> str:
@@ -471,8 +520,8 @@ def lessons_table(folders: list[Path]) -> str:
         first = [c for c in comparisons if c["measure"] == comparisons[0]["measure"]]
         for i, c in enumerate(first):
             effect = "×∞" if c["effect_infinite"] else times(c["effect"])
-            fix = f"{c['against']}: {_cell(c['fix'], c['unit'])}"
+            fix = f"{c['against']}: {_cell(c['fix'], c['unit'], c.get('fix_bound', ''))}"
             name, verdict = (f"`{data['lesson']}`", f"**{data['verdict']}**") if i == 0 else ("", "")
             rows.append(f"| {name} | {verdict} | {c['measure'] if i == 0 else ''} | "
-                        f"{_cell(c['warned'], c['unit'])} | {fix} | {effect} |")
+                        f"{_cell(c['warned'], c['unit'], c.get('warned_bound', ''))} | {fix} | {effect} |")
     return "\n".join(rows) + "\n"

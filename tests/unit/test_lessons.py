@@ -16,12 +16,15 @@ from loadtests.errors import PlanError
 from loadtests.measure.scrapes import scrape_path
 from loadtests.report.lesson import (
     LESSON_RESULTS,
+    bias,
     compare,
+    figure_reading,
     figure_value,
     judge,
     lessons_table,
     ratio,
     read,
+    reading,
     write_lesson_page,
 )
 from loadtests.results import (
@@ -30,6 +33,7 @@ from loadtests.results import (
     EtcdStats,
     ProcessStat,
     RunResult,
+    ServerLatency,
     StepResult,
     save,
 )
@@ -115,6 +119,27 @@ def test_ratio_and_judge() -> None:
     assert judge(1.1, 0.8, 1.5, True)[0] == "inconclusive"  # +-80 % hides a x1.5 effect
 
 
+def test_a_verdict_does_not_rest_on_histogram_bounds() -> None:
+    path = {"figure": "server[verb=POST].p99"}
+    higher = lesson_mod.Measure("p99", "s", "apiserver", path, expect="higher", noise=0.2, min_effect=2.0)
+    lower = lesson_mod.Measure("p99", "s", "apiserver", path, expect="lower", noise=0.2, min_effect=2.0)
+    assert bias(higher, "", "") == ""
+    assert bias(higher, "<", "<") == "unknown"  # both under the first bucket: nothing to tell them apart
+    assert bias(higher, "<", "") == "overstated" and bias(higher, "", ">") == "overstated"
+    assert bias(higher, ">", "") == "understated" and bias(lower, ">", "") == "overstated"
+    both = compare(higher, [0.05], [0.05], "fix", "<", "<")
+    assert both.verdict == "inconclusive" and "bounds" in both.reason  # not "not reproduced", as x1.00 alone says
+    assert judge(5.0, 0.2, 2.0, True, "overstated")[0] == "inconclusive"
+    assert judge(5.0, 0.2, 2.0, True, "understated")[0] == "reproduced"  # at least x5: the bound only hides more
+    assert judge(0.2, 0.2, 2.0, True, "understated")[0] == "inconclusive"
+    assert judge(1.0, 0.2, 2.0, True, "understated")[0] == "inconclusive"
+    posts = _step(server=[ServerLatency("POST", "pods", "namespace", "", "", 90, 0.01, 0.03, 0.05, bounds={"p99": "<"}),
+                          ServerLatency("GET", "pods", "namespace", "", "", 10, 0.01, 0.03, 0.04)])
+    assert figure_reading(posts, "server[verb=POST].p99") == (0.05, "<")
+    assert figure_reading(posts, "server[verb=POST].p50") == (0.01, "")
+    assert figure_reading(posts, "server[verb=GET].p99") == (0.04, "")
+
+
 def test_compare_uses_the_repeats_spread_and_their_separation() -> None:
     measure = lesson_mod.Measure("m", "s", "src", {"figure": "x"}, noise=0.1, min_effect=1.5)
     clear = compare(measure, [2.0, 2.1, 2.2, 2.0], [1.0, 1.05, 0.95, 1.0], "fix")
@@ -182,7 +207,7 @@ def test_scrape_and_audit_reads(tmp_path: Path) -> None:
     assert read(sizes, step, tmp_path) == 20000
     p99 = lesson_mod.Measure("b", "bytes", "s", {"scrape": {"metric": "apiserver_watch_events_sizes", "stat": "p99",
                                                            "labels": {"resource": "endpoints"}}})
-    assert read(p99, step, tmp_path) == 1024  # the first bucket: a bound, shown as its upper limit
+    assert reading(p99, step, tmp_path) == (1024, "<")  # the first bucket: a bound, shown as its upper limit
     refused = lesson_mod.Measure("r", "count", "s", {"audit": {"verb": "PUT", "resource": "leases", "code": "5"}})
     assert read(refused, step, tmp_path) == 10
     bound = lesson_mod.Measure("r", "count", "s", {"audit": {"verb": "POST", "resource": "pods/binding",
