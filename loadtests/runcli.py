@@ -140,9 +140,10 @@ def prepare_out_dir(out_dir: Path) -> None:
         raise LoadTestError(f"--out {out_dir}: {full} (a run needs more than {MIN_FREE_BYTES >> 20} MiB)")
 
 
-def check_runnable(plan: Plan, args: argparse.Namespace) -> None:
+def check_runnable(plan: Plan, args: argparse.Namespace, *, orphans: bool = True) -> None:
     """Everything a run needs, checked before anything starts: binaries of its version, and a machine that
-    can hold it (unless --force). Warns about clusters of runs that were killed and left running."""
+    can hold it (unless --force). Warns about clusters of runs that were killed and left running (once per
+    command: `orphans` False for the second plan on)."""
     from loadtests import sizing
 
     remote.check_run_options(plan, args)
@@ -152,7 +153,8 @@ def check_runnable(plan: Plan, args: argparse.Namespace) -> None:
         find(plan.target.kube_version)
         if not getattr(args, "force", False) and (beyond := sizing.beyond_this_machine(plan)):
             raise LoadTestError(beyond)
-    warn_about_orphans()
+    if orphans:
+        warn_about_orphans()
 
 
 def warn_about_orphans() -> None:
@@ -403,8 +405,8 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
     folders = []
     plans = [plan_from.on_kube_version(v) for v in (args.from_version, args.to_version)]
     repeat = repeats_of(plan_from, args)  # each version as often: with 4 or more, the verdicts are noise-checked
-    for plan in plans:  # every version provided, and the machine big enough, before the first run starts
-        check_runnable(plan, args)
+    for n, plan in enumerate(plans):  # every version provided, and the machine big enough, before the first run
+        check_runnable(plan, args, orphans=n == 0)
     for plan in plans:
         version = plan.target.kube_version
         folder = base / version
@@ -436,7 +438,7 @@ def cmd_lesson(args: argparse.Namespace) -> int:
         for variant in found.variants:
             planned = found.plan(variant, args.scale, args.kube_version)
             found.check_version(planned.target.kube_version)
-            check_runnable(planned, args)
+            check_runnable(planned, args, orphans=not plans)
             plans[(found.name, variant.name)] = planned
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     base = (Path(args.out) if args.out else REPORTS_DIR / (
