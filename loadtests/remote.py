@@ -148,7 +148,8 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
     from loadtests.controlplane.processes import free_ports
 
     return {"master": getattr(args, "master_config", None),
-            "ui_port": free_ports(1)[0] if getattr(args, "ui", False) else None}
+            "ui_port": free_ports(1)[0] if getattr(args, "ui", False) else None,
+            "runs_follow": getattr(args, "runs_follow", 0)}
 
 
 def cluster_identity(access: ClusterAccess, where: str = "") -> str:

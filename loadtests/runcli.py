@@ -258,6 +258,7 @@ def run_repeats(plan: Plan, out_dir: Path, repeat: int, args: argparse.Namespace
     codes = []
     for k in range(1, repeat + 1):
         _say(f"=== repeat {k}/{repeat} of {plan.name} ===")
+        args.runs_follow = repeat - k  # workers of other machines stay for the next repeat
         code = run_plan(plan, out_dir / f"repeat-{k}", args)
         codes.append(code)
         if code in (EXIT_ABORTED, EXIT_ENVIRONMENT):

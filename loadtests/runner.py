@@ -56,6 +56,7 @@ class RunOptions:
     allow_context: str | None = None  # existing clusters only run when their context is named here
     master: MasterBind | None = None  # each step's master listens here for workers of other machines
     ui_port: int | None = None  # serve Locust's web UI (read-only) on 127.0.0.1 at this port
+    runs_follow: int = 0  # runs of the same command after this one (--repeat): workers of other machines stay
 
 
 def machine_info() -> dict[str, Any]:
@@ -303,7 +304,8 @@ class Runner:
         load = LoadGenerator(self.plan.load, info.access, nodes=step.nodes, out_dir=step_dir,
                              duration_s=step.duration_s, workers=self._workers(), run_id=self.options.out_dir.name,
                              windowed=True, master=self.options.master, ui_port=self.options.ui_port,
-                             final_step=self._total is not None and index + 1 == self._total)
+                             final_step=self._total is not None and index + 1 == self._total
+                             and not self.options.runs_follow)
         untrack = SHUTDOWN.track(lambda: [f"locust (pid {pid})" for pid in load.pids() if psutil.pid_exists(pid)])
         try:
             # the window opens once every user runs: a burst of new connections is not the step's steady state

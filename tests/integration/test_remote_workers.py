@@ -49,13 +49,16 @@ def cluster_args(plane: LocalControlPlane) -> list[str]:
     return ["--kubeconfig", plane.access().kubeconfig, "--context", CONTEXT, "--allow-context", CONTEXT]
 
 
-def plan_file(folder: Path, plane: LocalControlPlane) -> Path:
+TWO_STEPS = [{"nodes": 5, "pods_per_node": 1, "warmup_s": 1, "duration_s": 10},
+             {"nodes": 6, "pods_per_node": 1, "warmup_s": 1, "duration_s": 14}]
+
+
+def plan_file(folder: Path, plane: LocalControlPlane, steps: list[dict] = TWO_STEPS) -> Path:
     path = folder / "plan.yaml"
     path.write_text(yaml.safe_dump({
         "name": "remote-workers",
         "target": {"kind": "cluster", "kubeconfig": plane.access().kubeconfig},
-        "steps": [{"nodes": 5, "pods_per_node": 1, "warmup_s": 1, "duration_s": 10},
-                  {"nodes": 6, "pods_per_node": 1, "warmup_s": 1, "duration_s": 14}],
+        "steps": steps,
         "load": {"scenarios": {"pod_churn": {"rate": RATE, "users": 2, "lifetime_s": 3}}},
     }))
     return path
@@ -216,3 +219,27 @@ def test_a_step_waits_for_its_workers_only_so_long(run_plane: LocalControlPlane,
     leftovers = [p for p in psutil.process_iter(["cmdline", "create_time"])
                  if p.info["create_time"] >= started and str(out) in " ".join(p.info["cmdline"] or [])]
     assert leftovers == []
+
+
+def test_a_worker_serves_every_repeat_and_ends_after_the_last(run_plane: LocalControlPlane, tmp_path: Path) -> None:
+    master = f"127.0.0.1:{free_ports(1)[0]}"
+    out = tmp_path / "out"
+    plan = plan_file(tmp_path, run_plane, [{"nodes": 5, "pods_per_node": 1, "warmup_s": 1, "duration_s": 5}])
+    worker = start_worker(master, "127.0.0.5", run_plane, tmp_path)
+    try:
+        result = loadtest("run", "--plan", str(plan), *cluster_args(run_plane), "--master-bind", master,
+                          "--expect-workers", "1", "--worker-wait", "120", "--no-gate", "--repeat", "2",
+                          "--out", str(out), timeout=600)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        worker_out, worker_err = worker.communicate(timeout=120)  # ends by itself after the last repeat
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    assert worker.returncode == 0, worker_out + worker_err
+    assert "step 1 of run repeat-1 served; waiting for the next step's master" in worker_out, worker_out
+    assert "step 2 of run repeat-2 served: the run's last step; done" in worker_out, worker_out
+    for k in (1, 2):
+        [step] = results.load(out / f"repeat-{k}").steps
+        [served] = step.workers
+        assert served.remote and served.requests > 0 and served.lost_after_s is None, step.workers
