@@ -54,6 +54,9 @@ class Target:
     # after the harness's own, so a flag given here wins; flags that bind, serve or authenticate are refused
     component_args: dict[str, list[str]] = field(default_factory=dict)
     etcd_storage: str = "disk"  # local: "disk" (the cluster folder) or "memory" (a tmpfs folder, /dev/shm)
+    # local: who kwok and the load are to the apiserver: "admin" (exempt from API Priority and Fairness) or
+    # "production" (kwok and joining nodes as kubelets, the load as an ordinary user; see controlplane/pki.py)
+    identities: str = "admin"
 
 
 # Components whose flags a plan may extend, and the flags it may not set: they decide where a component
@@ -66,6 +69,7 @@ OWNED_FLAGS = ("--bind-address", "--advertise-address", "--secure-port", "--list
                "--kubeconfig", "--authentication-kubeconfig", "--authorization-kubeconfig", "--config",
                "--service-account-", "--cert-dir", "--audit-", "--insecure", "--name", "--server")
 ETCD_STORAGE = ("disk", "memory")
+IDENTITIES = ("admin", "production")  # who kwok and the load are to the apiserver (see controlplane/pki.py)
 MAX_PAYLOAD_BYTES = 200_000
 
 
@@ -207,9 +211,16 @@ def parse(data: Any, source: str = "plan") -> Plan:
     if target.etcd_storage not in ETCD_STORAGE:
         raise _fail(source, "target.etcd_storage", f"must be one of: {', '.join(ETCD_STORAGE)} "
                                                    f"(got {target.etcd_storage!r})")
-    if target.kind == "cluster" and (target.component_args or target.etcd_storage != "disk"):
-        raise _fail(source, "target.component_args" if target.component_args else "target.etcd_storage",
-                    "only a local control plane's components can be configured by a plan")
+    if target.identities not in IDENTITIES:
+        raise _fail(source, "target.identities", f"must be one of: {', '.join(IDENTITIES)} "
+                                                 f"(got {target.identities!r})")
+    local_only = [name for name, value, default in (("component_args", target.component_args, {}),
+                                                    ("etcd_storage", target.etcd_storage, "disk"),
+                                                    ("identities", target.identities, "admin")) if value != default]
+    if target.kind == "cluster" and local_only:
+        raise _fail(source, f"target.{local_only[0]}",
+                    "only a local control plane's components can be configured by a plan (on an existing cluster, "
+                    "its kubeconfig says who the load is)")
 
     raw_steps = data.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps:

@@ -211,12 +211,15 @@ class Runner:
     def _steps(self, run: RunResult, info: TargetInfo) -> None:
         client = RestClient(info.access, user_agent=FLEET_USER_AGENT)
         fleet = Fleet(client)
+        # nodes that join inside a window register as kubelets do, where the target says who a kubelet is
+        node_client = RestClient(info.node_access, user_agent=FLEET_USER_AGENT) if info.node_access else None
+        joiner = Fleet(node_client) if node_client else fleet
         try:
             fleet.ensure_namespaces()
             limits = thresholds(run)
             step, index = self.chooser.first(), 0
             while step is not None:
-                step_result = self._step(index, step, info, fleet)
+                step_result = self._step(index, step, info, fleet, joiner)
                 run.steps.append(step_result)
                 self._phase = f"saving step {index + 1}"
                 self._save(run)  # on disk before the next step starts
@@ -226,6 +229,8 @@ class Runner:
                 step, index = self.chooser.next(step_result, not failures), index + 1
         finally:
             client.close()
+            if node_client:
+                node_client.close()
 
     def _elapsed(self) -> str:
         seconds = int(time.monotonic() - self._run_started)
@@ -262,7 +267,7 @@ class Runner:
     def _label(self, index: int, step: Step) -> str:
         return f"step {index + 1}{f'/{self._total}' if self._total else ''} ({step.name})"
 
-    def _step(self, index: int, step: Step, info: TargetInfo, fleet: Fleet) -> StepResult:
+    def _step(self, index: int, step: Step, info: TargetInfo, fleet: Fleet, joiner: Fleet) -> StepResult:
         prefix = self._label(index, step)
         left = ""
         if self._total:
@@ -301,7 +306,7 @@ class Runner:
         churn_namespace = self.plan.load.get("pod_churn", {}).get("namespace") or objects.NS_CHURN
         probes = StepProbes(info, probe_namespace=objects.NS_PROBE, churn_namespace=churn_namespace,
                             scrapes_dir=step_dir)
-        load = LoadGenerator(self.plan.load, info.access, nodes=step.nodes, out_dir=step_dir,
+        load = LoadGenerator(self.plan.load, info.load_access or info.access, nodes=step.nodes, out_dir=step_dir,
                              duration_s=step.duration_s, workers=self._workers(), run_id=self.options.out_dir.name,
                              windowed=True, master=self.options.master, ui_port=self.options.ui_port,
                              final_step=self._total is not None and index + 1 == self._total
@@ -318,7 +323,7 @@ class Runner:
             self._phase = f"{prefix}: measuring"
             probes.start(on_window_start=load.open_window)
             started = time.monotonic()
-            joining = NodeJoin(fleet, step.nodes, step.join, timeout_s=step.ramp_timeout_s)
+            joining = NodeJoin(joiner, step.nodes, step.join, timeout_s=step.ramp_timeout_s)
             joining.start()
             self._measure(load, step, prefix, started)
             step_result.notes.extend(joining.finish())

@@ -27,6 +27,10 @@ class TargetInfo:
     audit_log: Path | None = None
     # the main etcd's client endpoint with a client certificate it accepts (local control planes only)
     etcd_client: ClusterAccess | None = None
+    # who the load and joining nodes are where they are not `access` (identities "production", see pki.py):
+    # an ordinary user, and a kubelet (group system:nodes)
+    load_access: ClusterAccess | None = None
+    node_access: ClusterAccess | None = None
 
 
 class Target(Protocol):

@@ -23,7 +23,7 @@ from loadtests.controlplane import kwok as kwok_mod
 from loadtests.controlplane.audit import AuditLog
 from loadtests.controlplane.base import TargetInfo
 from loadtests.controlplane.health import HealthCheck, endpoint_check
-from loadtests.controlplane.pki import ClusterPki, create_cluster_pki, write_kubeconfig
+from loadtests.controlplane.pki import KWOK_USER, LOAD_USER, ClusterPki, create_cluster_pki, write_kubeconfig
 from loadtests.controlplane.processes import (
     LOOPBACK,
     ClusterState,
@@ -47,6 +47,23 @@ CLIENT_QPS, CLIENT_BURST = 200, 400  # scheduler and controller-manager; their d
 
 PORT_NAMES = ("etcd", "etcd_peer", "etcd_metrics", "apiserver", "scheduler", "controller_manager", "kwok")
 EVENTS_PORT_NAMES = ("events_etcd", "events_etcd_peer", "events_etcd_metrics")
+
+
+def grant_cluster_admin(access: ClusterAccess, users: tuple[str, ...]) -> None:
+    """Bind cluster-admin to users whose group does not give them their rights (identities "production")."""
+    from loadtests.kube.rest import RestClient
+
+    client = RestClient(access, timeout_s=30.0)
+    try:
+        for user in users:
+            client.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": f"k8s-loadtest:{user}"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+            }, exist_ok=True)
+    finally:
+        client.close()
 
 
 def clusters_root() -> Path:
@@ -88,6 +105,7 @@ class LocalOptions:
     audit: AuditLog | None = None  # the apiserver's audit log (who sent which request), when wanted
     component_args: dict[str, list[str]] = field(default_factory=dict)  # extra flags, after the harness's own
     etcd_storage: str = "disk"  # "memory": etcd's data in a tmpfs folder (MEMORY_ROOT), removed on down
+    identities: str = "admin"  # who kwok and the load are to the apiserver (plan.IDENTITIES, pki.py)
 
 
 class LocalControlPlane:
@@ -167,7 +185,7 @@ class LocalControlPlane:
 
     def _start_all(self, bins: Binaries, state: ClusterState, log: Any) -> None:
         assert self.group is not None
-        pki = create_cluster_pki(self.directory / "pki")
+        pki = create_cluster_pki(self.directory / "pki", self.options.identities)
         ports = state.ports
         admin_kubeconfig = write_kubeconfig(self.directory / "kubeconfig", state.server, pki.ca.cert, pki.admin,
                                             "admin")
@@ -184,6 +202,8 @@ class LocalControlPlane:
         admin_ctx = self.access().ssl_context()
         wait_for(lambda: http_ok(f"{state.server}/readyz", admin_ctx), 120, "kube-apiserver ready",
                  abort=lambda: self.group.exited(apiserver))
+        if self.options.identities == "production":
+            grant_cluster_admin(self.access(), (KWOK_USER, LOAD_USER))
 
         scheduler_kubeconfig = write_kubeconfig(self.directory / "scheduler.kubeconfig", state.server,
                                                 pki.ca.cert, pki.scheduler, "kube-scheduler")
@@ -302,11 +322,12 @@ class LocalControlPlane:
         self.state = state
         return state
 
-    def access(self) -> ClusterAccess:
+    def access(self, user: str = "admin") -> ClusterAccess:
+        """The admin's access, or another user's of the cluster's certificates ("load", "kwok")."""
         state = self._loaded_state()
         pki = Path(state.directory) / "pki"
         return ClusterAccess(server=state.server, kubeconfig=state.kubeconfig, ca_file=str(pki / "ca.crt"),
-                             cert_file=str(pki / "admin.crt"), key_file=str(pki / "admin.key"))
+                             cert_file=str(pki / f"{user}.crt"), key_file=str(pki / f"{user}.key"))
 
     def info(self) -> TargetInfo:
         state = self._loaded_state()
@@ -319,10 +340,12 @@ class LocalControlPlane:
         etcd_client = ClusterAccess(server=f"https://{LOOPBACK}:{state.ports['etcd']}", kubeconfig="",
                                     ca_file=str(pki / "ca.crt"), cert_file=str(pki / "apiserver-etcd-client.crt"),
                                     key_file=str(pki / "apiserver-etcd-client.key"))
+        production = self.options.identities == "production"
         return TargetInfo(access=self.access(), etcd_metrics_url=state.etcd_metrics_url,
                           versions=dict(state.versions), pids=state.pids(), kind="local",
                           metrics_urls=metrics_urls, audit_log=audit.path if audit else None,
-                          etcd_client=etcd_client)
+                          etcd_client=etcd_client, load_access=self.access("load") if production else None,
+                          node_access=self.access("kwok") if production else None)
 
     def status(self) -> dict[str, Any]:
         state = ClusterState.load(self.directory)

@@ -104,9 +104,19 @@ class ClusterPki:
     kwok: CertPair
     service_account_key: Path
     service_account_pub: Path
+    load: CertPair | None = None  # the load's own user (identities "production"), else the load is the admin
 
 
-def create_cluster_pki(directory: Path) -> ClusterPki:
+# Who the harness's clients are to the apiserver. "admin": kwok and the load in system:masters, which API
+# Priority and Fairness exempts (nothing of theirs queues or is rejected). "production": as in a real cluster:
+# kwok (and nodes that join) in the kubelets' group system:nodes, which flow control sends to the node-high and
+# system priority levels, and the load as an ordinary user (global-default); both granted their rights by an
+# RBAC binding rather than by their group (plan.IDENTITIES).
+KWOK_USER = "kwok-controller"
+LOAD_USER = "loadtest-load"
+
+
+def create_cluster_pki(directory: Path, identities: str = "admin") -> ClusterPki:
     """Every certificate a local control plane needs, all valid for loopback only."""
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
@@ -128,9 +138,11 @@ def create_cluster_pki(directory: Path) -> ClusterPki:
         scheduler=ca.issue("scheduler", "system:kube-scheduler"),
         controller_manager=ca.issue("controller-manager", "system:kube-controller-manager"),
         # kwok acts for every fake kubelet at once (node status, leases, pod status): it needs broad rights
-        kwok=ca.issue("kwok", "kwok-controller", organization="system:masters", server_names=loopback),
+        kwok=ca.issue("kwok", KWOK_USER, server_names=loopback,
+                      organization="system:nodes" if identities == "production" else "system:masters"),
         service_account_key=sa_key_path,
         service_account_pub=sa_pub_path,
+        load=ca.issue("load", LOAD_USER) if identities == "production" else None,
     )
 
 

@@ -46,6 +46,11 @@ def test_defaults_are_filled_in() -> None:
         ({"project_to": [2]}, "t.yaml: project_to[0]: 2 nodes is not beyond the measured range"),
         ({"audit": {"enabled": "yes"}}, "t.yaml: audit.enabled: must be true or false"),
         ({"audit": {"path": "/tmp"}}, "t.yaml: audit.path: unknown field"),
+        ({"target": {"identities": "kubelet"}}, "t.yaml: target.identities: must be one of: admin, production"),
+        ({"target": {"kind": "cluster", "kubeconfig": "k", "identities": "production"}},
+         "t.yaml: target.identities: only a local control plane's components can be configured by a plan"),
+        ({"target": {"kind": "cluster", "kubeconfig": "k", "etcd_storage": "memory"}},
+         "t.yaml: target.etcd_storage: only a local control plane's"),
     ],
 )
 def test_bad_plans_name_the_field(change: dict, message: str) -> None:
