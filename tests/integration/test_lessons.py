@@ -13,6 +13,8 @@ import pytest
 
 from loadtests import results
 from loadtests.controlplane.local import MEMORY_ROOT, clusters_root
+from loadtests.measure.prometheus import counter_delta
+from loadtests.measure.scrapes import load_scrape, step_folder
 from loadtests.report.lesson import LESSON_PAGE, LESSON_RESULTS
 from tests.cli import start_loadtest
 
@@ -126,12 +128,25 @@ def test_a_full_etcd_raises_nospace_and_the_run_still_ends_cleanly(lessons: Less
     assert "etcd alarm raised: NOSPACE" in page and "NOSPACE alarm" in page  # recorded, and the cascade explained
 
 
-def test_nodes_joined_inside_the_window(lessons: Lessons) -> None:
+def test_nodes_joined_inside_the_window_and_flow_control_saw_every_client_as_in_production(
+        lessons: Lessons) -> None:
     folder = lessons.run("node-join-burst")
     for variant, how in (("at-once", "at once"), ("spread", "spread over 20 s")):
         step = _last_step(folder, variant)
         assert any(note.startswith(f"node join: 60 nodes joined {how} during the window") for note in step.notes)
         assert step.ramp["join_s"] > 0 and step.status == "measured"
+        # kwok's heartbeats and the joining nodes' registrations, as kubelets', and the load as a user's
+        assert _dispatched(folder / variant, step, "system-node-high") > 0
+        assert _dispatched(folder / variant, step, "system-nodes") > 0
+        assert _dispatched(folder / variant, step, "global-default") > 0
+
+
+def _dispatched(run_folder: Path, step: results.StepResult, flow_schema: str) -> float:
+    """Requests flow control dispatched under one flow schema during the step's window (its kept pages)."""
+    kept = step_folder(run_folder, step.index)
+    start, end = (load_scrape(kept, "apiserver", when, every_family=True) for when in ("start", "end"))
+    assert end is not None
+    return counter_delta(start, end, "apiserver_flowcontrol_dispatched_requests_total", flow_schema=flow_schema) or 0.0
 
 
 def test_anti_affinity_lesson_scheduled_pods_in_both_variants(lessons: Lessons) -> None:
