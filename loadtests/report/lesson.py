@@ -94,9 +94,8 @@ def figure_reading(step: StepResult, path: str) -> Reading:
     """figure_value, and the bound the results recorded where the path ends in a quantile of one histogram."""
     *parent, last = path.split(".")
     holders = _walk(step, parent) if parent and last in QUANTILES else []
-    bounds = (holders[0].get("bounds") if isinstance(holders[0], dict) else getattr(holders[0], "bounds", None)) \
-        if len(holders) == 1 else None
-    return figure_value(step, path), (bounds or {}).get(last, "")
+    bound = _walk(holders[0], ["bounds", last]) if len(holders) == 1 else []
+    return figure_value(step, path), str(bound[0]) if bound else ""
 
 
 def _one_of(values: list[Any]) -> Any:
@@ -459,11 +458,11 @@ def evaluate(lesson: Lesson, folder: Path) -> dict[str, Any]:
             readings = {name: runs.last_readings(measure) for name, runs in variants.items()}
             values = {name: [value for value, _ in found] for name, found in readings.items()}
             bounds = {name: side_bound(found) for name, found in readings.items()}
-            name = warned.variant.name
+            ours = warned.variant.name
             for runs in variants.values():
                 if runs.variant.role == "fix":
                     fix = runs.variant.name
-                    comparisons.append(compare(measure, values[name], values[fix], fix, bounds[name], bounds[fix]))
+                    comparisons.append(compare(measure, values[ours], values[fix], fix, bounds[ours], bounds[fix]))
             if any(values.values()):
                 panels.append(_bar_panel(i, measure, values))
     first_run = next((run for runs in variants.values() for run, _ in runs.runs), None)

@@ -13,9 +13,8 @@ import pytest
 
 from loadtests import results
 from loadtests.controlplane.local import MEMORY_ROOT, clusters_root
-from loadtests.measure.prometheus import counter_delta
-from loadtests.measure.scrapes import load_scrape, step_folder
-from loadtests.report.lesson import LESSON_PAGE, LESSON_RESULTS
+from loadtests.measure.scrapes import step_folder
+from loadtests.report.lesson import LESSON_PAGE, LESSON_RESULTS, scrape_reading
 from tests.cli import start_loadtest
 
 
@@ -141,12 +140,10 @@ def test_nodes_joined_inside_the_window_and_flow_control_saw_every_client_as_in_
         assert _dispatched(folder / variant, step, "global-default") > 0
 
 
-def _dispatched(run_folder: Path, step: results.StepResult, flow_schema: str) -> float:
+def _dispatched(run_folder: Path, step: results.StepResult, flow_schema: str) -> float | None:
     """Requests flow control dispatched under one flow schema during the step's window (its kept pages)."""
-    kept = step_folder(run_folder, step.index)
-    start, end = (load_scrape(kept, "apiserver", when, every_family=True) for when in ("start", "end"))
-    assert end is not None
-    return counter_delta(start, end, "apiserver_flowcontrol_dispatched_requests_total", flow_schema=flow_schema) or 0.0
+    return scrape_reading(step, step_folder(run_folder, step.index), {
+        "metric": "apiserver_flowcontrol_dispatched_requests_total", "labels": {"flow_schema": flow_schema}})[0]
 
 
 def test_anti_affinity_lesson_scheduled_pods_in_both_variants(lessons: Lessons) -> None:
