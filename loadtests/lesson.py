@@ -12,6 +12,7 @@ a lesson runs each variant on a fresh control plane into OUT/<variant>/ (OUT/<va
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,9 @@ DEFAULT_SCALE = "medium"
 ROLES = ("warned", "fix", "sweep")
 EXPECT = ("higher", "lower", "grows")  # the warned setup's value against the fix's; or growth with nodes
 READ_KINDS = ("figure", "scrape", "audit")
-DEFAULT_NOISE = 0.25  # a figure's run-to-run spread (relative) assumed when a lesson ran once per variant
+# Runs of each variant `make lessons` and `loadtest lesson` make by default: the fewest whose spread can be
+# measured and whose full separation means something (every warned run beyond every fix run).
+DEFAULT_REPEAT = 3
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,10 @@ class Measure:
     source: str  # said on the page: the metric or probe the value comes from, and whose requests it covers
     read: dict[str, Any]  # exactly one of {"figure": path} | {"scrape": {...}} | {"audit": {...}}
     expect: str = "higher"
-    noise: float = DEFAULT_NOISE
-    min_effect: float = 1.5  # the ratio the field report implies at least; an effect this size must stand out
+    min_effect: float = 1.5  # the ratio the field report implies at least: the figure to expect, never a noise band
+    # a sanity check shown on the page, never a verdict: a figure that is zero by construction in one variant
+    # (Event keys in the main etcd when Events have their own) cannot go either way
+    check: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,11 @@ class Lesson:
     @property
     def growth(self) -> bool:
         return any(v.role == "sweep" for v in self.variants)
+
+    @property
+    def deciding(self) -> Measure:
+        """The figure the verdict rests on: the first that is not a sanity check (the field report's claim)."""
+        return next(m for m in self.measures if not m.check)
 
     def plan_data(self, variant: Variant, scale: str) -> dict[str, Any]:
         data = deep_merge(deep_merge(self.base, self.scales[scale]), variant.plan)
@@ -131,7 +141,10 @@ def _text(source: str, data: dict[str, Any], key: str, path: str = "") -> str:
 def _measure(source: str, path: str, data: Any) -> Measure:
     if not isinstance(data, dict):
         raise _fail(source, path, "must be a mapping with name, unit, source and one of figure, scrape, audit")
-    known = {"name", "unit", "source", "expect", "noise", "min_effect", *READ_KINDS}
+    known = {"name", "unit", "source", "expect", "min_effect", "check", *READ_KINDS}
+    if "noise" in data:
+        raise _fail(source, f"{path}.noise", "a lesson declares no noise: it is measured from repeated runs "
+                                             "(loadtest lesson --repeat 3); remove the field")
     unknown = sorted(set(data) - known)
     if unknown:
         raise _fail(source, f"{path}.{unknown[0]}", f"unknown field; expected one of: {', '.join(sorted(known))}")
@@ -141,14 +154,14 @@ def _measure(source: str, path: str, data: Any) -> Measure:
     expect = data.get("expect", "higher")
     if expect not in EXPECT:
         raise _fail(source, f"{path}.expect", f"must be one of: {', '.join(EXPECT)}")
-    noise, min_effect = data.get("noise", DEFAULT_NOISE), data.get("min_effect", 1.5)
-    if not isinstance(noise, int | float) or noise < 0:
-        raise _fail(source, f"{path}.noise", f"must be a number >= 0 (got {noise!r})")
-    if not isinstance(min_effect, int | float) or min_effect < 1:
-        raise _fail(source, f"{path}.min_effect", f"must be a ratio >= 1 (got {min_effect!r})")
+    min_effect, check = data.get("min_effect", 1.5), data.get("check", False)
+    if isinstance(min_effect, bool) or not isinstance(min_effect, int | float) or not 1 <= min_effect < math.inf:
+        raise _fail(source, f"{path}.min_effect", f"must be a finite ratio >= 1 (got {min_effect!r})")
+    if not isinstance(check, bool):
+        raise _fail(source, f"{path}.check", f"must be true or false (got {check!r})")
     return Measure(name=_text(source, data, "name", f"{path}."), unit=str(data.get("unit", "count")),
                    source=_text(source, data, "source", f"{path}."), read={reads[0]: data[reads[0]]},
-                   expect=expect, noise=float(noise), min_effect=float(min_effect))
+                   expect=expect, min_effect=float(min_effect), check=check)
 
 
 def parse(data: Any, source: str) -> Lesson:
@@ -183,8 +196,9 @@ def parse(data: Any, source: str) -> Lesson:
         raise _fail(source, "variants", "needs one `warned` variant and one or more `fix` variants, or one `sweep`")
     effect = data.get("effect") or {}
     measures = [_measure(source, f"effect.measures[{i}]", m) for i, m in enumerate(effect.get("measures") or [])]
-    if not measures:
-        raise _fail(source, "effect.measures", "needs at least one figure that shows the effect")
+    if not [m for m in measures if not m.check]:
+        raise _fail(source, "effect.measures", "needs at least one figure that shows the effect and is not a "
+                                               "`check` (the first such figure decides the verdict)")
     lesson = Lesson(
         name=_text(source, data, "name"), title=_text(source, data, "title"), summary=_text(source, data, "summary"),
         field_report=FieldClaim(said=_text(source, claim, "said", "field_report."),

@@ -454,7 +454,7 @@ def cmd_lesson(args: argparse.Namespace) -> int:
         for variant in found.variants:
             _say(f"=== lesson {found.name}: {variant.name} ({variant.says}) ===")
             plan = plans[(found.name, variant.name)]
-            repeat = args.repeat or 1
+            repeat = lesson_mod.DEFAULT_REPEAT if args.repeat is None else args.repeat
             code = (run_plan(plan, folder / variant.name, args) if repeat == 1
                     else run_repeats(plan, folder / variant.name, repeat, args))
             if code in (EXIT_ABORTED, EXIT_ENVIRONMENT):  # a fault or Ctrl-C ends every lesson, as it ends a run
@@ -465,8 +465,11 @@ def cmd_lesson(args: argparse.Namespace) -> int:
         lines.append(f"{found.name:<28} {verdict}")
         _say(f"lesson {found.name}: {verdict}: {page}")
         if aborted:
-            _say(f"loadtest: lesson {found.name} was aborted; lessons not run: "
-                 f"{', '.join(f.name for f in lessons[lessons.index(found) + 1:]) or 'none'}")
+            states = variant_states(folder)
+            ran = ", ".join(f"{name} {state}" for name, state in states.items())
+            after = [f.name for f in lessons[lessons.index(found) + 1:]]
+            _say(f"loadtest: lesson {found.name} was aborted ({ran})"
+                 + (f"; lessons not run: {', '.join(after)}" if after else ""))
             break
     if len(lessons) > 1:
         from loadtests.report.lesson import lessons_table
@@ -484,11 +487,21 @@ def json_verdict(folder: Path) -> str:
     from loadtests.report.lesson import LESSON_RESULTS
 
     data = json.loads((folder / LESSON_RESULTS).read_text())
-    first = data["comparisons"][0] if data["comparisons"] else None
+    first = next((c for c in data["comparisons"] if c["measure"] == data.get("deciding")), None)
     if first is None:
-        return data["verdict"]
+        return f"{data['verdict']} ({data['headline']})" if data.get("headline") else data["verdict"]
     effect = "∞" if first["effect_infinite"] else "—" if first["effect"] is None else f"{first['effect']:.2f}"
-    return f"{data['verdict']} ({first['measure']}: ×{effect} against {first['against']})"
+    return f"{data['verdict']} ({first['measure']}: ×{effect} against {first['against']}; {first['reason']})"
+
+
+def variant_states(folder: Path) -> dict[str, str]:
+    """Each variant's state in a lesson folder's lesson.json: complete, aborted, recorded nothing, never ran."""
+    import json
+
+    from loadtests.report.lesson import LESSON_RESULTS
+
+    data = json.loads((folder / LESSON_RESULTS).read_text())
+    return {name: found["state"] for name, found in (data.get("variants") or {}).items()}
 
 
 def add_commands(sub: Any) -> None:
@@ -539,7 +552,8 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--out", help="results folder (default: reports/lesson-<name>-<time>)")
     p.add_argument("--kube-version", help="run the lesson on this Kubernetes version")
     p.add_argument("--repeat", type=count_arg, default=None, metavar="N",
-                   help="run each variant N times, so the verdict knows the run-to-run noise")
+                   help="run each variant N times (default 3): a verdict needs the run-to-run noise, and 1 run "
+                        "shows the effect only")
     _run_options(p)
     p.set_defaults(func=cmd_lesson)
 

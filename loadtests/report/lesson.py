@@ -11,16 +11,21 @@ step) in one of three ways the lesson declares:
 - audit: requests of the step's audit log ({verb, resource, client (a prefix), code (a prefix),
   stat: count | rate}).
 
-The effect is the ratio of the warned setup's value to the fix's (inverted for `expect: lower`), so above 1
+The effect is the ratio of the warned setup's median to the fix's (inverted for `expect: lower`), so above 1
 means the direction the field report describes; a growth lesson's is the last step's value over the first's.
-The verdict weighs it against the noise: the spread of repeated runs when there are any (benchstat's largest
-distance from the median), else the lesson's declared noise of that figure:
+A verdict rests only on measured noise, so it needs at least MIN_RUNS runs of every variant (one run shows the
+effect and says "single run": no verdict); it is read from the deciding figure (the lesson's first that is
+not a `check`: a sanity check that is zero by construction in one variant cannot go either way):
 
-- reproduced: the effect stands out of the noise (and with repeats, every warned value lies beyond every fix
-  value);
-- not reproduced: the opposite effect stands out of the noise, or the effect is within a noise band narrow
-  enough that an effect of the size the report implies (`min_effect`) would have stood out;
-- inconclusive: within a noise band too wide to tell.
+- reproduced: every run of one setup lies beyond every run of the other in the direction the report describes,
+  or a Mann-Whitney test (stats.mann_whitney_u) finds them different at ALPHA where the runs allow it;
+- not reproduced: they separate the other way, or they overlap within a range (the pooled runs' largest over
+  smallest value) that an effect of the size the report implies (`min_effect`) would have cleared;
+- inconclusive: they overlap over a range too wide to tell, or a histogram bound hides the values;
+- incomplete: a variant aborted, recorded nothing or never ran: no verdict rests on it.
+
+A growth lesson judges the shape (the quadratic term of value = a + b·n + c·n² over every run: linear per node
+when its 95 % interval holds 0) and the magnitude (the per-node slope against the report's figure over its nodes) apart.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from loadtests import results
 from loadtests.lesson import Lesson, Measure, Variant
@@ -120,7 +127,10 @@ def scrape_reading(step: StepResult, folder: Path, spec: dict[str, Any]) -> Read
     if stat == "end":
         return end.total(metric, **match), ""
     if stat in ("delta", "rate"):
-        # a labelled counter appears with its first increment: absent from a kept page means none happened
+        if not end.has(metric):  # not on the page: not measured (this version may not export it, or nothing counted)
+            return None, ""
+        # the family is on the page: a labelled counter appears with its first increment, so no series of these
+        # labels means none of them happened
         delta = counter_delta(start, end, metric, **match) or 0.0
         return (delta / window if stat == "rate" and window else delta), ""
     if stat in ("sum", "sum_rate"):
@@ -176,28 +186,47 @@ def read(measure: Measure, step: StepResult, folder: Path) -> float | None:
 
 @dataclass
 class VariantRuns:
-    """A variant's runs (one, or its repeats), with what each recorded."""
+    """A variant's runs (one, or its repeats): the complete ones, which the figures come from, and those that
+    were aborted, recorded nothing or never ran, which no verdict rests on."""
 
     variant: Variant
     folder: Path
-    runs: list[tuple[RunResult, Path]] = field(default_factory=list)
+    runs: list[tuple[RunResult, Path]] = field(default_factory=list)  # complete runs
+    aborted: list[tuple[RunResult, Path]] = field(default_factory=list)  # runs that did not complete
     missing: list[str] = field(default_factory=list)  # run folders that recorded nothing
+    never_ran: bool = False  # no folder at all: the lesson stopped before this variant
 
     @staticmethod
     def load(variant: Variant, folder: Path) -> VariantRuns:
         found = VariantRuns(variant, folder)
+        if not folder.is_dir():
+            found.never_ran = True
+            return found
         for run_folder in repeat_folders(folder) or [folder]:
             try:
-                found.runs.append((results.load(run_folder), run_folder))
+                run = results.load(run_folder)
             except (OSError, ValueError):
                 found.missing.append(str(run_folder))
+                continue
+            (found.runs if run.status == "complete" else found.aborted).append((run, run_folder))
         return found
+
+    @property
+    def state(self) -> str:
+        """"complete", or why no verdict may rest on this variant: "never ran", "aborted", "recorded nothing"."""
+        if self.never_ran:
+            return "never ran"
+        if self.aborted:
+            return "aborted"
+        if self.missing or not self.runs:
+            return "recorded nothing"
+        return "complete"
 
     def measured_steps(self) -> list[tuple[list[StepResult], Path]]:
         return [([s for s in run.steps if s.status == "measured"], path) for run, path in self.runs]
 
     def last_readings(self, measure: Measure) -> list[tuple[float, str]]:
-        """The measure at the last measured step of every run (runs where it was not measured left out)."""
+        """The measure at the last measured step of every complete run (runs where it was not measured left out)."""
         found = []
         for steps, path in self.measured_steps():
             if steps:
@@ -206,18 +235,26 @@ class VariantRuns:
                     found.append((value, bound))
         return found
 
-    def per_step(self, measure: Measure) -> list[tuple[int, float]]:
-        """(nodes, median over the runs) at every measured step."""
+    def per_step(self, measure: Measure) -> list[tuple[int, list[float]]]:
+        """(nodes, the value of every complete run) at every measured step."""
         by_nodes: dict[int, list[float]] = {}
         for steps, path in self.measured_steps():
             for step in steps:
                 value = read(measure, step, step_folder(path, step.index))
                 if value is not None and math.isfinite(value):
                     by_nodes.setdefault(step.nodes, []).append(value)
-        return [(nodes, statistics.median(v)) for nodes, v in sorted(by_nodes.items())]
+        return sorted(by_nodes.items())
 
 
 # ---- effects and verdicts -------------------------------------------------------------------------------------
+
+# Runs a side needs before a verdict: with fewer, the run-to-run noise is not measured (lesson.DEFAULT_REPEAT).
+MIN_RUNS = stats.MIN_SAMPLES
+ALPHA = 0.05  # the rank test's level, where the repeats are enough for it to reach it
+SINGLE_RUN = "single run"
+TOO_FEW_RUNS = "too few runs"
+CHECK_HOLDS, CHECK_FAILS = "check holds", "check fails"
+UNJUDGED = (SINGLE_RUN, TOO_FEW_RUNS, "not measured")
 
 
 def ratio(warned: float, fix: float) -> float:
@@ -245,29 +282,57 @@ def bias(measure: Measure, warned_bound: str, fix_bound: str) -> str:
     return "unknown" if over and under else "overstated" if over else "understated" if under else ""
 
 
-def judge(effect: float, noise: float, min_effect: float, separated: bool, bounded: str = "") -> tuple[str, str]:
-    """The verdict on an oriented effect (above 1: the direction the report describes) and why; `bounded`
-    (see bias) keeps a verdict from resting on a histogram bound that may hide the real values."""
-    band = 1.0 + noise
-    shown = times(effect)
+@dataclass(frozen=True)
+class Evidence:
+    """What the repeats of two sides say, oriented so that "up" is the direction the field report describes."""
+
+    effect: float  # oriented ratio of the medians
+    runs: int  # the smaller side's number of runs
+    up: bool  # every run of the side expected higher lies above every run of the other
+    down: bool  # every run of it lies below: the opposite, fully separated
+    p: float | None  # two-sided Mann-Whitney p, where the runs allow it to reach ALPHA
+    range_ratio: float  # the pooled runs' largest value over their smallest: how far noise alone reached
+
+
+def evidence(measure: Measure, warned: list[float], fix: list[float]) -> Evidence:
+    high, low = (fix, warned) if measure.expect == "lower" else (warned, fix)
+    pooled = [*warned, *fix]
+    smallest = min(pooled)
+    p = (stats.mann_whitney_u(high, low).p
+         if stats.min_p_value(len(high), len(low)) < ALPHA else None)
+    return Evidence(effect=_oriented(measure, statistics.median(warned), statistics.median(fix)),
+                    runs=min(len(warned), len(fix)), up=min(high) > max(low), down=max(high) < min(low), p=p,
+                    range_ratio=max(pooled) / smallest if smallest > 0 else math.inf)
+
+
+def judge(measure: Measure, found: Evidence, bounded: str = "") -> tuple[str, str]:
+    """The verdict on repeated runs, and why: reproduced when the runs of the two setups separate the way the
+    report describes (every run beyond every other, or a rank test at ALPHA), not reproduced when they separate
+    the other way or overlap within a range an effect of the report's size would have cleared; `bounded` (see
+    bias) keeps a verdict from resting on a histogram bound that may hide the real values."""
+    shown = times(found.effect)
+    tested = f", U test {stats.p_text(found.p)}" if found.p is not None else ""
     if bounded == "unknown":
         return "inconclusive", f"{shown}, but both values are only histogram bounds: its buckets cannot tell them apart"
-    if effect > band and bounded == "overstated":
-        return "inconclusive", f"{shown}, but a histogram bound may overstate it: the real effect may be smaller"
-    if effect > band and separated:
-        return "reproduced", f"{shown} stands out of the noise (±{noise:.0%})"
-    if effect > band:
-        return "inconclusive", f"{shown}, but the repeats of the two setups overlap"
-    if effect < 1 / band and bounded == "understated":
-        return "inconclusive", f"{shown}, but a histogram bound may understate it: the real effect may be larger"
-    if effect < 1 / band:
-        return "not reproduced", f"the opposite: {shown} against the expected direction (noise ±{noise:.0%})"
+    significant = found.p is not None and found.p < ALPHA
+    if found.up or (significant and found.effect > 1):
+        if bounded == "overstated":
+            return "inconclusive", f"{shown}, but a histogram bound may overstate it: the real effect may be smaller"
+        how = "every run of one setup beyond every run of the other" if found.up else "the runs differ"
+        return "reproduced", f"{shown}: {how} (n={found.runs} a side{tested})"
+    if found.down or (significant and found.effect < 1):
+        if bounded == "understated":
+            return "inconclusive", f"{shown}, but a histogram bound may understate it: the real effect may be larger"
+        return "not reproduced", f"the opposite: {shown}, the runs separate against the expected direction " \
+                                 f"(n={found.runs} a side{tested})"
     if bounded:
-        return "inconclusive", f"{shown} is within the noise (±{noise:.0%}), and one value is only a histogram bound"
-    if min_effect > band:
-        return "not reproduced", (f"{shown} is within the noise (±{noise:.0%}), where an effect of "
-                                  f"×{min_effect:g} would have stood out")
-    return "inconclusive", f"{shown} is within the noise (±{noise:.0%}), too wide to tell a ×{min_effect:g} effect"
+        return "inconclusive", f"{shown}: the runs overlap, and one side is only a histogram bound"
+    reach = "×∞" if math.isinf(found.range_ratio) else f"×{found.range_ratio:.2f}"
+    if measure.min_effect > found.range_ratio:
+        return "not reproduced", (f"{shown}: the runs overlap, all within {reach} of each other, where an effect of "
+                                  f"×{measure.min_effect:g} would have separated them (n={found.runs} a side{tested})")
+    return "inconclusive", (f"{shown}: the runs overlap and spread over {reach}, too wide to tell a "
+                            f"×{measure.min_effect:g} effect (n={found.runs} a side{tested})")
 
 
 @dataclass
@@ -279,13 +344,15 @@ class Comparison:
     warned: list[float]
     fix: list[float]
     effect: float | None
-    noise: float
+    noise: float | None  # the repeats' largest spread (relative), None where it was not measured
     noise_from: str
     verdict: str
     reason: str
     unit: str
     warned_bound: str = ""  # "<" or ">" where every warned value is only a histogram bound
     fix_bound: str = ""
+    p_value: float | None = None
+    check: bool = False  # a sanity check, shown and never a verdict
 
 
 def side_bound(readings: list[tuple[float, str]]) -> str:
@@ -299,63 +366,145 @@ def _oriented(measure: Measure, warned: float, fix: float) -> float:
 
 
 def compare(measure: Measure, warned: list[float], fix: list[float], against: str, warned_bound: str = "",
-            fix_bound: str = "") -> Comparison:
+            fix_bound: str = "", why_missing: str = "") -> Comparison:
+    """The effect of one measure and its verdict, from the runs of both sides: none from fewer than MIN_RUNS
+    a side (the noise is then not measured), none from a sanity check (it says only whether it holds)."""
     if not warned or not fix:
-        return Comparison(measure.name, against, warned, fix, None, measure.noise, "declared", "not measured",
-                          "no value on " + ("either side" if not warned and not fix else
-                                            "the warned side" if not warned else f"{against}"), measure.unit)
+        side = "either side" if not warned and not fix else "the warned side" if not warned else against
+        return Comparison(measure.name, against, warned, fix, None, None, "not measured", "not measured",
+                          why_missing or f"no value on {side}", measure.unit, check=measure.check)
     effect = _oriented(measure, statistics.median(warned), statistics.median(fix))
-    repeated = len(warned) > 1 and len(fix) > 1
-    observed = max(stats.summarize(warned).spread_pct, stats.summarize(fix).spread_pct) / 100
-    # two or three values per side understate the spread: the declared noise stays a floor until there are more
-    noise = observed if min(len(warned), len(fix)) >= 4 else max(observed, measure.noise)
-    noise_from = (f"repeats (n={min(len(warned), len(fix))})" if repeated and noise == observed
-                  else "declared" if not repeated else f"declared (repeats n={min(len(warned), len(fix))} spread "
-                  f"±{observed:.0%})")
-    if repeated:
-        low, high = (min(warned), max(fix)) if measure.expect != "lower" else (min(fix), max(warned))
-        separated = low > high
+    runs = min(len(warned), len(fix))
+    if runs < 2:
+        noise, noise_from = None, "not measured (single run)"
     else:
-        separated = True
-    verdict, reason = judge(effect, noise, measure.min_effect, separated, bias(measure, warned_bound, fix_bound))
+        noise = max(stats.summarize(warned).spread_pct, stats.summarize(fix).spread_pct) / 100
+        noise_from = f"repeats (n={runs} a side)"
+    bounded = bias(measure, warned_bound, fix_bound)
+    if measure.check:
+        found = evidence(measure, warned, fix)
+        holds = found.up and not bounded
+        verdict, reason = (CHECK_HOLDS if holds else CHECK_FAILS,
+                           f"{times(effect)}: a sanity check of the setup, not a verdict ("
+                           + ("every run as the setup implies" if holds else "not every run as the setup implies")
+                           + ")")
+        return Comparison(measure.name, against, warned, fix, effect, noise, noise_from, verdict, reason,
+                          measure.unit, warned_bound, fix_bound, check=True)
+    if runs < MIN_RUNS:
+        verdict = SINGLE_RUN if runs == 1 else TOO_FEW_RUNS
+        reason = (f"{times(effect)}; {'single run' if runs == 1 else f'{runs} runs a side'}: noise not measured, "
+                  f"no verdict (run each variant {MIN_RUNS} or more times: --repeat {MIN_RUNS})")
+        return Comparison(measure.name, against, warned, fix, effect, noise, noise_from, verdict, reason,
+                          measure.unit, warned_bound, fix_bound)
+    found = evidence(measure, warned, fix)
+    verdict, reason = judge(measure, found, bounded)
     return Comparison(measure.name, against, warned, fix, effect, noise, noise_from, verdict, reason, measure.unit,
-                      warned_bound, fix_bound)
+                      warned_bound, fix_bound, p_value=found.p)
 
 
 @dataclass
 class Growth:
-    """A measure across the steps of a sweep: per node, fitted, and projected to the field report's scale."""
+    """A measure across the steps of a sweep: its shape (a power of nodes), per node, set against the field
+    report's figure, and projected to the report's scale."""
 
     measure: str
     unit: str
-    points: list[tuple[int, float]]
-    per_node: float | None  # slope of a least-squares line, in the measure's unit per node
+    points: list[tuple[int, float]]  # (nodes, median over the runs)
+    per_node: float | None  # slope of a least-squares line over every run's value, in the measure's unit per node
     projected: float | None = None  # at the field report's scale, from the projection fit
     band: tuple[float, float] | None = None
     fit: str = ""
+    per_node_ci: tuple[float, float] | None = None  # 95 % interval of the slope (from the runs' scatter)
+    curvature: float | None = None  # the quadratic term of value = a + b·n + c·n², per node²
+    curvature_ci: tuple[float, float] | None = None
+    shape: str = ""  # "linear per node" | "sub-linear" | "super-linear" | single run / too few runs
+    claim_per_node: float | None = None  # the field report's figure over its nodes
+    magnitude: str = ""  # the measured per-node figure against the report's, in words
+    not_projectable: str = ""  # why no projection is given, where one is not
 
 
-def growth(measure: Measure, runs: VariantRuns, at_nodes: int | None) -> tuple[Growth, Comparison]:
+def _slope_interval(xs: list[float], ys: list[float]) -> tuple[float, tuple[float, float] | None]:
+    """Least-squares slope and its 95 % interval (t with n-2 degrees of freedom); no interval from 2 points."""
+    from scipy import stats as scipy_stats
+
+    fitted = scipy_stats.linregress(xs, ys)
+    if len(xs) < 3:
+        return float(fitted.slope), None
+    t = float(scipy_stats.t.ppf(0.975, len(xs) - 2))
+    return float(fitted.slope), (float(fitted.slope - t * fitted.stderr), float(fitted.slope + t * fitted.stderr))
+
+
+def growth_shape(points: list[tuple[int, list[float]]]) -> tuple[float | None, tuple[float, float] | None, str]:
+    """Whether the value grows by a fixed amount per node: the quadratic term c of value = a + b·n + c·n²
+    fitted over every run's value, its 95 % interval, and the shape that shows (linear per node when the interval
+    holds 0). A shape needs MIN_RUNS runs at every step, so that the scatter about the fit is the runs' noise."""
+    from scipy import stats as scipy_stats
+
+    xs = np.array([float(n) for n, values in points for _ in values])
+    ys = np.array([v for _, values in points for v in values])
+    runs = min((len(values) for _, values in points), default=0)
+    if len(points) < 3:
+        return None, None, "not measured (fewer than 3 steps with a value)"
+    if runs < MIN_RUNS:
+        what = "single run" if runs == 1 else f"{runs} runs a step"
+        return None, None, f"{what}: noise not measured, no verdict on the shape"
+    scale = float(xs.max())  # nodes in units of the largest step keeps the normal equations well conditioned
+    design = np.column_stack([np.ones_like(xs), xs / scale, (xs / scale) ** 2])
+    coef, _, _, _ = np.linalg.lstsq(design, ys, rcond=None)
+    dof = len(xs) - 3
+    residual = float(((ys - design @ coef) ** 2).sum()) / dof
+    spread = float(np.sqrt(residual * np.linalg.inv(design.T @ design)[2, 2]))
+    t = float(scipy_stats.t.ppf(0.975, dof))
+    curvature = float(coef[2]) / scale**2
+    low, high = (float(coef[2]) - t * spread) / scale**2, (float(coef[2]) + t * spread) / scale**2
+    shape = "linear per node" if low <= 0 <= high else "super-linear" if low > 0 else "sub-linear"
+    return curvature, (low, high), shape
+
+
+def growth(measure: Measure, runs: VariantRuns, claim: dict[str, Any]) -> tuple[Growth, Comparison]:
+    """The sweep's growth of one measure; its comparison is the last step's runs against the first step's."""
     from loadtests.report.projection import fit
 
-    points = runs.per_step(measure)
-    slope = None
-    if len(points) >= 2:
-        xs, ys = [p[0] for p in points], [p[1] for p in points]
-        mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-        denominator = sum((x - mean_x) ** 2 for x in xs)
-        slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / denominator
-    found = Growth(measure.name, measure.unit, points, slope)
+    per_step = runs.per_step(measure)
+    points = [(nodes, statistics.median(values)) for nodes, values in per_step]
+    found = Growth(measure.name, measure.unit, points, None)
+    xs = [float(n) for n, values in per_step for _ in values]
+    ys = [v for _, values in per_step for v in values]
+    if len({*xs}) >= 2:
+        found.per_node, found.per_node_ci = _slope_interval(xs, ys)
+        if min(len(v) for _, v in per_step) < MIN_RUNS:
+            found.per_node_ci = None  # the scatter of one run a step is misfit, not noise
+    found.curvature, found.curvature_ci, found.shape = growth_shape(per_step)
+    at_nodes = int(claim.get("nodes") or 0) or None
+    if claim.get("measure") == measure.name and at_nodes and claim.get("value"):
+        found.claim_per_node = float(claim["value"]) / at_nodes
+        found.magnitude = magnitude(found)
     fitted = fit([p[0] for p in points], [p[1] for p in points]) if len(points) >= 3 else None
     if fitted is not None and at_nodes:
         found.projected = float(fitted.predict([at_nodes])[0])
         low, high = fitted.interval([at_nodes])
         found.band = (max(0.0, float(low[0])), float(high[0]))  # every measure here is a size, time or count
         found.fit = fitted.describe(measure.unit)
-    first = [points[0][1]] if points else []
-    last = [points[-1][1]] if len(points) > 1 else []
-    against = f"first step ({points[0][0]:,} nodes)" if points else "first step"
+    first = per_step[0][1] if per_step else []
+    last = per_step[-1][1] if len(per_step) > 1 else []
+    against = f"first step ({per_step[0][0]:,} nodes)" if per_step else "first step"
     return found, compare(measure, last, first, against)
+
+
+def magnitude(found: Growth) -> str:
+    """The measured per-node figure against the field report's: a ratio, and where the slope's interval is
+    known whether the report's figure lies inside it."""
+    if found.per_node is None or not found.claim_per_node:
+        return "not measured"
+    share = found.per_node / found.claim_per_node
+    said = f"{page.in_unit(found.per_node, found.unit)} per node against the report's " \
+           f"{page.in_unit(found.claim_per_node, found.unit)} (×{share:.2g})"
+    if found.per_node_ci is None:
+        return f"{said}; single run: no interval"
+    low, high = found.per_node_ci
+    where = ("within" if low <= found.claim_per_node <= high else "above" if found.claim_per_node > high else "below")
+    return f"{said}; the report's figure is {where} the measured 95 % interval " \
+           f"({page.in_unit(low, found.unit)} – {page.in_unit(high, found.unit)} per node)"
 
 
 # ---- the page -------------------------------------------------------------------------------------------------
@@ -376,8 +525,8 @@ def _feature_states(runs: VariantRuns, features: list[str]) -> dict[str, str]:
 
 def _recorded(runs: VariantRuns) -> list[str]:
     """What the variant's runs recorded beyond the figures: errors, alarms, refused writes, notes."""
-    lines = []
-    for run, path in runs.runs:
+    lines = ["never ran: the lesson stopped before this variant"] if runs.never_ran else []
+    for run, path in [*runs.runs, *runs.aborted]:
         name = path.name if path != runs.folder else runs.variant.name
         if run.status != "complete":
             lines.append(f"{name}: run {run.status}" + (f": {run.error}" if run.error else ""))
@@ -424,17 +573,29 @@ def _growth_panel(index: int, found: Growth) -> charts.Panel:
                         {"data": [trace], "layout": layout, "config": {"displaylogo": False, "responsive": True}})
 
 
-def lesson_verdict(comparisons: list[Comparison]) -> str:
-    """The lesson's verdict: its first measure's, over every fix (all must agree to call it reproduced)."""
-    first = [c for c in comparisons if c.measure == comparisons[0].measure] if comparisons else []
-    found = {c.verdict for c in first}
+INCOMPLETE = "incomplete"
+
+
+def lesson_verdict(lesson: Lesson, comparisons: list[Comparison], variants: list[VariantRuns]) -> tuple[str, str]:
+    """The lesson's verdict and its headline: the deciding measure's, over every fix (all must agree to call it
+    reproduced); none while a variant aborted or never ran, and none from single runs."""
+    unfinished = [f"{v.variant.name} {v.state}" for v in variants if v.state != "complete"]
+    if unfinished:
+        return INCOMPLETE, f"no verdict: {', '.join(unfinished)}"
+    deciding = [c for c in comparisons if c.measure == lesson.deciding.name]
+    found = {c.verdict for c in deciding}
+    headline = "; ".join(f"{c.measure}: {times(c.effect)} "
+                         + (f"({c.against} to last)" if lesson.growth else f"(warned / {c.against})")
+                         + f": {c.reason}" for c in deciding)
     if not found or found == {"not measured"}:
-        return "not measured"
+        return "not measured", headline
+    if found & {SINGLE_RUN, TOO_FEW_RUNS}:
+        return (SINGLE_RUN if SINGLE_RUN in found else TOO_FEW_RUNS), headline
     if found == {"reproduced"}:
-        return "reproduced"
-    if "not reproduced" in found and "reproduced" not in found:
-        return "not reproduced"
-    return "inconclusive"
+        return "reproduced", headline
+    if "not reproduced" in found and "reproduced" not in found and "inconclusive" not in found:
+        return "not reproduced", headline
+    return "inconclusive", headline
 
 
 def evaluate(lesson: Lesson, folder: Path) -> dict[str, Any]:
@@ -445,9 +606,8 @@ def evaluate(lesson: Lesson, folder: Path) -> dict[str, Any]:
     panels: list[charts.Panel] = []
     if lesson.growth:
         sweep = next(iter(variants.values()))
-        at_nodes = int(lesson.field_report.figure.get("nodes") or 0) or None
         for i, measure in enumerate(lesson.measures):
-            found, comparison = growth(measure, sweep, at_nodes)
+            found, comparison = growth(measure, sweep, lesson.field_report.figure)
             growths.append(found)
             comparisons.append(comparison)
             if found.points:
@@ -462,19 +622,24 @@ def evaluate(lesson: Lesson, folder: Path) -> dict[str, Any]:
             for runs in variants.values():
                 if runs.variant.role == "fix":
                     fix = runs.variant.name
-                    comparisons.append(compare(measure, values[ours], values[fix], fix, bounds[ours], bounds[fix]))
+                    missing = [f"{r.variant.name} {r.state}" for r in (warned, runs) if r.state != "complete"]
+                    comparisons.append(compare(measure, values[ours], values[fix], fix, bounds[ours], bounds[fix],
+                                               why_missing="; ".join(missing)))
             if any(values.values()):
                 panels.append(_bar_panel(i, measure, values))
-    first_run = next((run for runs in variants.values() for run, _ in runs.runs), None)
+    verdict, headline = lesson_verdict(lesson, comparisons, list(variants.values()))
+    first_run = next((run for runs in variants.values() for run, _ in [*runs.runs, *runs.aborted]), None)
     return {
         "lesson": lesson,
-        "verdict": lesson_verdict(comparisons),
+        "verdict": verdict,
+        "headline": headline,
         "comparisons": comparisons,
         "growths": growths,
-        "variants": [{"variant": runs.variant, "runs": runs.runs, "missing": runs.missing,
-                      "recorded": _recorded(runs), "features": _feature_states(runs, lesson.features),
-                      "reports": [str((path / "report.html").relative_to(folder)) for _, path in runs.runs
-                                  if (path / "report.html").is_file()]}
+        "variants": [{"variant": runs.variant, "runs": runs.runs, "aborted": runs.aborted, "missing": runs.missing,
+                      "state": runs.state, "recorded": _recorded(runs),
+                      "features": _feature_states(runs, lesson.features),
+                      "reports": [str((path / "report.html").relative_to(folder))
+                                  for _, path in [*runs.runs, *runs.aborted] if (path / "report.html").is_file()]}
                      for runs in variants.values()],
         "kube_version": (first_run.environment.get("versions", {}).get("kube-apiserver")
                          or (first_run.plan.get("target") or {}).get("kube_version")) if first_run else "—",
@@ -488,6 +653,9 @@ def summary(evaluated: dict[str, Any]) -> dict[str, Any]:
     lesson: Lesson = evaluated["lesson"]
     return {
         "lesson": lesson.name, "title": lesson.title, "verdict": evaluated["verdict"],
+        "headline": evaluated["headline"], "deciding": lesson.deciding.name,
+        "variants": {v["variant"].name: {"state": v["state"], "runs": len(v["runs"]), "aborted": len(v["aborted"]),
+                                         "recorded_nothing": len(v["missing"])} for v in evaluated["variants"]},
         "kube_version": evaluated["kube_version"], "scale": evaluated["scale"],
         "comparisons": [{**asdict(c), "effect": None if c.effect is None or math.isinf(c.effect) else c.effect,
                          "effect_infinite": c.effect is not None and math.isinf(c.effect)}
@@ -507,20 +675,32 @@ def write_lesson_page(lesson: Lesson, folder: Path) -> Path:
 
 
 def _cell(values: list[float], unit: str, bound: str = "") -> str:
-    return f"{bound} {page.in_unit(statistics.median(values), unit)}".lstrip() if values else "—"
+    """The median of a side's runs, with their range and count where there are several."""
+    if not values:
+        return "—"
+    median = f"{bound} {page.in_unit(statistics.median(values), unit)}".lstrip()
+    if len(values) == 1:
+        return median
+    return f"{median} ({page.in_unit(min(values), unit)} – {page.in_unit(max(values), unit)}, n={len(values)})"
 
 
 def lessons_table(folders: list[Path]) -> str:
-    """A markdown table of lessons' verdicts and first figures (lessons.md beside them, and the README)."""
-    rows = ["| lesson | verdict | figure | warned (sweep: last step) | against | effect |", "|---|---|---|---|---|---|"]
+    """A markdown table of lessons' verdicts and deciding figures (lessons.md beside them, and the README)."""
+    rows = ["| lesson | verdict | deciding figure | warned (sweep: last step) | against | effect | why |",
+            "|---|---|---|---|---|---|---|"]
     for folder in folders:
         data = json.loads((folder / LESSON_RESULTS).read_text())
         comparisons = data["comparisons"]
-        first = [c for c in comparisons if c["measure"] == comparisons[0]["measure"]]
+        deciding = data.get("deciding") or (comparisons[0]["measure"] if comparisons else "")
+        first = [c for c in comparisons if c["measure"] == deciding]
         for i, c in enumerate(first):
             effect = "×∞" if c["effect_infinite"] else times(c["effect"])
             fix = f"{c['against']}: {_cell(c['fix'], c['unit'], c.get('fix_bound', ''))}"
             name, verdict = (f"`{data['lesson']}`", f"**{data['verdict']}**") if i == 0 else ("", "")
             rows.append(f"| {name} | {verdict} | {c['measure'] if i == 0 else ''} | "
-                        f"{_cell(c['warned'], c['unit'], c.get('warned_bound', ''))} | {fix} | {effect} |")
+                        f"{_cell(c['warned'], c['unit'], c.get('warned_bound', ''))} | {fix} | {effect} | "
+                        f"{c['reason'].replace('|', '/')} |")
+        if not first:
+            rows.append(f"| `{data['lesson']}` | **{data['verdict']}** | {deciding} | — | — | — | "
+                        f"{data.get('headline', '')} |")
     return "\n".join(rows) + "\n"

@@ -20,7 +20,6 @@ from loadtests.report.lesson import (
     compare,
     figure_reading,
     figure_value,
-    judge,
     lessons_table,
     ratio,
     read,
@@ -110,45 +109,87 @@ def test_bad_lessons_are_refused_with_the_field(edit: Any, message: str) -> None
         lesson_mod.parse(data, "tiny.yaml")
 
 
-def test_ratio_and_judge() -> None:
+def _m(expect: str = "higher", min_effect: float = 1.5, check: bool = False) -> lesson_mod.Measure:
+    return lesson_mod.Measure("m", "s", "src", {"figure": "x"}, expect=expect, min_effect=min_effect, check=check)
+
+
+def test_ratio_and_the_verdicts_of_repeated_runs() -> None:
     assert ratio(10, 0) == math.inf and ratio(0, 0) == 1.0 and ratio(0, 5) == 0.0
-    assert judge(3.0, 0.25, 2.0, True)[0] == "reproduced"
-    assert judge(3.0, 0.25, 2.0, False)[0] == "inconclusive"  # repeats overlap
-    assert judge(0.5, 0.25, 2.0, True)[0] == "not reproduced"  # the opposite direction
-    assert judge(1.1, 0.25, 2.0, True)[0] == "not reproduced"  # a x2 effect would have stood out of +-25 %
-    assert judge(1.1, 0.8, 1.5, True)[0] == "inconclusive"  # +-80 % hides a x1.5 effect
+    separated = compare(_m(), [2.0, 2.1, 2.2], [1.0, 1.05, 0.95], "fix")
+    assert separated.verdict == "reproduced" and "every run of one setup beyond" in separated.reason
+    assert separated.noise_from == "repeats (n=3 a side)" and separated.noise == pytest.approx(0.05)
+    # a small effect counts when the runs separate: the verdict comes from the runs, not from a band
+    slight = compare(_m(), [1.03, 1.04, 1.05], [1.0, 1.01, 1.02], "fix")
+    assert slight.verdict == "reproduced"
+    opposite = compare(_m(), [1.0, 1.05, 0.95], [2.0, 2.1, 2.2], "fix")
+    assert opposite.verdict == "not reproduced" and opposite.reason.startswith("the opposite")
+    # overlapping runs within x1.10 of each other, where a x1.5 effect would have separated them
+    tight = compare(_m(min_effect=1.5), [1.0, 1.05, 1.1], [1.02, 1.06, 1.0], "fix")
+    assert tight.verdict == "not reproduced" and "would have separated them" in tight.reason
+    # the same effect with runs spread over x3: too wide to tell
+    wide = compare(_m(min_effect=1.5), [1.0, 3.0, 1.5], [2.0, 1.2, 1.1], "fix")
+    assert wide.verdict == "inconclusive" and "too wide" in wide.reason
+    # with 4 a side the rank test can decide even where one run overlaps
+    ranked = compare(_m(), [2.0, 2.1, 2.2, 2.3, 2.4], [1.0, 1.1, 1.2, 1.3, 2.05], "fix")
+    assert ranked.verdict == "reproduced" and ranked.p_value is not None and ranked.p_value < 0.05
+    lower = _m(expect="lower")
+    assert compare(lower, [50.0], [100.0], "fix").effect == 2.0
+    assert compare(_m(), [], [1.0], "fix").verdict == "not measured"
+
+
+def test_a_single_run_gives_the_effect_and_no_verdict() -> None:
+    once = compare(_m(), [20.0], [1.0], "fix")
+    assert once.verdict == "single run" and once.effect == 20.0 and once.noise is None
+    assert "noise not measured" in once.reason and "reproduced" not in once.reason
+    twice = compare(_m(), [20.0, 21.0], [1.0, 1.1], "fix")
+    assert twice.verdict == "too few runs" and twice.noise is not None
+
+
+def test_a_sanity_check_is_shown_and_never_a_verdict() -> None:
+    holds = compare(_m(check=True), [3200.0], [0.0], "own etcd")
+    assert holds.verdict == "check holds" and holds.check
+    assert compare(_m(check=True), [0.0], [0.0], "own etcd").verdict == "check fails"
+    events = lesson_mod.load("events-etcd")
+    assert events.measures[0].check and events.deciding.name == "writes to the main etcd"
+    burst = lesson_mod.load("node-join-burst")
+    assert burst.deciding.name.startswith("the baseline load's POST pods p99")  # the report's claim: everyone slowed
+
+
+def test_a_lesson_declares_no_noise() -> None:
+    data = _tiny_lesson()
+    data["effect"]["measures"][0]["noise"] = 0.25
+    with pytest.raises(PlanError, match=r"effect.measures\[0\].noise: a lesson declares no noise: it is measured"):
+        lesson_mod.parse(data, "tiny.yaml")
+    data = _tiny_lesson()
+    data["effect"]["measures"][0]["check"] = True
+    with pytest.raises(PlanError, match="is not a `check`"):
+        lesson_mod.parse(data, "tiny.yaml")
+    data = _tiny_lesson()
+    data["effect"]["measures"][0]["min_effect"] = math.inf
+    with pytest.raises(PlanError, match="min_effect: must be a finite ratio"):
+        lesson_mod.parse(data, "tiny.yaml")
 
 
 def test_a_verdict_does_not_rest_on_histogram_bounds() -> None:
     path = {"figure": "server[verb=POST].p99"}
-    higher = lesson_mod.Measure("p99", "s", "apiserver", path, expect="higher", noise=0.2, min_effect=2.0)
-    lower = lesson_mod.Measure("p99", "s", "apiserver", path, expect="lower", noise=0.2, min_effect=2.0)
+    higher = lesson_mod.Measure("p99", "s", "apiserver", path, expect="higher", min_effect=2.0)
+    lower = lesson_mod.Measure("p99", "s", "apiserver", path, expect="lower", min_effect=2.0)
     assert bias(higher, "", "") == ""
     assert bias(higher, "<", "<") == "unknown"  # both under the first bucket: nothing to tell them apart
     assert bias(higher, "<", "") == "overstated" and bias(higher, "", ">") == "overstated"
     assert bias(higher, ">", "") == "understated" and bias(lower, ">", "") == "overstated"
-    both = compare(higher, [0.05], [0.05], "fix", "<", "<")
+    both = compare(higher, [0.05] * 3, [0.05] * 3, "fix", "<", "<")
     assert both.verdict == "inconclusive" and "bounds" in both.reason  # not "not reproduced", as x1.00 alone says
-    assert judge(5.0, 0.2, 2.0, True, "overstated")[0] == "inconclusive"
-    assert judge(5.0, 0.2, 2.0, True, "understated")[0] == "reproduced"  # at least x5: the bound only hides more
-    assert judge(0.2, 0.2, 2.0, True, "understated")[0] == "inconclusive"
-    assert judge(1.0, 0.2, 2.0, True, "understated")[0] == "inconclusive"
+    up, down = [0.5, 0.55, 0.6], [0.05, 0.05, 0.05]
+    assert compare(higher, up, down, "fix", "<", "").verdict == "inconclusive"  # "<" warned: may be smaller
+    assert compare(higher, up, down, "fix", ">", "").verdict == "reproduced"  # at least that: the bound hides more
+    assert compare(higher, down, up, "fix", ">", "").verdict == "inconclusive"
+    assert compare(higher, [1.0, 1.01, 1.02], [1.0, 1.01, 1.02], "fix", ">", "").verdict == "inconclusive"
     posts = _step(server=[ServerLatency("POST", "pods", "namespace", "", "", 90, 0.01, 0.03, 0.05, bounds={"p99": "<"}),
                           ServerLatency("GET", "pods", "namespace", "", "", 10, 0.01, 0.03, 0.04)])
     assert figure_reading(posts, "server[verb=POST].p99") == (0.05, "<")
     assert figure_reading(posts, "server[verb=POST].p50") == (0.01, "")
     assert figure_reading(posts, "server[verb=GET].p99") == (0.04, "")
-
-
-def test_compare_uses_the_repeats_spread_and_their_separation() -> None:
-    measure = lesson_mod.Measure("m", "s", "src", {"figure": "x"}, noise=0.1, min_effect=1.5)
-    clear = compare(measure, [2.0, 2.1, 2.2, 2.0], [1.0, 1.05, 0.95, 1.0], "fix")
-    assert clear.verdict == "reproduced" and clear.noise_from.startswith("repeats")
-    overlapping = compare(measure, [2.0, 0.9, 2.2, 2.1], [1.0, 1.05, 0.95, 2.3], "fix")
-    assert overlapping.verdict == "inconclusive"
-    lower = lesson_mod.Measure("m", "count", "src", {"figure": "x"}, expect="lower", noise=0.1)
-    assert compare(lower, [50.0], [100.0], "fix").effect == 2.0
-    assert compare(measure, [], [1.0], "fix").verdict == "not measured"
 
 
 def _step(index: int = 0, nodes: int = 10, **changes: Any) -> StepResult:
@@ -216,39 +257,94 @@ def test_scrape_and_audit_reads(tmp_path: Path) -> None:
     assert read(sizes, step, tmp_path / "missing") is None
 
 
-def _run(folder: Path, steps: list[StepResult]) -> None:
+def _run(folder: Path, steps: list[StepResult], status: str = "complete") -> None:
     run = RunResult(run_id=folder.name, plan={"name": "p", "target": {"kube_version": "v1.37.2"}}, environment={},
-                    status="complete", steps=steps)
+                    status=status, steps=steps)
     save(run, folder)
 
 
-def test_lesson_page_from_recorded_runs(tmp_path: Path) -> None:
+def _repeats(folder: Path, steps: list[list[StepResult]], status: str = "complete") -> None:
+    for k, found in enumerate(steps, start=1):
+        _run(folder / f"repeat-{k}", found, status)
+
+
+def _fsync(wal: float, commit: float) -> list[StepResult]:
+    return [_step(etcd=EtcdStats(wal_fsync_p99_s=wal, backend_commit_p99_s=commit))]
+
+
+def test_lesson_page_from_recorded_repeats(tmp_path: Path) -> None:
     disk = lesson_mod.load("etcd-disk")
-    _run(tmp_path / "disk", [_step(etcd=EtcdStats(wal_fsync_p99_s=0.02, backend_commit_p99_s=0.03))])
-    _run(tmp_path / "memory", [_step(etcd=EtcdStats(wal_fsync_p99_s=0.001, backend_commit_p99_s=0.002))])
+    _repeats(tmp_path / "disk", [_fsync(0.02, 0.03), _fsync(0.018, 0.03), _fsync(0.022, 0.03)])
+    _repeats(tmp_path / "memory", [_fsync(0.001, 0.002), _fsync(0.0011, 0.002), _fsync(0.0009, 0.002)])
     page = write_lesson_page(disk, tmp_path)
     summary = json.loads((tmp_path / LESSON_RESULTS).read_text())
-    assert summary["verdict"] == "reproduced"
+    assert summary["verdict"] == "reproduced" and summary["deciding"] == "etcd WAL fsync p99"
     first = summary["comparisons"][0]
     assert first["measure"] == "etcd WAL fsync p99" and first["effect"] == pytest.approx(20.0)
+    assert first["noise_from"] == "repeats (n=3 a side)"
     assert [c["verdict"] for c in summary["comparisons"][2:]] == ["not measured", "not measured"]
     html = page.read_text()
     assert "2 ms per write on networked SSD" in html and "REPRODUCED" in html and "×20.00" in html
     table = lessons_table([tmp_path]).splitlines()
-    assert table[2] == "| `etcd-disk` | **reproduced** | etcd WAL fsync p99 | 20.0 ms | memory: 1.0 ms | ×20.00 |"
+    assert table[2].startswith("| `etcd-disk` | **reproduced** | etcd WAL fsync p99 | 20.0 ms (18.0 ms – 22.0 ms, "
+                               "n=3) | memory: 1.0 ms (900 µs – 1.1 ms, n=3) | ×20.00 | ×20.00: every run")
 
 
-def test_growth_lesson_projects_to_the_field_scale(tmp_path: Path) -> None:
+def test_one_run_a_variant_writes_the_effect_and_no_verdict(tmp_path: Path) -> None:
+    disk = lesson_mod.load("etcd-disk")
+    _run(tmp_path / "disk", _fsync(0.02, 0.03))
+    _run(tmp_path / "memory", _fsync(0.001, 0.002))
+    page = write_lesson_page(disk, tmp_path).read_text()
+    summary = json.loads((tmp_path / LESSON_RESULTS).read_text())
+    assert summary["verdict"] == "single run"
+    assert {c["verdict"] for c in summary["comparisons"]} <= {"single run", "not measured"}
+    assert "×20.00" in page and "SINGLE RUN" in page and "noise not measured" in page
+    assert ">reproduced<" not in page and ">not reproduced<" not in page
+    assert "reproduced" not in lessons_table([tmp_path]).replace("Reproduced", "")
+
+
+def test_an_aborted_or_missing_variant_is_named_and_no_verdict_rests_on_it(tmp_path: Path) -> None:
+    fanout = lesson_mod.load("list-agents")
+    warned, *fixes = (v.name for v in fanout.variants)
+    _repeats(tmp_path / warned, [[_step()] for _ in range(3)])
+    _repeats(tmp_path / fixes[0], [[_step()]], status="aborted")  # the lesson stopped in its first repeat
+    page = write_lesson_page(fanout, tmp_path).read_text()
+    summary = json.loads((tmp_path / LESSON_RESULTS).read_text())
+    assert summary["verdict"] == "incomplete"
+    states = {name: found["state"] for name, found in summary["variants"].items()}
+    assert states[warned] == "complete" and states[fixes[0]] == "aborted"
+    assert all(states[name] == "never ran" for name in fixes[1:])
+    assert summary["headline"].startswith(f"no verdict: {fixes[0]} aborted, {fixes[1]} never ran")
+    assert "INCOMPLETE" in page and f"variant {fixes[0]}: aborted" in page and "stands out" not in page
+    assert all(c["verdict"] == "not measured" for c in summary["comparisons"] if c["against"] != fixes[0]
+               or not c["fix"])
+
+
+def test_growth_lesson_judges_shape_and_magnitude_apart(tmp_path: Path) -> None:
     memory = lesson_mod.load("apiserver-memory-per-node")
-    steps = [_step(i, nodes, apiserver={"heap_inuse_bytes": 100e6 + 1e6 * nodes}) for i, nodes in
-             enumerate((10, 30, 60))]
-    _run(tmp_path / "sweep", steps)
+    wobble = (0.99, 1.0, 1.01)
+    _repeats(tmp_path / "sweep", [[_step(i, nodes, apiserver={"heap_inuse_bytes": (100e6 + 1e6 * nodes) * w})
+                                   for i, nodes in enumerate((10, 30, 60))] for w in wobble])
     write_lesson_page(memory, tmp_path)
     summary = json.loads((tmp_path / LESSON_RESULTS).read_text())
     heap = summary["growths"][0]
-    assert heap["per_node"] == pytest.approx(1e6)
+    assert heap["per_node"] == pytest.approx(1e6, rel=0.01)
+    assert heap["per_node_ci"][0] < 1e6 < heap["per_node_ci"][1]
     assert heap["projected"] == pytest.approx(100e6 + 1e6 * 7500, rel=0.01)
-    assert summary["comparisons"][0]["verdict"] == "reproduced"  # x1.4 from 10 to 60 nodes, noise +-15 %
+    assert heap["shape"] == "linear per node"  # a fixed amount per node over a base: linear, whatever the base
+    assert heap["claim_per_node"] == pytest.approx(70e9 / 7500)
+    assert "the report's figure is above the measured 95 % interval" in heap["magnitude"]
+    assert "(×0.11)" in heap["magnitude"]
+    assert summary["comparisons"][0]["verdict"] == "reproduced"  # every last-step run beyond every first-step run
+    _repeats(tmp_path / "bent" / "sweep", [[_step(i, n, apiserver={"heap_inuse_bytes": (1e6 * n + 2e4 * n * n) * w})
+                                            for i, n in enumerate((10, 30, 60))] for w in wobble])
+    write_lesson_page(memory, tmp_path / "bent")
+    assert json.loads((tmp_path / "bent" / LESSON_RESULTS).read_text())["growths"][0]["shape"] == "super-linear"
+    _run(tmp_path / "once" / "sweep", [_step(i, n, apiserver={"heap_inuse_bytes": 1e6 * n})
+                                       for i, n in enumerate((10, 30, 60))])
+    write_lesson_page(memory, tmp_path / "once")
+    once = json.loads((tmp_path / "once" / LESSON_RESULTS).read_text())
+    assert once["verdict"] == "single run" and once["growths"][0]["shape"].startswith("single run")
 
 
 @pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (apt-get install chromium)")
@@ -256,10 +352,10 @@ def test_lesson_page_opens_offline_in_chromium(tmp_path: Path) -> None:
     from tests.browser import Chromium
 
     quota = lesson_mod.load("etcd-quota")
-    _run(tmp_path / "small-quota", [_step(etcd=EtcdStats(alarms=["NOSPACE"]), requests_by_code={"500": 300},
-                                          notes=["failures: 120 × POST pods: etcdserver: mvcc: database space "
-                                                 "exceeded"])])
-    _run(tmp_path / "headroom", [_step(requests_by_code={"201": 300})])
+    _repeats(tmp_path / "small-quota", [[_step(etcd=EtcdStats(alarms=["NOSPACE"]), requests_by_code={"500": 300},
+                                               notes=["failures: 120 × POST pods: etcdserver: mvcc: database space "
+                                                      "exceeded"])]] * 3)
+    _repeats(tmp_path / "headroom", [[_step(requests_by_code={"201": 300})]] * 3)
     html = write_lesson_page(quota, tmp_path)
     with Chromium() as browser:
         page = browser.new_page()
