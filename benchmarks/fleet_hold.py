@@ -6,11 +6,17 @@ controller's taints), the oldest Lease's lag, and the CPU of each component and 
 A size "held" when no node turned NotReady and no Lease lapsed (lag below its 40 s duration) for the whole hold.
 
     .venv/bin/python benchmarks/fleet_hold.py [--sizes 2500 5000] [--hold-s 300] [--out FILE.md]
+
+It records the control plane's CPU per 1,000 held nodes (the largest over the sizes held) in
+loadtests/data/sizing.json, which the sizing check reads, and keeps its raw rows in
+benchmarks/results/raw/fleet_hold.json.gz.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import os
 import sys
 import tempfile
@@ -20,13 +26,29 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import results_head  # noqa: E402
-from loadtests import binaries, objects  # noqa: E402
+from loadtests import binaries, objects, sizing  # noqa: E402
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
 from loadtests.fleet import Fleet  # noqa: E402
 from loadtests.kube.rest import RestClient  # noqa: E402
 from loadtests.measure.cluster_health import CpuMeter, LeaseLists, name_of, node_figures, node_state  # noqa: E402
 
 COMPONENTS = ["etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok"]
+RAW = Path(__file__).parent / "results" / "raw" / "fleet_hold.json.gz"
+
+
+def lease_cores(rows: list[dict[str, object]]) -> dict[str, object] | None:
+    """Cores the control plane's components used per 1,000 idle nodes, the largest over the sizes that held."""
+    per_size = {}
+    for row in rows:
+        cpu = row["cpu"]
+        assert isinstance(cpu, dict)
+        if row["held"] and all(c in cpu for c in COMPONENTS):
+            per_size[str(row["size"])] = sum(cpu[c] for c in COMPONENTS) / 100 / int(row["size"]) * 1000
+    if not per_size:
+        return None
+    return {"cores": max(per_size.values()), "by_nodes": per_size,
+            "what": "etcd, kube-apiserver, scheduler, controller-manager and kwok CPU, mean over an idle hold with "
+                    "kubelet-cadence Leases, in cores per 1,000 nodes"}
 
 
 def hold_once(size: int, hold_s: float, interval_s: float, bins: binaries.Binaries) -> dict[str, object]:
@@ -79,10 +101,12 @@ def main() -> int:
         rows.append(row)
         print(f"{size} nodes: {'held' if row['held'] else 'did NOT hold'}; max NotReady {row['nodes_not_ready']:.0f}, "
               f"max Lease lag {row['lease_lag_s']:.1f} s", flush=True)
+    command = (f".venv/bin/python benchmarks/fleet_hold.py --sizes {' '.join(map(str, args.sizes))} "
+               f"--hold-s {args.hold_s:g}")
     lines = results_head(
         f"Fleet hold: N idle kwok nodes kept Ready for {args.hold_s:.0f} s",
         f"Kubernetes {bins.kube_version}, heartbeat factor 1 (Leases of 40 s renewed every 10 s).",
-        f".venv/bin/python benchmarks/fleet_hold.py --sizes {' '.join(map(str, args.sizes))} --hold-s {args.hold_s:g}",
+        command,
         ["nodes", "ramp to Ready", "held", "max NotReady", "max Lease lag", "Leases lapsed",
          *(f"{c} CPU" for c in COMPONENTS), "machine CPU"])
     for row in rows:
@@ -94,8 +118,15 @@ def main() -> int:
             + " | ".join(f"{cpu.get(c, 0):.0f} %" for c in COMPONENTS)
             + f" | {cpu.get('machine', 0):.0f} % of {100 * (os.cpu_count() or 1)} % |")
     lines += ["", "CPU: mean over the hold, in % of one core (psutil, per process; the machine's from /proc/stat)."]
+    cost = lease_cores(rows)
+    if cost is not None:
+        lines += ["", f"Recorded for the sizing check (loadtests/data/sizing.json): {cost['cores']:.2f} cores per "
+                      "1,000 idle nodes (the largest over the sizes that held)."]
+        sizing.record(sizing.LEASE_CORES, cost, command)
     args.out.write_text("\n".join(lines) + "\n")
-    print(f"written: {args.out}")
+    RAW.parent.mkdir(parents=True, exist_ok=True)
+    RAW.write_bytes(gzip.compress(json.dumps({"command": command, "rows": rows}, indent=1).encode()))
+    print(f"written: {args.out}, {RAW}")
     return 0
 
 
