@@ -1,12 +1,18 @@
-"""The statistics behind noise-aware comparisons: Mann-Whitney U against known values, median and spread."""
+"""The statistics behind noise-aware comparisons: Mann-Whitney U against known values and against every split of
+the pooled values counted by hand, median and spread."""
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 
+import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from loadtests.report.stats import (
+    EXACT_MAX_PAIRS,
     mann_whitney_u,
     min_p_value,
     p_text,
@@ -53,23 +59,141 @@ def test_identical_samples_give_p_one(sample: list[float]) -> None:
     assert mann_whitney_u(sample, list(sample)).p == 1.0
 
 
-def test_ties_use_the_normal_approximation_with_tie_correction() -> None:
-    # R: wilcox.test(c(1, 2, 2, 3, 4), c(3, 4, 5, 5, 6)) -> W = 2, p-value = 0.03445 (with continuity correction)
-    test = mann_whitney_u([1.0, 2.0, 2.0, 3.0, 4.0], [3.0, 4.0, 5.0, 5.0, 6.0])
-    assert not test.exact
-    assert test.u == 2
-    assert test.p == pytest.approx(0.03445, abs=5e-5)
+def _twice_u(side: list[float], other: list[float]) -> int:
+    """2 U of `side`, pair by pair: a win counts 2, a tie 1."""
+    return sum(2 * (a > b) + (a == b) for a in side for b in other)
 
 
-def test_large_samples_use_the_normal_approximation() -> None:
-    x = [float(i) for i in range(40)]
-    y = [float(i) + 0.5 for i in range(10, 50)]  # 80 values in all: beyond the exact table
+def _by_enumeration(x: list[float], y: list[float]) -> tuple[float, float]:
+    """U of x and the two-sided p-value over every split of the pooled values into sides of x's and y's sizes:
+    the share of splits with |U - mn/2| at least the observed one."""
+    pooled, m, n = [*x, *y], len(x), len(y)
+    observed = abs(_twice_u(x, y) - m * n)
+    far = total = 0
+    for chosen in itertools.combinations(range(m + n), m):
+        side = [pooled[i] for i in chosen]
+        rest = [pooled[i] for i in range(m + n) if i not in chosen]
+        far += abs(_twice_u(side, rest) - m * n) >= observed
+        total += 1
+    assert total == math.comb(m + n, m)
+    return _twice_u(x, y) / 2, far / total
+
+
+def _cases() -> list[tuple[list[float], list[float]]]:
+    """Samples of every size pair up to 5 a side: whole numbers from ranges of 1 to 5 values (ties on most
+    draws, all values equal on some) and values without ties."""
+    rng = random.Random(18)
+    found = []
+    for m, n in itertools.product(range(1, 6), repeat=2):
+        for levels in (1, 2, 3, 5, None):
+            for _ in range(8):
+                if levels is None:
+                    draw = [rng.random() for _ in range(m + n)]
+                else:
+                    draw = [float(rng.randrange(levels)) for _ in range(m + n)]
+                found.append((draw[:m], draw[m:]))
+    return found
+
+
+def test_p_values_equal_the_enumeration_of_every_split_up_to_five_a_side() -> None:
+    cases = _cases()
+    tied = 0
+    for x, y in cases:
+        test = mann_whitney_u(x, y)
+        u, p = _by_enumeration(x, y)
+        assert test.exact, (x, y)
+        assert test.u == u, (x, y)
+        assert test.p == pytest.approx(p, abs=1e-9), (x, y)
+        # never below the observed split's own weight; never below min_p_value when the sides are equal
+        assert test.p >= 1 / math.comb(len(x) + len(y), len(x)) - 1e-12
+        assert len(x) != len(y) or test.p >= min_p_value(len(x), len(y)) - 1e-12
+        tied += len(set(x + y)) < len(x + y)
+    assert len(cases) == 25 * 40 and tied > 600  # most cases have ties, and each size pair has some without
+
+
+@pytest.mark.parametrize(("x", "y", "p"), [
+    ([1.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, 2.0], 2 / 70),  # only the observed split and its mirror are as far
+    ([1.0, 2.0, 2.0, 3.0], [3.0, 4.0, 5.0, 6.0], 4 / 70),
+    ([1.0, 1.0, 1.0], [2.0, 2.0, 2.0], 0.1),
+])
+def test_ties_in_small_samples_are_exact(x: list[float], y: list[float], p: float) -> None:
+    # the normal approximation gave 0.013, 0.041 and 0.047 here: significant where the exact test is not
+    test = mann_whitney_u(x, y)
+    assert test.exact
+    assert test.p == pytest.approx(p, abs=1e-12)
+    assert mann_whitney_u(y, x).p == pytest.approx(p, abs=1e-12)
+
+
+def test_constant_unequal_sides_reach_below_the_untied_smallest_p() -> None:
+    # No split puts the three values above the four, so only the observed split is as far from mn/2 as it is
+    test = mann_whitney_u([0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0])
+    assert test.exact and test.u == 0
+    assert test.p == pytest.approx(1 / 35, abs=1e-12) and test.p < min_p_value(3, 4) == pytest.approx(2 / 35)
+
+
+def test_ties_at_five_a_side_are_exact() -> None:
+    # the normal approximation (R's wilcox.test with continuity correction) gives 0.03445 here
+    x, y = [1.0, 2.0, 2.0, 3.0, 4.0], [3.0, 4.0, 5.0, 5.0, 6.0]
+    test = mann_whitney_u(x, y)
+    assert test.exact and test.u == 2
+    assert test.p == pytest.approx(_by_enumeration(x, y)[1], abs=1e-12)
+    assert test.p == pytest.approx(10 / 252, abs=1e-12)
+
+
+def test_two_values_at_forty_a_side_are_exact_where_the_normal_approximation_is_not() -> None:
+    # With two distinct values U is affine in the number of high values in x, which is hypergeometric
+    x = [0.0] * 26 + [1.0] * 14
+    y = [0.0] * 16 + [1.0] * 24
+    test = mann_whitney_u(x, y)
+    assert test.exact
+    high, m, total = 38, 40, 80
+    mean = m * high / total
+    exact = sum(scipy_stats.hypergeom.pmf(j, total, high, m) for j in range(m + 1)
+                if abs(j - mean) >= abs(14 - mean) - 1e-9)
+    assert test.p == pytest.approx(exact, abs=1e-9)
+    normal = scipy_stats.mannwhitneyu(x, y, method="asymptotic").pvalue
+    assert abs(normal - exact) > 0.005  # U moves in steps of 40: the approximation would have been off
+
+
+def test_large_samples_use_the_normal_approximation_close_to_the_exact_p() -> None:
+    x = [float(i) for i in range(110)]
+    y = [float(i) + 0.5 for i in range(10, 120)]  # 110 * 110 pairs: past the exact distribution's bound
+    assert len(x) * len(y) > EXACT_MAX_PAIRS
     test = mann_whitney_u(x, y)
     assert not test.exact
     u = sum(a > b for a in x for b in y)  # U counted pair by pair; no ties, so the variance is m*n*(N+1)/12
     assert test.u == u
-    z = (abs(u - 800) - 0.5) / math.sqrt(40 * 40 * 81 / 12)
+    mean = 110 * 110 / 2
+    z = (abs(u - mean) - 0.5) / math.sqrt(110 * 110 * 221 / 12)
     assert test.p == pytest.approx(math.erfc(z / math.sqrt(2)))
+    exact = scipy_stats.mannwhitneyu(x, y, method="exact").pvalue
+    assert 0.001 < exact < 0.5 and test.p == pytest.approx(exact, abs=0.002)
+
+
+def test_large_samples_with_fine_ties_use_the_normal_approximation_close_to_the_permutation_p() -> None:
+    rng = random.Random(7)
+    x = [float(rng.randrange(40)) for _ in range(70)]
+    y = [float(rng.randrange(40) + 4) for _ in range(70)]
+    test = mann_whitney_u(x, y)
+    assert not test.exact
+    pooled = x + y
+    tie_term = sum(t**3 - t for t in (pooled.count(v) for v in set(pooled)))
+    sd = math.sqrt(70 * 70 / 12 * (141 - tie_term / (140 * 139)))
+    assert test.u == _twice_u(x, y) / 2
+    assert test.p == pytest.approx(math.erfc((abs(test.u - 2450) - 0.5) / sd / math.sqrt(2)))
+
+    def distance(a: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:
+        return np.abs(scipy_stats.mannwhitneyu(a, b, axis=axis, method="asymptotic").statistic - 2450)
+
+    sampled = scipy_stats.permutation_test((x, y), distance, permutation_type="independent", vectorized=True,
+                                           n_resamples=20_000, alternative="greater", rng=3).pvalue
+    assert 0.005 < sampled < 0.3 and test.p == pytest.approx(sampled, abs=0.01)
+
+
+@pytest.mark.parametrize(("x", "y"), [([5.0], [5.0]), ([2.0] * 3, [2.0] * 4), ([0.0] * 80, [0.0] * 150)])
+def test_all_equal_values_give_p_one(x: list[float], y: list[float]) -> None:
+    test = mann_whitney_u(x, y)
+    assert test.p == 1.0 and test.u == len(x) * len(y) / 2
 
 
 def test_exact_and_normal_agree_roughly_on_moderate_samples() -> None:
