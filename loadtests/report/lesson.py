@@ -463,7 +463,7 @@ def growth_shape(points: list[tuple[int, list[float]]]) -> tuple[float | None, t
 
 def growth(measure: Measure, runs: VariantRuns, claim: dict[str, Any]) -> tuple[Growth, Comparison]:
     """The sweep's growth of one measure; its comparison is the last step's runs against the first step's."""
-    from loadtests.report.projection import fit
+    from loadtests.report.projection import NOT_PROJECTABLE, fit
 
     per_step = runs.per_step(measure)
     points = [(nodes, statistics.median(values)) for nodes, values in per_step]
@@ -480,7 +480,10 @@ def growth(measure: Measure, runs: VariantRuns, claim: dict[str, Any]) -> tuple[
         found.claim_per_node = float(claim["value"]) / at_nodes
         found.magnitude = magnitude(found)
     fitted = fit([p[0] for p in points], [p[1] for p in points]) if len(points) >= 3 else None
-    if fitted is not None and at_nodes:
+    why = fitted.not_projectable(measure.unit) if fitted is not None else ""
+    if why:
+        found.fit = found.not_projectable = f"{NOT_PROJECTABLE}: {why}"
+    elif fitted is not None and at_nodes:
         found.projected = float(fitted.predict([at_nodes])[0])
         low, high = fitted.interval([at_nodes])
         found.band = (max(0.0, float(low[0])), float(high[0]))  # every measure here is a size, time or count

@@ -36,7 +36,9 @@ def test_page_is_self_contained(sample_html: str) -> None:
 def test_every_chart_has_a_figure(sample_html: str) -> None:
     divs = re.findall(r'<div class="chart" id="(chart-[a-z0-9_]+)"></div>', sample_html)
     assert len([d for d in divs if not d.startswith("chart-projection")]) == 13
-    assert len([d for d in divs if d.startswith("chart-projection")]) == 11  # one per projected chart
+    # one per projected chart: the sample's cluster LIST, watch delay and etcd size grow faster than their fits
+    # predict their own left-out steps, and are named as not projectable instead of charted
+    assert len([d for d in divs if d.startswith("chart-projection")]) == 8
     payload = re.search(r"var figures = (\[.*?\]);\n", sample_html, flags=re.DOTALL).group(1)
     figures = json.loads(payload)
     assert [f["id"] for f in figures] == divs
