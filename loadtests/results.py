@@ -35,7 +35,12 @@ Schema (version 1), all times in seconds, sizes in bytes, rates per second:
         etcd: db_size_bytes, db_size_in_use_bytes, keys_total, quota_bytes, fsync/commit p99
         pod_startup: Distribution (create -> Running, seen by a watch)
         watch_delay: Distribution (write -> event at a watcher)
-        processes: list of ProcessStat (CPU and RSS per component and for the load generator)
+        processes: list of ProcessStat (CPU and RSS per component, for the load generator (loadgen: the Locust
+            processes) and for the harness's own process (harness: its own CPU, not its children's; absent in
+            older files))
+        machine_cpu_percent, machine_cpu_seconds: the whole machine's busy CPU (psutil.cpu_times(), all cores,
+            100 = one core) over the same interval as processes, so the rows can be set against it (null in older
+            files)
         workers: list of WorkerStat: each Locust worker's share of the window as its master counted it
             (worker: its address or host and pid; remote: from another machine (`loadtest worker`); requests,
             failures; cpu_seconds and cpu_percent (100 = one core) from its own reports around the window;
@@ -302,6 +307,9 @@ class StepResult:
     pod_startup: Distribution = field(default_factory=Distribution)
     watch_delay: Distribution = field(default_factory=Distribution)
     processes: list[ProcessStat] = field(default_factory=list)
+    # the machine's CPU over the same interval as processes (None: not measured, e.g. older results)
+    machine_cpu_percent: float | None = None
+    machine_cpu_seconds: float | None = None
     workers: list[WorkerStat] = field(default_factory=list)
     health: ClusterHealth = field(default_factory=ClusterHealth)
     audit: AuditSummary = field(default_factory=AuditSummary)

@@ -38,6 +38,7 @@ from loadtests.join import NodeJoin
 from loadtests.kube.rest import RestClient
 from loadtests.load import LoadGenerator
 from loadtests.measure.probes import StepProbes
+from loadtests.measure.processes import HARNESS
 from loadtests.measure.saturation import RampWitness
 from loadtests.measure.scrapes import step_folder
 from loadtests.plan import Plan, Step
@@ -320,6 +321,7 @@ class Runner:
             self._wait_spawned(load, prefix)
             step_result.ramp["load_spawn_s"] = round(time.monotonic() - spawning, 3)
             probes.add_pids("loadgen", load.pids())
+            probes.add_pids(HARNESS, [os.getpid()])  # the harness itself; the Locust processes are loadgen's
             self._phase = f"{prefix}: measuring"
             probes.start(on_window_start=load.open_window)
             started = time.monotonic()

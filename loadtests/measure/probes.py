@@ -19,7 +19,7 @@ from loadtests.measure import apiserver, etcd
 from loadtests.measure.audit import AuditReader
 from loadtests.measure.cluster_health import DEFAULT_INTERVAL_S, ClusterHealthSampler
 from loadtests.measure.object_counts import count_objects
-from loadtests.measure.processes import ProcessSampler
+from loadtests.measure.processes import ProcessSampler, harness_note
 from loadtests.measure.prometheus import Snapshot, scrape, scrape_apiserver
 from loadtests.measure.scrapes import save_scrapes
 from loadtests.measure.watchers import PodStartupProbe, WatchDelayProbe
@@ -216,8 +216,12 @@ class StepProbes:
         if self._sampler is not None:
             sampler = self._sampler
             step.processes = self._attempt("process sampling", sampler.gather) or []
+            step.machine_cpu_percent = sampler.machine_cpu_percent
+            step.machine_cpu_seconds = sampler.machine_cpu_seconds
             for component, missing in sampler.missing.items():
                 self.notes.append(f"process sampling: {component} pids {missing} did not exist")
+            if note := harness_note(step.processes):
+                self.notes.append(note)
         # gathered probes are done with; pids added from now on wait for the next start()
         self._sampler = self._pod_startup = self._watch_delay = self._health = None
         self._audit = None

@@ -3,6 +3,13 @@
 CPU comes from the kernel's cumulative counters (exact, whatever the interval); memory needs sampling, so
 RSS is the maximum over samples. A component is a group of pids (e.g. the load generator's master and
 workers) and is reported as one figure, because that is the unit a reader compares against a core count.
+
+The harness's own process is a component too ("harness"): it runs the probes, the health sampler, the audit
+reader and the node join, so its CPU is part of the machine's and can be the limit. Only its own CPU is counted
+(cpu_times user + system, never the children's fields): the processes it starts (Locust, a local control
+plane) are rows of their own.
+The whole machine's CPU is read over the same interval, so the rows and the machine's total can be set side by
+side and what no row covers ("other processes") shown.
 """
 
 from __future__ import annotations
@@ -14,9 +21,32 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from loadtests.load import WORKER_CPU_BOUND_PCT
+from loadtests.measure.cluster_health import _busy_seconds
 from loadtests.results import ProcessStat
 
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+HARNESS = "harness"  # the component name of the harness's own process (this one)
+
+
+def harness_limit(cpu_percent: float | None, over: str) -> str | None:
+    """A sentence when the harness ran at its limit (one Python process: one core, the load generator's
+    threshold), else None; `over` says the interval ("the step", "the ramp")."""
+    if cpu_percent is None or cpu_percent < WORKER_CPU_BOUND_PCT:
+        return None
+    return (f"harness at its CPU limit: {cpu_percent:.0f} % of one core over {over} (one Python process; "
+            f"limit {WORKER_CPU_BOUND_PCT:.0f} %): what it drives and times itself (node creation and join, "
+            "pod startup, watch delay, health samples) may show the harness's pace, not the control plane's")
+
+
+def harness_note(stats: Iterable[ProcessStat]) -> str | None:
+    """The step's note when the harness's recorded CPU reached its limit (None: below it, or not recorded)."""
+    found = [s.cpu_percent for s in stats if s.component == HARNESS]
+    return harness_limit(sum(found), "the step") if found else None
+
+
+def _machine_busy_s() -> float:
+    return _busy_seconds(psutil.cpu_times())[0]
 
 
 @dataclass
@@ -54,10 +84,15 @@ class ProcessSampler:
         self._thread: threading.Thread | None = None
         self._started_mono: float | None = None
         self._started_wall: float | None = None
+        self._machine_start_s: float | None = None
+        # the whole machine's busy CPU (all cores) over the same interval as the components; None until gather()
+        self.machine_cpu_seconds: float | None = None
+        self.machine_cpu_percent: float | None = None
 
     def start(self) -> None:
         self._started_mono = time.monotonic()
         self._started_wall = time.time()
+        self._machine_start_s = _machine_busy_s()
         pending, self._pending = self._pending, {}
         for component, pids in pending.items():
             self.add(component, pids)
@@ -129,7 +164,11 @@ class ProcessSampler:
         if self._started_mono is None:
             return []
         self.sample()
+        machine_end_s = _machine_busy_s()
         wall = max(time.monotonic() - self._started_mono, 1e-9)
+        if self._machine_start_s is not None:
+            self.machine_cpu_seconds = max(0.0, machine_end_s - self._machine_start_s)
+            self.machine_cpu_percent = self.machine_cpu_seconds / wall * 100.0
         out: list[ProcessStat] = []
         with self._lock:
             for component, entry in self._components.items():

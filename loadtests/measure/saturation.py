@@ -1,9 +1,9 @@
 """Why a ramp did not converge: the evidence of a saturated step, taken when its budget runs out.
 
 Counted from the API (nodes NotReady and the taints the node lifecycle controller added, how late the Leases
-were renewed), and from the processes (each component's and the machine's CPU over the ramp), so the line
-says which part ran out: "312 nodes NotReady; Leases renewed 47 s late (40 s lease); kwok 98 % of a core;
-machine 196 % (2 cores)".
+were renewed), and from the processes (each component's, the harness's own and the machine's CPU over the ramp),
+so the line says which part ran out: "312 nodes NotReady; Leases renewed 47 s late (40 s lease); kwok 98 % of a
+core; machine 196 % (2 cores)", and says so when the harness itself was at its one core's limit.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.errors import ApiError
 from loadtests.kube.rest import RestClient
 from loadtests.measure.cluster_health import CpuMeter, LeaseLists, name_of, node_figures, node_state
+from loadtests.measure.processes import HARNESS, harness_limit
 
 
 def _state(pid: int) -> str:
@@ -33,7 +34,8 @@ class RampWitness:
     def __init__(self, info: TargetInfo, client: RestClient) -> None:
         self.client = client
         self.pids = info.pids
-        self.cpu = CpuMeter(info.pids)
+        # the harness too: it creates the nodes and pods of the ramp, so it can be what ran out
+        self.cpu = CpuMeter({**info.pids, HARNESS: [os.getpid()]})
         self.cpu.read()  # the baseline: the next reading covers the ramp
 
     def evidence(self) -> str:
@@ -60,6 +62,8 @@ class RampWitness:
                 f"{name} {value:.0f}{' (process stopped)' if self._stopped(name) else ''}" for name, value in ranked))
         if machine is not None:
             parts.append(f"machine {machine:.0f} % of {os.cpu_count()} cores")
+        if limit := harness_limit(cpu.get(HARNESS), "the ramp"):
+            parts.append(limit)
         return "; ".join(parts)
 
     def _fleet_pods(self) -> str:

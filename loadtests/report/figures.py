@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from loadtests.report.slo import classify, thresholds
 from loadtests.results import RunResult, StepResult
 
-# Components in the order a reader expects them; anything else follows alphabetically.
-COMPONENT_ORDER = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok", "loadgen")
+# Components in the order a reader expects them (the control plane, kwok, the load generator, then the harness's
+# own process: last, so the components before it keep their colours); anything else follows alphabetically.
+COMPONENT_ORDER = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok", "loadgen",
+                   "harness")
 
 
 @dataclass(frozen=True)

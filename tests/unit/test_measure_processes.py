@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import select
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from loadtests.controlplane.processes import wait_for
-from loadtests.measure.processes import ProcessSampler
+from loadtests.measure.processes import HARNESS, ProcessSampler
 
 # Waits for "go" (unless told to start at once), burns CPU until the process has used `target` seconds in all,
 # says "burnt", then lives until its stdin closes.
@@ -101,3 +103,29 @@ def test_a_pid_that_does_not_exist_is_reported_missing() -> None:
 
 def test_gather_without_start_is_empty() -> None:
     assert ProcessSampler({"x": [1]}).gather() == []
+
+
+def test_the_harness_row_is_this_process_without_its_children(spawn) -> None:
+    sampler = ProcessSampler({HARNESS: [os.getpid()]}, interval_s=0.05)
+    own_before = time.process_time()
+    sampler.start()
+    burn_until = time.process_time() + 0.3
+    while time.process_time() < burn_until:  # the harness's own work
+        pass
+    child = spawn(1.0, False)  # a process the harness starts and reaps: its CPU is its own row's, not ours
+    wait_line(child, "burnt")
+    assert child.stdin is not None
+    child.stdin.close()
+    child.wait(timeout=30)
+    assert sampler.machine_cpu_percent is None  # measured over the interval, so known only once it ends
+    stats = {s.component: s for s in sampler.gather()}
+    own = time.process_time() - own_before
+    harness = stats[HARNESS]
+    assert harness.pids == [os.getpid()]
+    assert 0.25 <= harness.cpu_seconds <= own + 0.05  # what this process used, never the child's second
+    assert own < 0.9  # (so a count that took in the child's CPU could not pass the line above)
+    assert harness.rss_max_bytes > 0
+    # the machine's CPU over the same interval covers the harness and the child it ran
+    assert sampler.machine_cpu_seconds is not None and sampler.machine_cpu_percent is not None
+    assert sampler.machine_cpu_seconds >= harness.cpu_seconds + 0.9
+    assert sampler.machine_cpu_percent > harness.cpu_percent
