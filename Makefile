@@ -9,11 +9,13 @@ KUBE_FLAG := $(if $(KUBE_VERSION),--kube-version $(KUBE_VERSION),)
 FROM ?=
 TO ?=
 # load-test in CI: OUT=DIR (the results folder), REPEAT=N (runs of the plan), BASELINE=DIR (an earlier run of
-# the same plan to gate on: exit 1 on a regression as on a failed SLO).
+# the same plan to gate on: exit 1 on a regression as on a failed SLO). With BASELINE and no REPEAT, the plan runs
+# as often as a significance test needs to be able to decide (stats.samples_needed at the default alpha: 4).
 OUT ?=
 REPEAT ?=
 BASELINE ?=
-RUN_FLAGS := $(if $(OUT),--out $(OUT),) $(if $(REPEAT),--repeat $(REPEAT),) $(if $(BASELINE),--baseline $(BASELINE),)
+GATE_REPEAT = $$($(BIN)/python -c 'from loadtests.plan import REGRESSION_DEFAULTS as d; from loadtests.report.stats import samples_needed; print(samples_needed(d["alpha"]))')
+RUN_FLAGS := $(if $(OUT),--out $(OUT),) $(if $(REPEAT),--repeat $(REPEAT),$(if $(BASELINE),--repeat $(GATE_REPEAT),)) $(if $(BASELINE),--baseline $(BASELINE),)
 
 .PHONY: setup venv binaries browser load-test capacity lessons test unit-test lint benchmark upgrade-rehearsal report clean-clusters
 
@@ -46,8 +48,9 @@ load-test: setup
 capacity: setup
 	$(BIN)/loadtest capacity --plan capacity $(KUBE_FLAG) $(if $(MAX_NODES),--max-nodes $(MAX_NODES),)
 
-# Every lesson of the field reports at the default (medium) scale: each variant on a fresh control plane, then
-# lesson.html per lesson. SCALE=small for a quick look; LESSON=name for one.
+# Every lesson of the field reports at the default (medium) scale: each variant 3 times on a fresh control plane
+# (a verdict needs the runs' own noise), then lesson.html per lesson. SCALE=small for a quick look; LESSON=name for
+# one; REPEAT=N runs of each variant (1 shows the effect, without a verdict).
 SCALE ?= medium
 LESSON ?= all
 lessons: setup

@@ -26,7 +26,9 @@ DEFAULT_SLO = {
     "read_namespace_p99_s": 30.0,
     "read_cluster_p99_s": 30.0,
     "pod_startup_p99_s": 5.0,
-    "min_samples": 1,
+    # Below 100 samples a p99 is the slowest sample (pod startup's nearest rank) or that sample's histogram bucket
+    # (the rank 0.99 n is past the second slowest): one slow request would decide the verdict. A plan may set less.
+    "min_samples": 100,
 }
 
 # When `loadtest compare` calls B a regression of A (a plan's `compare:` section or --threshold overrides them).

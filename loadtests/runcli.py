@@ -246,7 +246,9 @@ def gate_on_baseline(baseline: Side, out_dir: Path, code: int, force: bool = Fal
     if failed:
         _say(f"GATE FAIL: {'; '.join(failed)} (junit: {path})")
         return EXIT_SLO_FAILED
-    _say(f"GATE PASS: no regression against the baseline {baseline.run_id} (junit: {path})")
+    changed = len(result.unchecked_changes)
+    also = f"; {changed} change(s) past their threshold, not noise-checked (see above)" if changed else ""
+    _say(f"GATE PASS: no regression against the baseline {baseline.run_id}{also} (junit: {path})")
     return EXIT_PASSED
 
 
@@ -368,8 +370,11 @@ def show_comparison(side_a: Side, side_b: Side, out: Path, thresholds: dict[str,
     for row in result.regressions:
         _say(f"REGRESSION  step {row.step_name}: {row.label}: {row.describe()}: {row.rule_text}")
     for row in result.not_significant:
-        _say(f"~           step {row.step_name}: {row.label}: {row.describe()}: {row.rule_text}, but no "
-             f"significant difference (alpha {row.alpha:g})")
+        _say(f"~           step {row.step_name}: {row.label}: {row.describe()}: {row.rule_text}, but "
+             f"{row.within_text if row.tested else 'within the recorded noise'}")
+    for row in result.unchecked_changes:
+        _say(f"CHANGED     step {row.step_name}: {row.label}: {row.describe()}: {row.rule_text}; a change, not a "
+             "regression")
     _say(result.noise)
     _say(result.headline)
     _say(f"comparison: {result.html_path}")

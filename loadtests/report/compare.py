@@ -5,17 +5,26 @@ see samples.py). Steps are matched by index; figures by chart and name (see figu
 run report draws). All compared figures are "lower is better".
 
 Each side's figure is the median of its runs' values. A figure regresses when B's median is worse than A's by
-more than the rule of its kind allows (REGRESSION_DEFAULTS, overridable) and, where both sides have enough runs
-for a test to be able to decide (3 or more each, and enough for p < alpha to be reachable at all), the
-difference is significant: a two-sided Mann-Whitney U test (stats.py) gives p < alpha. A change past the
-threshold that is not significant is marked "~", benchstat's mark, and is no regression. With fewer runs the
-threshold verdict on the medians stands alone, and every output says the verdict is not noise-checked.
-Count-like figures (5xx, 429) are treated the same way: the median count per side, not the sum, so sides with
-different numbers of runs compare fairly and one bad run among several is noise, not a verdict.
+more than the rule of its kind allows (REGRESSION_DEFAULTS, overridable) and the change is beyond the noise:
+
+- where both sides have enough runs for a test to be able to decide (3 or more each, and enough for p < alpha
+  to be reachable at all), a two-sided Mann-Whitney U test (stats.py) gives p < alpha;
+- otherwise (single runs, or too few), B exceeds A by more than the figure's recorded noise floor allows: the
+  largest run-to-run spread measured for that figure (noise.py, written by benchmarks/noise_floor.py);
+- a figure with neither is not noise-checked: a change past its threshold is shown as a change, not a
+  regression (it cannot tell a change from noise), and the comparison still passes.
+
+A change past the threshold within the noise is marked "~", benchstat's mark, and is no regression. A value the
+histogram gives only as a bound ("< 50 ms": the first bucket; "> 60 s": the open last one) is compared as a bound:
+B is worse only when its lowest possible value exceeds A's highest possible one, and the change shown is the least
+change the bounds allow ("≥ +291 %"). Count-like figures (5xx, 429) are treated the same way: the median count
+per side, not the sum, so sides with different numbers of runs compare fairly and one bad run among several is
+noise, not a verdict.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,9 +32,10 @@ from typing import Any
 
 from loadtests.errors import CompareError
 from loadtests.plan import REGRESSION_DEFAULTS
-from loadtests.report import charts, figures, junit, page, stats
+from loadtests.report import charts, figures, junit, noise, page, stats
+from loadtests.report.noise import NoiseFloor, NoiseRecord
 from loadtests.report.redact import redact
-from loadtests.report.samples import Side, load_side
+from loadtests.report.samples import Reading, Side, load_side, readings
 
 COMPARE_FILE = "compare.html"
 COMPARE_JUNIT_FILE = "compare-junit.xml"
@@ -35,7 +45,8 @@ COMPARE_JUNIT_FILE = "compare-junit.xml"
 
 
 RULES = ("latency", "memory", "cpu", "errors_5xx", "throttled_429")
-NOT_SIGNIFICANT = "~"  # benchstat's mark: no significant difference between the sides
+NOT_SIGNIFICANT = "~"  # benchstat's mark: no significant difference between the sides (within the noise)
+NOT_NOISE_CHECKED = "not noise-checked"
 
 
 def rule_text(rule: str, limits: dict[str, float]) -> str:
@@ -66,8 +77,10 @@ def regressed(rule: str, a: float, b: float, limits: dict[str, float]) -> bool:
 
 @dataclass
 class Row:
-    """One figure of one step on both sides: `a` and `b` are the medians of each side's values. The report of
-    repeats (repeats.py) shows its figures as rows with side A only."""
+    """One figure of one step on both sides: `a` and `b` are the medians of each side's values (a bound counted
+    as its value); a_low..a_high (b_low..b_high) is where that median truly lies when some values are only
+    histogram bounds (a single point otherwise). The report of repeats (repeats.py) shows its figures as rows
+    with side A only."""
 
     step_index: int
     step_name: str
@@ -82,10 +95,17 @@ class Row:
     rule_text: str = ""
     a_values: list[float] = field(default_factory=list)
     b_values: list[float] = field(default_factory=list)
-    past_threshold: bool = False  # B's median worse than A's beyond the rule
+    past_threshold: bool = False  # B's median worse than A's beyond the rule (bounds taken at their worst for it)
     p_value: float | None = None  # Mann-Whitney U, when both sides have MIN_SAMPLES values or more
     alpha: float = REGRESSION_DEFAULTS["alpha"]
-    unchecked: str = ""  # why the verdict is not noise-checked ("" when it is)
+    unchecked: str = ""  # why the runs cannot weigh the noise themselves ("" when the U test can)
+    a_low: float | None = None
+    a_high: float | None = None
+    b_low: float | None = None
+    b_high: float | None = None
+    floor: NoiseRecord | None = None  # the recorded noise the verdict was weighed against, when the runs could not
+    floor_missing: str = ""  # why there was none to weigh against
+    beyond_noise: bool | None = None  # B moved from A beyond the recorded noise (None: not weighed against it)
 
     @property
     def label(self) -> str:
@@ -101,30 +121,78 @@ class Row:
         return self.a is not None and self.b is not None
 
     @property
-    def noise_checked(self) -> bool:
-        """Whether the verdict weighed the difference against the noise (a U test that could decide)."""
+    def tested(self) -> bool:
+        """Whether a U test that could decide weighed the difference against the runs' own noise."""
         return self.compared and self.p_value is not None and not self.unchecked
 
     @property
+    def noise_checked(self) -> bool:
+        """Whether the verdict weighed the difference against the noise: a U test that could decide, or the
+        figure's recorded noise floor."""
+        return self.tested or (self.compared and self.floor is not None)
+
+    @property
     def mark(self) -> str:
-        """"~" when the sides show no significant difference; empty otherwise (or when not noise-checked)."""
-        return NOT_SIGNIFICANT if self.noise_checked and self.p_value >= self.alpha else ""
+        """"~" when the sides differ within the noise (no significant difference, or within the recorded noise);
+        empty otherwise (or when not noise-checked)."""
+        if self.tested:
+            return NOT_SIGNIFICANT if self.p_value >= self.alpha else ""
+        return NOT_SIGNIFICANT if self.noise_checked and self.beyond_noise is False else ""
+
+    @property
+    def within_text(self) -> str:
+        """Why a "~" row is within the noise, in words."""
+        if self.tested:
+            return f"no significant difference (alpha {self.alpha:g})"
+        return f"within the recorded noise: {self.floor.text}" if self.floor is not None else ""
 
     @property
     def not_significant_past_threshold(self) -> bool:
-        """Past the threshold on the medians, but within the noise: what a single-run comparison would flag."""
+        """Past the threshold on the medians, but within the noise: what a comparison blind to noise would flag."""
         return self.past_threshold and self.mark == NOT_SIGNIFICANT
+
+    @property
+    def unchecked_change(self) -> bool:
+        """Past the threshold with nothing to weigh it against: a change, not noise-checked, not a regression."""
+        return self.past_threshold and not self.noise_checked
 
     def summary(self, side: str) -> stats.Summary | None:
         values = self.a_values if side == "a" else self.b_values
         return stats.summarize(values) if values else None
+
+    def _interval(self, side: str) -> tuple[float | None, float | None]:
+        return (self.a_low, self.a_high) if side == "a" else (self.b_low, self.b_high)
+
+    def bound(self, side: str) -> str:
+        """"<" (the median is at most the value shown), ">" (at least it), "–" (between two values), or ""."""
+        low, high = self._interval(side)
+        if low is None or high is None or low == high:
+            return ""
+        if math.isinf(high):
+            return ">"
+        return "<" if low == 0 else "–"
+
+    def median_text(self, side: str) -> str:
+        """The side's median, as a bound where the histogram gives no more: "< 50.0 ms", "> 60.00 s"."""
+        found = self.summary(side)
+        if found is None:
+            return "—"
+        low, high = self._interval(side)
+        bound = self.bound(side)
+        if bound == ">":
+            return f"> {page.in_unit(low, self.unit)}"
+        if bound == "<":
+            return f"< {page.in_unit(high, self.unit)}"
+        if bound == "–":
+            return f"{page.in_unit(low, self.unit)}–{page.in_unit(high, self.unit)}"
+        return page.in_unit(found.median, self.unit)
 
     def side_text(self, side: str) -> str:
         """The side's median, with its spread and sample count when it has several values."""
         found = self.summary(side)
         if found is None:
             return "—"
-        text = page.in_unit(found.median, self.unit)
+        text = self.median_text(side)
         return text if found.n == 1 else f"{text} {stats.spread_text(found)} (n={found.n})"
 
     def spread(self, side: str) -> str:
@@ -133,40 +201,77 @@ class Row:
         return "" if found is None else stats.spread_text(found)
 
     def spread_title(self, side: str) -> str:
-        """min–max of the side's values, for a tooltip."""
+        """min–max of the side's values, for a tooltip; what a bound means."""
         found = self.summary(side)
+        bound = {"<": "a histogram bound: at most this (the first bucket)",
+                 ">": "a histogram bound: at least this (the open last bucket)",
+                 "–": "some values are only histogram bounds: the median lies in this range"}.get(self.bound(side), "")
         if found is None or found.n < 2:
-            return ""
-        return f"n={found.n}, min {page.in_unit(found.low, self.unit)}, max {page.in_unit(found.high, self.unit)}"
+            return bound
+        text = f"n={found.n}, min {page.in_unit(found.low, self.unit)}, max {page.in_unit(found.high, self.unit)}"
+        return f"{text}; {bound}" if bound else text
 
     @property
     def p_text(self) -> str:
         return "" if self.p_value is None else stats.p_text(self.p_value)
 
+    @property
+    def noise_text(self) -> str:
+        """How the verdict weighed the noise when the runs could not ("" when a U test did)."""
+        if not self.compared or not self.unchecked:
+            return ""
+        if self.floor is not None:
+            where = "beyond" if self.beyond_noise else "within"
+            return f"{where} the recorded noise: {self.floor.text}"
+        return f"{NOT_NOISE_CHECKED}: {self.unchecked}, {self.floor_missing}"
+
     def describe(self) -> str:
         """"A 100 ms ± 3 % (n=4) → B 300 ms ± 2 % (n=4) (+200 %, p=0.029)", for stdout and JUnit."""
-        extras = [] if self.change_pct is None else [f"{self.change_pct:+.0f} %"]
+        extras = [] if self.change_pct is None else [f"{self.change_prefix}{self.change_pct:+.0f} %"]
+        if self.direction == "overlap":
+            extras.append("a histogram bound: cannot tell")
         if self.p_value is not None:
             extras.append(self.p_text)
-        if self.compared and self.unchecked:
-            extras.append(f"not noise-checked: {self.unchecked}")
+        if self.noise_text:
+            extras.append(self.noise_text)
         text = f"A {self.side_text('a')} → B {self.side_text('b')}"
         return f"{text} ({', '.join(extras)})" if extras else text
 
     @property
     def change_pct(self) -> float | None:
-        if self.a is None or self.b is None or not self.a:
+        """B against A in %; with bounds, the least change they allow (see change_prefix), None where they allow
+        either direction."""
+        if not self.compared or self.a_low is None:
             return None
-        return (self.b - self.a) / abs(self.a) * 100
+        direction = self.direction
+        if direction == "up":
+            return (self.b_low - self.a_high) / abs(self.a_high) * 100 if self.a_high else None
+        if direction == "down":
+            return (self.b_high - self.a_low) / abs(self.a_low) * 100 if self.a_low else None
+        if direction == "same":
+            return 0.0 if self.a_high else None
+        return None
+
+    @property
+    def change_prefix(self) -> str:
+        """"≥ " (worse by at least) or "≤ " (better by at least) where a side is only a bound; "" otherwise."""
+        if not (self.bound("a") or self.bound("b")):
+            return ""
+        return {"up": "≥ ", "down": "≤ "}.get(self.direction, "")
 
     @property
     def direction(self) -> str:
-        """"up" (worse: every compared figure is lower-is-better), "down" (better), "same" or "" (missing)."""
-        if self.a is None or self.b is None:
+        """"up" (worse: every compared figure is lower-is-better), "down" (better), "same", "overlap" (a bound
+        that allows either) or "" (missing)."""
+        if not self.compared or None in (self.a_low, self.a_high, self.b_low, self.b_high):
             return ""
-        if self.b == self.a:
+        if (self.a_low, self.a_high) == (self.b_low, self.b_high):
             return "same"
-        return "up" if self.b > self.a else "down"
+        if self.b_low > self.a_high:
+            return "up"
+        if self.b_high < self.a_low:
+            return "down"
+        return "overlap"
 
     @property
     def status(self) -> str:
@@ -178,7 +283,10 @@ class Row:
             return "regression"
         if self.mark:
             return self.mark
-        return {"up": "worse, within margin", "down": "better", "same": "same"}[self.direction]
+        if self.unchecked_change:
+            return f"worse, {NOT_NOISE_CHECKED}"
+        return {"up": "worse, within margin", "down": "better", "same": "same",
+                "overlap": "within a histogram bound"}[self.direction]
 
 
 @dataclass
@@ -194,6 +302,7 @@ class CompareResult:
     a_runs: int = 1
     b_runs: int = 1
     noise: str = ""  # one line: how the verdicts weighed noise, or that they did not
+    noise_floor: str = ""  # which measurement the recorded noise floor is
 
     @property
     def regressions(self) -> list[Row]:
@@ -202,8 +311,13 @@ class CompareResult:
 
     @property
     def not_significant(self) -> list[Row]:
-        """Figures past their threshold on the medians that the U test found within the noise ("~")."""
+        """Figures past their threshold on the medians that were found within the noise ("~")."""
         return [r for r in self.rows if r.not_significant_past_threshold]
+
+    @property
+    def unchecked_changes(self) -> list[Row]:
+        """Figures past their threshold with no noise to weigh them against: changes, not regressions."""
+        return [r for r in self.rows if r.unchecked_change]
 
     @property
     def noise_checked(self) -> bool:
@@ -214,12 +328,31 @@ class CompareResult:
         return not self.regressions and not self.run_regressions
 
     @property
+    def label(self) -> str:
+        """The banner's word: REGRESSION, CHANGES (past a threshold, not noise-checked) or PASS."""
+        if not self.passed:
+            return "REGRESSION"
+        return "CHANGES" if self.unchecked_changes else "PASS"
+
+    @property
+    def state(self) -> str:
+        """The banner's colour: fail, skip (changes not noise-checked) or pass."""
+        return {"REGRESSION": "fail", "CHANGES": "skip"}.get(self.label, "pass")
+
+    @property
     def headline(self) -> str:
         """One line for people and CI logs."""
         compared = sum(r.compared for r in self.rows)
-        marked = sum(bool(r.mark) for r in self.rows)
-        tail = (f"; {marked} {NOT_SIGNIFICANT} (no significant difference, alpha {self.thresholds['alpha']:g})"
-                if self.noise_checked else "")
+        tail = ""
+        if any(r.tested for r in self.rows):
+            marked = sum(bool(r.mark) and r.tested for r in self.rows)
+            tail += f"; {marked} {NOT_SIGNIFICANT} (no significant difference, alpha {self.thresholds['alpha']:g})"
+        if any(r.noise_checked and not r.tested for r in self.rows):
+            marked = sum(bool(r.mark) and not r.tested for r in self.rows)
+            tail += f"; {marked} {NOT_SIGNIFICANT} (within the recorded run-to-run noise)"
+        changed = len(self.unchecked_changes)
+        if changed:
+            tail += f"; {changed} change{'s' if changed != 1 else ''}, {NOT_NOISE_CHECKED}"
         if self.passed:
             return f"no regression in {compared} compared figures{tail}"
         parts = []
@@ -274,20 +407,22 @@ Values = dict[tuple[str, str], dict[int, list[float]]]  # (chart, name) -> step 
 
 
 def values(side: Side, every: bool = False) -> tuple[Values, dict[tuple[str, str], str | None]]:
-    """Every compared figure's values per step across the side's runs, and each figure's rule (None for a
-    figure that is shown only); `every` takes the shown-only figures too."""
-    found: Values = {}
-    rules: dict[tuple[str, str], str | None] = {}
-    for run in side.runs:
-        for s in figures.series(run):
-            if s.slo_line or not (s.rule or every):
-                continue
-            rules.setdefault((s.chart, s.name), s.rule)
-            per_step = found.setdefault((s.chart, s.name), {})
-            for step, value in zip(run.steps, s.values, strict=True):
-                if value is not None:
-                    per_step.setdefault(step.index, []).append(float(value))
-    return found, rules
+    """Every compared figure's values per step across the side's runs (a bound counted as its value), and each
+    figure's rule (None for a figure that is shown only); `every` takes the shown-only figures too."""
+    found, rules = readings(side, every)
+    return {key: {i: [v for v, _ in got] for i, got in per_step.items()} for key, per_step in found.items()}, rules
+
+
+def interval(found: list[Reading]) -> tuple[float, float]:
+    """Where the median of these readings lies: between the median of their lowest possible values and that of
+    their highest (a median never falls when a value rises); "<" is at most its value (down to 0), ">" at least."""
+    lows = [0.0 if bound == "<" else value for value, bound in found]
+    highs = [math.inf if bound == ">" else value for value, bound in found]
+    return stats.summarize(lows).median, stats.summarize(highs).median
+
+
+def _plan_name(side: Side) -> str:
+    return str(side.first.plan.get("name", "")) if isinstance(side.first.plan, dict) else ""
 
 
 def _unchecked(na: int, nb: int, runs: tuple[int, int], alpha: float) -> str:
@@ -301,53 +436,105 @@ def _unchecked(na: int, nb: int, runs: tuple[int, int], alpha: float) -> str:
     return ""
 
 
-def rows(a: Side, b: Side, limits: dict[str, float]) -> list[Row]:
-    """Every compared figure of every step present on either side, A's order first."""
-    a_values, a_rules = values(a)
-    b_values, b_rules = values(b)
+def rows(a: Side, b: Side, limits: dict[str, float], floor: NoiseFloor | None = None) -> list[Row]:
+    """Every compared figure of every step present on either side, A's order first. Where the runs cannot weigh
+    the noise themselves, `floor` (the recorded noise floor; none: every such verdict is not noise-checked) does."""
+    floor = floor if floor is not None else NoiseFloor()
+    a_found, a_rules = readings(a)
+    b_found, b_rules = readings(b)
     rules = a_rules | {k: v for k, v in b_rules.items() if k not in a_rules}
     steps = {s.index: s for s in b.steps} | {s.index: s for s in a.steps}
+    plans = {_plan_name(a), _plan_name(b)}
     alpha = limits["alpha"]
     found = []
     for index in sorted(steps):
         step = steps[index]
-        for key in list(a_values) + [k for k in b_values if k not in a_values]:
-            va = a_values.get(key, {}).get(index, [])
-            vb = b_values.get(key, {}).get(index, [])
-            if not va and not vb:
+        for key in list(a_found) + [k for k in b_found if k not in a_found]:
+            ra = a_found.get(key, {}).get(index, [])
+            rb = b_found.get(key, {}).get(index, [])
+            if not ra and not rb:
                 continue
+            va, vb = [v for v, _ in ra], [v for v, _ in rb]
             rule = rules[key]
             row = Row(step_index=index, step_name=step.name, nodes=step.nodes, chart=key[0], name=key[1],
                       unit=figures.CHARTS[key[0]].unit, rule=rule, rule_text=rule_text(rule, limits),
                       a=stats.summarize(va).median if va else None, b=stats.summarize(vb).median if vb else None,
                       a_values=va, b_values=vb, alpha=alpha)
-            if row.a is not None and row.b is not None:
-                row.past_threshold = regressed(rule, row.a, row.b, limits)
+            if ra:
+                row.a_low, row.a_high = interval(ra)
+            if rb:
+                row.b_low, row.b_high = interval(rb)
+            if row.compared:
+                # bounds at their worst for a regression: A as high, B as low as they can be
+                row.past_threshold = row.direction == "up" and regressed(rule, row.a_high, row.b_low, limits)
                 if len(va) >= stats.MIN_SAMPLES and len(vb) >= stats.MIN_SAMPLES:
                     row.p_value = stats.mann_whitney_u(va, vb).p
                 row.unchecked = _unchecked(len(va), len(vb), (a.n, b.n), alpha)
-                row.regression = row.past_threshold and (bool(row.unchecked) or row.p_value < alpha)
+                if row.unchecked:
+                    row.floor, row.floor_missing = floor.lookup(key, plans)
+                    row.beyond_noise = _beyond(row)
+                row.regression = row.past_threshold and (row.p_value < alpha if row.tested else bool(row.beyond_noise))
             found.append(row)
     return found
 
 
-def noise_line(a: Side, b: Side, found: list[Row], alpha: float) -> str:
-    """One line saying how the verdicts weighed run-to-run noise, or that they could not."""
+def _beyond(row: Row) -> bool | None:
+    """Whether B moved from A (either way) beyond the figure's recorded noise; None without a record, or where a
+    bound allows either direction."""
+    if row.floor is None or row.direction == "overlap":
+        return None
+    if row.direction == "up":
+        return not row.floor.allows(row.a_high, row.b_low)
+    if row.direction == "down":
+        return not row.floor.allows(row.b_high, row.a_low)
+    return False
+
+
+def _why_untested(a: Side, b: Side, alpha: float) -> str:
+    """Why the runs of both sides cannot weigh the noise themselves, or "" when they can."""
+    if a.n == 1 and b.n == 1:
+        return "single runs"
+    if a.n < stats.MIN_SAMPLES or b.n < stats.MIN_SAMPLES:
+        return f"A {a.n} run(s), B {b.n}, fewer than {stats.MIN_SAMPLES} a side"
+    if stats.min_p_value(a.n, b.n) >= alpha:
+        return f"{a.n} vs {b.n} runs can never reach p < {alpha:g}"
+    return ""
+
+
+def _floor_text(floored: int, bare: int, floor: NoiseFloor, missing: str) -> str:
+    """The part of the noise line on the figures weighed against the recorded noise floor, and those without."""
+    parts = []
+    if floored:
+        parts.append(f"{floored} figure(s) weighed against their recorded noise floor ({floor.describe()}): a "
+                     "change past its threshold is a regression only beyond the largest run-to-run spread measured "
+                     "there for that figure")
+    if bare:
+        parts.append(f"{bare} figure(s) {NOT_NOISE_CHECKED} ({missing}): a change past its threshold there is shown "
+                     "as a change, never a regression")
+    return "; ".join(parts)
+
+
+def noise_line(a: Side, b: Side, found: list[Row], alpha: float, floor: NoiseFloor | None = None) -> str:
+    """One line saying how the verdicts weighed run-to-run noise (which measurement), or that they could not."""
+    floor = floor if floor is not None else NoiseFloor()
     need = stats.samples_needed(alpha)
     advice = f"repeat each side {need} or more times (loadtest run --repeat {need}) for a significance test"
-    if a.n == 1 and b.n == 1:
-        return f"verdicts not noise-checked (single runs): threshold rules on one run a side; {advice}"
-    if a.n < stats.MIN_SAMPLES or b.n < stats.MIN_SAMPLES:
-        return (f"verdicts not noise-checked (A {a.n} run(s), B {b.n}, fewer than {stats.MIN_SAMPLES} a side): "
-                f"threshold rules on the medians; {advice}")
-    if stats.min_p_value(a.n, b.n) >= alpha:
-        return (f"verdicts not noise-checked ({a.n} vs {b.n} runs can never reach p < {alpha:g}): threshold rules "
-                f"on the medians; {advice}")
+    untested = [r for r in found if r.compared and r.unchecked]
+    floored = sum(r.floor is not None for r in untested)
+    bare = len(untested) - floored
+    missing = next((r.floor_missing for r in untested if r.floor is None), "")
+    why = _why_untested(a, b, alpha)
+    if why:
+        if not floored:
+            return (f"verdicts {NOT_NOISE_CHECKED} ({why}): a change past its threshold is shown as a change, never "
+                    f"a regression, with no recorded noise to weigh it against ({missing or 'no figure compared'}); "
+                    f"{advice}")
+        return f"verdicts weighed against the recorded noise ({why}): {_floor_text(floored, bare, floor, missing)}; " \
+               f"{advice}"
     line = (f"noise-checked: medians of {a.n} (A) and {b.n} (B) runs; a change past its threshold is a regression "
             f"only when significant (Mann-Whitney U, p < {alpha:g}); {NOT_SIGNIFICANT} = no significant difference")
-    short = sum(r.compared and bool(r.unchecked) for r in found)
-    if short:
-        line += f"; {short} figure(s) measured in too few runs: threshold verdict only"
+    if untested:
+        line += f"; measured in too few runs: {_floor_text(floored, bare, floor, missing)}"
     return line
 
 
@@ -421,6 +608,8 @@ def junit_suites(result: CompareResult, a: Side, b: Side) -> list[junit.Suite]:
             case.failure = f"{text}: {row.rule_text}"
         elif not row.compared:
             case.skipped = row.status
+        elif row.unchecked_change:
+            case.skipped = f"changed, {NOT_NOISE_CHECKED}: {text}: {row.rule_text}"
         suite.cases.append(case)
     completed = junit.Case("run", "run completed", failure_type="regression",
                            details=f"A {_statuses(a)}, B {_statuses(b)}")
@@ -428,7 +617,7 @@ def junit_suites(result: CompareResult, a: Side, b: Side) -> list[junit.Suite]:
         completed.failure = "; ".join(result.run_regressions)
     run_suite = junit.Suite(name="run", cases=[completed], properties={
         "a": a.run_id, "b": b.run_id, "a_runs": str(a.n), "b_runs": str(b.n),
-        "alpha": f"{result.thresholds['alpha']:g}", "noise": result.noise})
+        "alpha": f"{result.thresholds['alpha']:g}", "noise": result.noise, "noise_floor": result.noise_floor})
     return [suites[i] for i in sorted(suites)] + [run_suite]
 
 
@@ -445,23 +634,26 @@ def _run_regressions(a: Side, b: Side) -> list[str]:
 
 
 def compare(a_folder: Path | Sequence[Path], b_folder: Path | Sequence[Path], out_dir: Path,
-            thresholds: dict[str, Any] | None = None, force: bool = False) -> CompareResult:
+            thresholds: dict[str, Any] | None = None, force: bool = False,
+            noise_floor: NoiseFloor | None = None) -> CompareResult:
     """Compare side B (candidate) against side A (baseline), each a run folder, a folder of repeated runs, or a
-    list of such folders; write compare.html and compare-junit.xml."""
+    list of such folders; write compare.html and compare-junit.xml. `noise_floor`: the recorded noise (default:
+    noise.load(), the package's or $LOADTEST_NOISE_FLOOR's)."""
     limits_from(thresholds)  # bad thresholds are refused before any folder is read
     a, b = load_side(a_folder, "A", force), load_side(b_folder, "B", force)
-    return compare_sides(a, b, out_dir, thresholds, force)
+    return compare_sides(a, b, out_dir, thresholds, force, noise_floor)
 
 
 def compare_sides(a: Side, b: Side, out_dir: Path, thresholds: dict[str, Any] | None = None,
-                  force: bool = False) -> CompareResult:
+                  force: bool = False, noise_floor: NoiseFloor | None = None) -> CompareResult:
     """Compare loaded sides (see samples.load_side); write compare.html and compare-junit.xml."""
     limits = limits_from(thresholds)
+    floor = noise_floor if noise_floor is not None else noise.load()
     notes = a.notes + b.notes + _check_comparable(a, b, force)
-    found = rows(a, b, limits)
+    found = rows(a, b, limits, floor)
     result = CompareResult(a_run_id=a.run_id, b_run_id=b.run_id, rows=found, thresholds=limits, notes=notes,
                            run_regressions=_run_regressions(a, b), a_runs=a.n, b_runs=b.n,
-                           noise=noise_line(a, b, found, limits["alpha"]))
+                           noise=noise_line(a, b, found, limits["alpha"], floor), noise_floor=floor.describe())
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     panels = _panels(a, b)

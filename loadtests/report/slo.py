@@ -9,7 +9,12 @@ Classes follow Kubernetes SIG Scalability:
 - pod startup (create -> Running, seen by a watch) p99 against `pod_startup_p99_s`.
 
 Latencies are server side, from `apiserver_request_sli_duration_seconds` deltas over the step. An entry with
-fewer than `min_samples` samples is reported as not judged rather than passed or failed.
+fewer than `min_samples` samples (default 100, see plan.DEFAULT_SLO) is shown as "few samples" and not judged
+rather than passed or failed: below P99_SAMPLES samples a p99 is the slowest sample itself (pod startup's nearest
+rank) or the histogram bucket of the slowest request (the rank 0.99 n lies past the second slowest), so one slow
+request would decide the verdict; every p99 of fewer samples says so ("max of 3"). An SLO measured at one step
+but with no request at another is "no samples" there, so each step judges the same SLOs and the not-judged count
+covers every cell of the summary table.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ READ_VERBS = ("GET", "LIST")
 READ_SCOPES = ("resource", "namespace", "cluster")
 SERVER_SOURCE = "apiserver_request_sli_duration_seconds"
 POD_STARTUP_SOURCE = "watch receive times"
+# Fewer samples than this and the p99 is the slowest one (or its histogram bucket): rank ceil(0.99 n) = n.
+P99_SAMPLES = 100
 
 
 @dataclass(frozen=True)
@@ -43,9 +50,22 @@ class Verdict:
     source: str
     reason: str = ""  # why not judged, or how it failed, in words
     bound: str = ""  # "<" or ">": value_s is only a bound of the p99 (the histogram's first or open last bucket)
+    min_samples: float = 0  # the fewest samples the plan judges
+
+    @property
+    def few_samples(self) -> bool:
+        """Too few samples to judge (the plan's `min_samples`): shown as "few samples" (or "no samples")."""
+        return self.count < self.min_samples
+
+    @property
+    def p99_note(self) -> str:
+        """"max of 3" where the p99 of so few samples is their slowest one (or its bucket); "" otherwise."""
+        return f"max of {self.count:,}" if 0 < self.count < P99_SAMPLES and self.value_s is not None else ""
 
     @property
     def outcome(self) -> str:
+        if self.passed is None and self.few_samples:
+            return "no samples" if self.count == 0 else "few samples"
         return {True: "pass", False: "fail", None: "not judged"}[self.passed]
 
 
@@ -79,7 +99,9 @@ def classify(entry: ServerLatency) -> tuple[str, str, str] | None:
 def _judge(step: StepResult, slo: str, slo_class: str, value: float | None, threshold: float, count: int,
            min_samples: float, source: str, bound: str = "") -> Verdict:
     if count < min_samples:
-        passed, reason = None, f"not enough samples ({count} < {min_samples:g})"
+        passed = None
+        reason = (f"no samples in this step (judged from {min_samples:g})" if count == 0 else
+                  f"few samples ({count:,} < {min_samples:g}): the p99 of {count:,} is their max, not judged")
     elif value is None:
         passed, reason = None, "no p99 recorded"
     elif (bound == "<" and value > threshold) or (bound == ">" and value < threshold):
@@ -89,10 +111,11 @@ def _judge(step: StepResult, slo: str, slo_class: str, value: float | None, thre
     else:
         passed = value <= threshold if bound != ">" else False
         shown = f"over {value:g} s" if bound == ">" else f"{value:.3f} s"
-        reason = "" if passed else f"p99 {shown} > {threshold:g} s"
+        few = f" (the max of {count:,})" if count < P99_SAMPLES else ""
+        reason = "" if passed else f"p99 {shown} > {threshold:g} s{few}"
     return Verdict(step_index=step.index, step_name=step.name, nodes=step.nodes, slo=slo, slo_class=slo_class,
                    value_s=value, threshold_s=threshold, count=count, passed=passed, source=source, reason=reason,
-                   bound=bound)
+                   bound=bound, min_samples=min_samples)
 
 
 def step_verdicts(step: StepResult, limits: dict[str, Any]) -> list[Verdict]:
@@ -113,9 +136,20 @@ def step_verdicts(step: StepResult, limits: dict[str, Any]) -> list[Verdict]:
 
 
 def verdicts(run: RunResult) -> list[Verdict]:
-    """Every SLO verdict of every recorded step, in step order."""
+    """Every SLO verdict of every recorded step, in step order; an SLO that another step measured and this one
+    did not (no request of its kind) is "no samples" here, so the verdicts cover every cell of the summary."""
     limits = thresholds(run)
-    return [v for step in run.steps for v in step_verdicts(step, limits)]
+    per_step = [step_verdicts(step, limits) for step in run.steps]
+    seen: dict[str, Verdict] = {}
+    for found in per_step:
+        for v in found:
+            seen.setdefault(v.slo, v)
+    filled = []
+    for step, found in zip(run.steps, per_step, strict=True):
+        have = {v.slo for v in found}
+        filled += found + [_judge(step, v.slo, v.slo_class, None, v.threshold_s, 0, float(limits["min_samples"]),
+                                  v.source) for slo, v in seen.items() if slo not in have]
+    return filled
 
 
 def run_passed(run: RunResult) -> bool:

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from loadtests import plan as plan_mod
+from loadtests.report.noise import NOISE_FLOOR_ENV
 from loadtests.report.samples import load_side
 from loadtests.runcli import EXIT_ABORTED, EXIT_PASSED, EXIT_SLO_FAILED, GATE_JUNIT_FILE, gate_on_baseline
 from tests.cli import error_lines, loadtest, write_tiny_plan
+from tests.unit.noisedata import floor_file
 from tests.unit.reportdata import SAMPLE, copy_run, edited_run, scale_latencies
 
 
@@ -80,8 +82,10 @@ def _suites(folder: Path) -> dict[str, ET.Element]:
     return {suite.get("name"): suite for suite in root.iter("testsuite")}
 
 
-def test_three_times_slower_fails_the_gate_naming_the_regression(tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_three_times_slower_fails_the_gate_naming_the_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # single runs a side: weighed against a recorded noise floor (latencies up to 22 % apart run to run)
+    monkeypatch.setenv(NOISE_FLOOR_ENV, str(floor_file(tmp_path / "floor")))
     run = edited_run(SAMPLE, tmp_path / "run", scale_latencies(3.0))
     assert _gate(tmp_path, run) == EXIT_SLO_FAILED
     out = capsys.readouterr().out
@@ -97,6 +101,20 @@ def test_three_times_slower_fails_the_gate_naming_the_regression(tmp_path: Path,
     assert failures and all("worse by" in message for message in failures)
     root = ET.parse(run / GATE_JUNIT_FILE).getroot()
     assert int(root.get("failures")) >= len(failures)
+
+
+def test_single_runs_with_no_recorded_noise_pass_the_gate_saying_so(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"figures": {}}')
+    monkeypatch.setenv(NOISE_FLOOR_ENV, str(empty))
+    run = edited_run(SAMPLE, tmp_path / "run", scale_latencies(3.0))
+    assert _gate(tmp_path, run) == EXIT_PASSED
+    out = capsys.readouterr().out
+    assert "REGRESSION" not in out and "CHANGED     step" in out
+    assert "GATE PASS" in out and "change(s) past their threshold, not noise-checked" in out
+    suites = _suites(run)
+    assert all(suite.get("failures") == "0" for name, suite in suites.items() if name.startswith("baseline: "))
 
 
 def test_identical_run_passes_the_gate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

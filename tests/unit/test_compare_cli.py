@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from loadtests.report.noise import NOISE_FLOOR_ENV
 from tests.cli import error_lines, loadtest
+from tests.unit.noisedata import floor_file
 from tests.unit.reportdata import SAMPLE, copy_run, edited_run, scale_latencies
 
 
@@ -19,7 +21,9 @@ def test_exit_codes_follow_the_verdict(tmp_path: Path) -> None:
     same = loadtest("compare", str(a), str(a), "--out", str(tmp_path / "same"))
     assert same.returncode == 0, same.stdout + same.stderr
     slower = edited_run(SAMPLE, tmp_path / "b", scale_latencies(3.0))
-    worse = loadtest("compare", str(a), str(slower), "--out", str(tmp_path / "worse"))
+    # one run a side: a regression only beyond the figures' recorded run-to-run noise
+    floor = {NOISE_FLOOR_ENV: str(floor_file(tmp_path / "floor"))}
+    worse = loadtest("compare", str(a), str(slower), "--out", str(tmp_path / "worse"), env=floor)
     assert worse.returncode == 1
     assert "REGRESSION  step" in worse.stdout
     assert (tmp_path / "worse" / "compare.html").exists()
@@ -28,10 +32,11 @@ def test_exit_codes_follow_the_verdict(tmp_path: Path) -> None:
 def test_plan_thresholds_apply_and_flags_override_them(tmp_path: Path) -> None:
     a = copy_run(SAMPLE, tmp_path / "a")
     lenient = edited_run(SAMPLE, tmp_path / "b", _lenient)
-    by_plan = loadtest("compare", str(a), str(lenient), "--out", str(tmp_path / "plan"))
+    floor = {NOISE_FLOOR_ENV: str(floor_file(tmp_path / "floor"))}
+    by_plan = loadtest("compare", str(a), str(lenient), "--out", str(tmp_path / "plan"), env=floor)
     assert by_plan.returncode == 0, by_plan.stdout
     by_flag = loadtest("compare", str(a), str(lenient), "--out", str(tmp_path / "flag"), "--threshold",
-                       "latency_pct=25")
+                       "latency_pct=25", env=floor)
     assert by_flag.returncode == 1
 
 

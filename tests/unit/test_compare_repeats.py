@@ -11,7 +11,9 @@ import pytest
 from loadtests import plan as plan_mod
 from loadtests.errors import CompareError
 from loadtests.report import compare
+from loadtests.report.noise import NOISE_FLOOR_ENV, NoiseFloor
 from tests.cli import error_lines, loadtest
+from tests.unit.noisedata import floor_file, recorded_floor
 from tests.unit.reportdata import SAMPLE, copy_run, edited_run, repeated_run, scale_latencies
 
 NOISE_A = (0.97, 0.99, 1.01, 1.03)
@@ -58,10 +60,14 @@ def test_past_the_threshold_but_within_the_noise_is_marked_not_flagged(tmp_path:
     assert row.mark == "~" and row.status == "~"
     assert row.a == pytest.approx(2.4 * 1.5) and row.b == pytest.approx(2.4 * 1.975)
     assert row.p_value == pytest.approx(48 / 70)
-    # the same medians as single runs would be a regression
-    single = compare(copy_run(a / "repeat-1", tmp_path / "a1"), edited_run(
-        SAMPLE, tmp_path / "b1", scale_latencies(1.975 / 1.5 * 0.9)), tmp_path / "out1")
+    # the same medians as single runs: a regression beyond a recorded noise of up to +22 % ...
+    a1 = copy_run(a / "repeat-1", tmp_path / "a1")
+    b1 = edited_run(SAMPLE, tmp_path / "b1", scale_latencies(1.975 / 1.5 * 0.9))
+    single = compare(a1, b1, tmp_path / "out1", noise_floor=recorded_floor(tmp_path / "noise"))
     assert not single.passed
+    # ... and with no recorded noise a change, not noise-checked, not a regression
+    unrecorded = compare(a1, b1, tmp_path / "out2", noise_floor=NoiseFloor())
+    assert unrecorded.passed and unrecorded.label == "CHANGES"
     cli = loadtest("compare", str(a), str(b), "--out", str(tmp_path / "cli"))
     assert cli.returncode == 0, cli.stdout + cli.stderr
     assert "~           step 100 nodes: pod startup p99: A 3.6" in cli.stdout
@@ -88,9 +94,13 @@ def test_a_slowed_side_regresses_with_its_p_value(tmp_path: Path) -> None:
 def test_with_an_alpha_below_every_reachable_p_the_same_change_is_not_significant(tmp_path: Path) -> None:
     a = repeated_run(tmp_path / "a", NOISE_A)
     b = repeated_run(tmp_path / "b", SLOWER)
-    strict = compare(a, b, tmp_path / "out", thresholds={"alpha": 0.01})
+    strict = compare(a, b, tmp_path / "out", thresholds={"alpha": 0.01}, noise_floor=NoiseFloor())
     assert strict.noise.startswith("verdicts not noise-checked (4 vs 4 runs can never reach p < 0.01)")
-    assert not strict.passed  # the threshold alone decides, and says so
+    assert strict.passed and strict.unchecked_changes  # nothing weighs the noise: changes, never a regression
+    floored = compare(a, b, tmp_path / "floored", thresholds={"alpha": 0.01},
+                      noise_floor=recorded_floor(tmp_path / "noise"))
+    assert not floored.passed  # tripled medians, beyond the recorded noise of up to +22 %
+    assert floored.noise.startswith("verdicts weighed against the recorded noise (4 vs 4 runs can never reach")
     cli = loadtest("compare", str(a), str(b), "--out", str(tmp_path / "cli"), "--alpha", "0.2")
     assert cli.returncode == 1 and "alpha 0.2" in cli.stdout
 
@@ -105,37 +115,72 @@ def test_a_plan_sets_alpha_and_the_flag_overrides_it(tmp_path: Path) -> None:
     by_plan = loadtest("compare", str(a), str(b), "--out", str(tmp_path / "plan"))
     assert by_plan.returncode == 1, by_plan.stdout + by_plan.stderr
     assert "noise-checked: medians of 3 (A) and 3 (B) runs" in by_plan.stdout and "p=0.100" in by_plan.stdout
-    by_flag = loadtest("compare", str(a), str(b), "--out", str(tmp_path / "flag"), "--alpha", "0.05")
-    assert by_flag.returncode == 1
+    by_flag = loadtest("compare", str(a), str(b), "--out", str(tmp_path / "flag"), "--alpha", "0.05",
+                       env={NOISE_FLOOR_ENV: str(tmp_path / "none.json")})
+    assert by_flag.returncode == 2 and "noise floor" in by_flag.stderr  # a named file that is not there: one line
+    (tmp_path / "none.json").write_text('{"figures": {}}')
+    by_flag = loadtest("compare", str(a), str(b), "--out", str(tmp_path / "flag"), "--alpha", "0.05",
+                       env={NOISE_FLOOR_ENV: str(tmp_path / "none.json")})
+    assert by_flag.returncode == 0, by_flag.stdout + by_flag.stderr
     assert "verdicts not noise-checked (3 vs 3 runs can never reach p < 0.05)" in by_flag.stdout
+    assert "CHANGED     step" in by_flag.stdout and "changes, not noise-checked" in by_flag.stdout
 
 
-def test_three_runs_a_side_cannot_reach_significance_so_the_threshold_decides(tmp_path: Path) -> None:
+def test_three_runs_a_side_cannot_reach_significance_so_the_noise_floor_decides(tmp_path: Path) -> None:
     a = repeated_run(tmp_path / "a", NOISE_A[:3])
     b = repeated_run(tmp_path / "b", SLOWER[:3])
-    result = compare(a, b, tmp_path / "out")
+    result = compare(a, b, tmp_path / "out", noise_floor=recorded_floor(tmp_path / "noise"))
     assert not result.passed
     assert "3 vs 3 runs can never reach p < 0.05" in result.noise
     assert "loadtest run --repeat 4" in result.noise
     assert all(r.p_value == pytest.approx(0.1) for r in result.regressions)
-    assert all("not noise-checked" in r.describe() for r in result.regressions)
+    assert all("beyond the recorded noise" in r.describe() for r in result.regressions)
+    unrecorded = compare(a, b, tmp_path / "out2", noise_floor=NoiseFloor())
+    assert unrecorded.passed and unrecorded.regressions == []
+    assert all("not noise-checked" in r.describe() for r in unrecorded.unchecked_changes)
 
 
-def test_single_runs_say_the_verdict_is_not_noise_checked(tmp_path: Path) -> None:
-    """(c) single runs: the old threshold verdict, said to be not noise-checked in every output."""
+def test_single_runs_without_a_recorded_noise_show_changes_not_regressions(tmp_path: Path) -> None:
+    """(c) single runs, no recorded noise floor: changes, said to be not noise-checked in every output, exit 0."""
     a = copy_run(SAMPLE, tmp_path / "a")
     b = edited_run(SAMPLE, tmp_path / "b", scale_latencies(3.0))
-    result = loadtest("compare", str(a), str(b), "--out", str(tmp_path / "out"))
-    assert result.returncode == 1
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"note": "none yet", "figures": {}}')
+    result = loadtest("compare", str(a), str(b), "--out", str(tmp_path / "out"), env={NOISE_FLOOR_ENV: str(empty)})
+    assert result.returncode == 0, result.stdout + result.stderr
     noted = [line for line in result.stdout.splitlines() if "not noise-checked" in line]
-    assert noted[-1].startswith("verdicts not noise-checked (single runs)")
-    assert "REGRESSION  step" in result.stdout and "p=" not in result.stdout
+    assert any(line.startswith("verdicts not noise-checked (single runs)") for line in noted)
+    assert "REGRESSION" not in result.stdout and "p=" not in result.stdout
+    assert "CHANGED     step" in result.stdout and "changes, not noise-checked" in result.stdout
     html = (tmp_path / "out" / "compare.html").read_text(encoding="utf-8")
-    assert "verdicts not noise-checked (single runs)" in html
+    assert "verdicts not noise-checked (single runs)" in html and ">CHANGES<" in html
     root = ET.parse(tmp_path / "out" / "compare-junit.xml").getroot()
+    assert root.get("failures") == "0"
     assert "not noise-checked (single runs)" in root.find(".//property[@name='noise']").get("value")
-    assert all("not noise-checked: single runs" in f.get("message") for f in root.iter("failure")
-               if f.get("message").startswith("A "))
+
+
+def test_single_runs_regress_only_beyond_the_recorded_noise(tmp_path: Path) -> None:
+    """(c) single runs with a recorded noise floor: the verdict says which measurement it weighed."""
+    a = copy_run(SAMPLE, tmp_path / "a")
+    b = edited_run(SAMPLE, tmp_path / "b", scale_latencies(3.0))
+    recorded = floor_file(tmp_path / "floor")
+    result = loadtest("compare", str(a), str(b), "--out", str(tmp_path / "out"), env={NOISE_FLOOR_ENV: str(recorded)})
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("REGRESSION  step")]
+    assert lines and all("beyond the recorded noise: run to run up to +22 % over 5 runs" in line for line in lines)
+    assert "verdicts weighed against the recorded noise (single runs)" in result.stdout
+    assert str(recorded) in result.stdout  # which measurement
+    root = ET.parse(tmp_path / "out" / "compare-junit.xml").getroot()
+    assert str(recorded) in root.find(".//property[@name='noise_floor']").get("value")
+    # past the threshold (+40 %) but within a recorded noise of up to +50 %: "~", exit 0
+    wide = floor_file(tmp_path / "wide", (0.8, 0.9, 1.0, 1.1, 1.2))
+    near = edited_run(SAMPLE, tmp_path / "near", scale_latencies(1.4))
+    within = loadtest("compare", str(a), str(near), "--out", str(tmp_path / "near-out"),
+                      env={NOISE_FLOOR_ENV: str(wide)})
+    assert within.returncode == 0, within.stdout + within.stderr
+    assert "REGRESSION" not in within.stdout and "CHANGED" not in within.stdout
+    assert "~           step 1000 nodes: server p99 LIST pods (cluster)" in within.stdout
+    assert "within the recorded noise: run to run up to +50 %" in within.stdout
 
 
 def test_a_repeated_side_compared_with_itself_has_no_regression(tmp_path: Path) -> None:

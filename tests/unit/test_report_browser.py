@@ -14,6 +14,7 @@ import pytest
 from loadtests.report import compare, write_report
 from loadtests.report.repeats import write_repeats_report
 from tests.browser import Chromium, Page, find_chromium
+from tests.unit.noisedata import recorded_floor
 from tests.unit.reportdata import SAMPLE, copy_run, edited_run, repeated_run, scale_latencies, with_audit, with_health
 
 pytestmark = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (apt-get install chromium)")
@@ -55,7 +56,7 @@ def assert_clean(page: Page) -> None:
 def test_report_draws_every_chart_offline(browser: Chromium, tmp_path: Path) -> None:
     folder = copy_run(SAMPLE, tmp_path / "run")
     page = open_page(browser, write_report(folder))
-    assert assert_charts_drawn(page) == 24  # 13 across steps, 11 projections
+    assert assert_charts_drawn(page) == 21  # 13 across steps, 8 projections
     assert page.evaluate("document.querySelector('#verdict .label').textContent") == "PASS"
     assert_clean(page)
     shots = os.environ.get("LOADTEST_SCREENSHOT_DIR")
@@ -66,7 +67,7 @@ def test_report_draws_every_chart_offline(browser: Chromium, tmp_path: Path) -> 
 def test_report_with_cluster_health_draws_every_chart_offline(browser: Chromium, tmp_path: Path) -> None:
     folder = edited_run(SAMPLE, tmp_path / "run", with_health(not_ready_at=1))
     page = open_page(browser, write_report(folder))
-    assert assert_charts_drawn(page) == 27  # 13 across steps, one over time per step, 11 projections
+    assert assert_charts_drawn(page) == 24  # 13 across steps, one over time per step, 8 projections
     # a health chart stacks its rows on one time axis, each row with its own legend
     assert page.evaluate("document.querySelectorAll('#chart-health_1 g.infolayer > g[class^=legend]').length") == 6
     assert page.evaluate("document.querySelectorAll('#chart-health_1 .cartesianlayer .subplot').length") == 6
@@ -82,9 +83,10 @@ def test_report_with_cpu_bound_projections_draws_them_offline(browser: Chromium,
     page = open_page(browser, write_report(edited_run(SAMPLE, tmp_path / "run", busy_machine)))
     assert_charts_drawn(page)
     projected = page.evaluate("document.querySelectorAll('div.chart[id^=chart-projection_].js-plotly-plot').length")
-    assert projected == 11
-    # measured dots, fit, extrapolation, band and projected values for p99, and the SLO line
-    assert page.evaluate("document.querySelectorAll('#chart-projection_pod_startup .trace').length") >= 6
+    assert projected == 3  # only sizes and counts: latencies and CPU fitted over CPU-bound steps abstain
+    assert page.evaluate("document.querySelectorAll('#chart-projection_pod_startup').length") == 0
+    text = page.evaluate("document.body.innerText")
+    assert "not projectable from these steps: fitted over CPU-bound steps" in text
     assert "CPU-bound on this machine" in page.evaluate("document.getElementById('projection-cpu').textContent")
     assert_clean(page)
 
@@ -92,7 +94,7 @@ def test_report_with_cpu_bound_projections_draws_them_offline(browser: Chromium,
 def test_compare_draws_overlaid_charts_offline(browser: Chromium, tmp_path: Path) -> None:
     a = copy_run(SAMPLE, tmp_path / "a")
     b = edited_run(SAMPLE, tmp_path / "b", scale_latencies(3.0))
-    result = compare(a, b, tmp_path / "out")
+    result = compare(a, b, tmp_path / "out", noise_floor=recorded_floor(tmp_path / "noise"))
     page = open_page(browser, result.html_path)
     assert_charts_drawn(page)
     # A and B are both drawn: twice the traces of a single run, plus threshold lines

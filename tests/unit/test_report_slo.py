@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import copy
+import re
+from pathlib import Path
 
 import pytest
 
 from loadtests.plan import DEFAULT_SLO
-from loadtests.report import run_passed, verdicts
+from loadtests.plan import parse as parse_plan
+from loadtests.report import run_passed, verdicts, write_report
+from loadtests.report.html import banner
 from loadtests.results import Distribution, RunResult, ServerLatency, StepResult, load
-from tests.unit.reportdata import ABORTED, SAMPLE
+from tests.unit.reportdata import ABORTED, SAMPLE, edited_run
 
 
 def server(verb: str, resource: str, scope: str, p99: float | None, count: int = 100,
@@ -75,15 +79,62 @@ def test_watch_and_connect_are_not_slo_d() -> None:
     assert run_passed(run)
 
 
-def test_under_min_samples_is_not_judged() -> None:
+def test_under_min_samples_is_few_samples_and_not_judged() -> None:
     run = run_with([server("POST", "pods", "namespace", 5.0, count=9), server("DELETE", "pods", "namespace", 5.0,
                                                                               count=10)],
                    slo={**DEFAULT_SLO, "min_samples": 10})
     found = by_name(run)
     assert found["mutating POST pods"].passed is None
-    assert found["mutating POST pods"].outcome == "not judged"
-    assert "not enough samples" in found["mutating POST pods"].reason
+    assert found["mutating POST pods"].outcome == "few samples"
+    assert found["mutating POST pods"].reason.startswith("few samples (9 < 10): the p99 of 9 is their max")
     assert found["mutating DELETE pods"].passed is False
+    assert found["mutating DELETE pods"].reason == "p99 5.000 s > 1 s (the max of 10)"
+
+
+def test_by_default_a_p99_needs_100_samples_to_be_judged() -> None:
+    """Below 100 samples the p99 is the slowest sample (nearest rank ceil(0.99 n) = n), or its bucket."""
+    assert DEFAULT_SLO["min_samples"] == 100
+    assert parse_plan({"name": "t", "steps": [{"nodes": 1}], "load": {}}, "t.yaml").slo["min_samples"] == 100
+    # 3 GETs, one of them slow: the p99 is that one request; few samples, not a failure
+    run = run_with([server("GET", "nodes", "resource", 1.24, count=3), server("POST", "pods", "namespace", 5.0,
+                                                                           count=99),
+                    server("DELETE", "pods", "namespace", 5.0, count=100)])
+    found = by_name(run)
+    assert found["read GET nodes (resource)"].outcome == "few samples"
+    assert found["read GET nodes (resource)"].p99_note == "max of 3"
+    assert found["mutating POST pods"].passed is None and found["mutating POST pods"].p99_note == "max of 99"
+    assert found["mutating DELETE pods"].passed is False and found["mutating DELETE pods"].p99_note == ""
+    # of 99 samples, the nearest-rank p99 is the largest: the pod startup figure of so few is its max
+    assert Distribution.of([float(i) for i in range(99)], "t").p99 == 98.0
+    assert Distribution.of([float(i) for i in range(100)], "t").p99 == 98.0
+    # a plan may judge from fewer: then the same 3 GETs fail, and the reason says what the p99 is
+    lowered = by_name(run_with([server("GET", "nodes", "resource", 1.24, count=3)], slo={"min_samples": 1}))
+    assert lowered["read GET nodes (resource)"].passed is False
+    assert "(the max of 3)" in lowered["read GET nodes (resource)"].reason
+
+
+def test_an_slo_missing_from_a_step_is_no_samples_there(tmp_path: Path) -> None:
+    """A step without a request of a kind another step judged: a "no samples" cell, counted as not judged."""
+    def drop_list_nodes(data: dict) -> None:
+        step = data["steps"][1]
+        step["server"] = [e for e in step["server"] if not (e["verb"] == "LIST" and e["resource"] == "nodes")]
+
+    folder = edited_run(SAMPLE, tmp_path / "run", drop_list_nodes)
+    run = load(folder)
+    found = verdicts(run)
+    missing = [v for v in found if v.slo == "read LIST nodes (cluster)" and v.step_index == 1]
+    assert len(missing) == 1 and missing[0].count == 0 and missing[0].outcome == "no samples"
+    assert {v.step_index for v in found if v.slo == "read LIST nodes (cluster)"} == {0, 1, 2}
+    assert [v.step_index for v in found] == sorted(v.step_index for v in found)
+    unjudged = sum(v.passed is None for v in found)
+    assert f"{unjudged} not judged" in banner(run, found)["counts"]
+    html = write_report(folder).read_text(encoding="utf-8")
+    table = html[html.index('<h2 id="slo">'):html.index('<h2 id="charts">')]
+    assert "entries with fewer than 5 samples are shown as few samples and not judged" in table
+    cells = re.findall(r'<td class="n (skip|pass|fail|muted)"', table)
+    assert "muted" not in cells  # no "—" cell
+    assert cells.count("skip") == unjudged
+    assert "few samples: max of 4" in table and "no samples" in table
 
 
 def test_plan_thresholds_override_defaults_and_missing_ones_fall_back() -> None:

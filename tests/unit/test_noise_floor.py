@@ -1,0 +1,147 @@
+"""The noise floor: measured from recorded runs (benchmarks/noise_floor.py and noise.measure), written, read back."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import noise_floor as bench
+from loadtests.errors import CompareError
+from loadtests.report import noise
+from loadtests.report.samples import load_side
+from tests.unit.noisedata import NOISE_RUNS, recorded_floor
+from tests.unit.reportdata import SAMPLE, edited_run, repeated_run
+
+
+def _post_pods(p99: float, bound: str = "", step: int | None = None):
+    def edit(data: dict[str, Any]) -> None:
+        for s in data["steps"]:
+            if step is not None and s["index"] != step:
+                continue
+            for entry in s["server"]:
+                if entry["verb"] == "POST" and entry["resource"] == "pods":
+                    entry.update(p99=p99, bounds={"p99": bound} if bound else {})
+    return edit
+
+
+def test_the_spread_is_the_highest_run_over_the_lowest(tmp_path: Path) -> None:
+    floor = recorded_floor(tmp_path / "noise")
+    assert floor.plan == "default" and floor.runs == len(NOISE_RUNS)
+    post = floor.records["server_mutating: POST pods"]
+    assert post.spread_pct == pytest.approx((1.1 / 0.9 - 1) * 100, abs=0.001)
+    assert post.runs == 5 and post.plan == "default" and post.date == "2026-12-01"
+    # the largest absolute range is at the largest step: 118.9 ms x (1.1 - 0.9)
+    assert post.spread_abs == pytest.approx(0.1189 * 0.2)
+    # what the noise runs did not move has no spread: any change past its threshold is beyond it
+    assert floor.records["cpu: kube-apiserver"].spread_pct == 0.0
+    assert floor.records["errors: 5xx server errors"].spread_pct == 0.0
+    assert post.allows(0.100, 0.122) and not post.allows(0.100, 0.1225)
+    assert not floor.records["cpu: kube-apiserver"].allows(20.0, 20.5)
+
+
+def test_bounds_and_too_few_runs_are_no_measured_spread(tmp_path: Path) -> None:
+    # POST pods "< 50 ms" in every run at every step: all the histogram says, not a spread
+    runs = repeated_run(tmp_path / "bounded", NOISE_RUNS, _post_pods(0.05, "<"))
+    floor = noise.measure(load_side(runs, "noise"), date="2026-12-01")
+    assert "server_mutating: POST pods" not in floor.records
+    assert floor.unmeasured["server_mutating: POST pods"] == "only a histogram bound in a run at every step"
+    record, why = floor.lookup(("server_mutating", "POST pods"), {"default"})
+    assert record is None and "only a histogram bound" in why
+    # a bound at one step only: the other steps' values are the measured spread
+    one = repeated_run(tmp_path / "one", NOISE_RUNS, _post_pods(0.05, "<", step=0))
+    spread = noise.measure(load_side(one, "noise"), date="d").records["server_mutating: POST pods"]
+    assert spread.step in ("500 nodes", "1000 nodes")
+    # two runs give no spread (fewer than stats.MIN_SAMPLES)
+    two = noise.measure(load_side(repeated_run(tmp_path / "two", (1.0, 1.2)), "noise"), date="d")
+    assert two.records == {} and all("fewer than 3 runs" in why for why in two.unmeasured.values())
+
+
+def test_a_count_from_zero_is_weighed_by_its_range(tmp_path: Path) -> None:
+    counts = iter([0, 0, 2, 1, 0])
+
+    def some_5xx(data: dict[str, Any]) -> None:
+        data["steps"][0]["requests_by_code"]["503"] = next(counts)
+
+    floor = noise.measure(load_side(repeated_run(tmp_path / "errors", NOISE_RUNS, some_5xx), "noise"), date="d")
+    record = floor.records["errors: 5xx server errors"]
+    assert record.spread_pct is None and record.spread_abs == 2.0  # a run gave 0: no relative spread
+    assert record.allows(0.0, 2.0) and not record.allows(0.0, 3.0)
+    assert "2 apart, a run gave 0" in record.text
+    step = noise.StepSpread(0, "s", 1, (0.0, 0.0, 2.0))
+    assert math.isinf(step.spread_pct) and step.measured
+
+
+def test_the_floor_applies_to_its_own_plan_only(tmp_path: Path) -> None:
+    floor = recorded_floor(tmp_path / "noise")
+    assert floor.lookup(("pod_startup", "p99"), {"default"})[0] is not None
+    record, why = floor.lookup(("pod_startup", "p99"), {"smoke"})
+    assert record is None and why == "the noise floor was measured on plan default, not smoke"
+    record, why = noise.NoiseFloor().lookup(("pod_startup", "p99"), {"default"})
+    assert record is None and why.startswith("no noise floor recorded")
+
+
+def test_the_json_round_trips_and_a_bad_file_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    floor = recorded_floor(tmp_path / "noise")
+    path = tmp_path / "floor.json"
+    path.write_text(json.dumps(floor.to_dict()))
+    read = noise.load(path)
+    assert read.records == floor.records and read.plan == "default" and read.runs == 5
+    assert read.source == str(path) and str(path) in read.describe()
+    monkeypatch.setenv(noise.NOISE_FLOOR_ENV, str(path))
+    assert noise.load().records == floor.records
+    for text, words in (("not json", "not JSON"), ('{"figures": []}', "a `figures` mapping"),
+                        ('{"figures": {"x: y": {"chart": "x"}}}', "not a noise record")):
+        path.write_text(text)
+        with pytest.raises(CompareError, match=words) as refused:
+            noise.load(path)
+        assert "\n" not in str(refused.value)
+    with pytest.raises(CompareError, match="no such file"):
+        noise.load(tmp_path / "nowhere.json")
+
+
+def test_the_shipped_noise_floor_is_readable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(noise.NOISE_FLOOR_ENV, raising=False)
+    shipped = noise.load()
+    assert shipped.source == "loadtests/data/noise_floor.json" and shipped.note
+    assert all(r.plan == shipped.plan and r.runs >= 3 for r in shipped.records.values())
+
+
+def _bench(tmp_path: Path, *folders: Path) -> tuple[int, Path, Path, Path]:
+    md, js, raw = tmp_path / "out" / "noise_floor.md", tmp_path / "out" / "noise_floor.json", tmp_path / "raw"
+    code = bench.main(["--from-results", *map(str, folders), "--out", str(md), "--json", str(js), "--raw", str(raw)])
+    return code, md, js, raw
+
+
+def test_the_benchmark_writes_the_table_the_json_and_the_raw_results(tmp_path: Path) -> None:
+    runs = repeated_run(tmp_path / "runs", NOISE_RUNS)
+    code, md, js, raw = _bench(tmp_path, runs)
+    assert code == 0
+    text = md.read_text(encoding="utf-8")
+    assert text.startswith("# Noise floor: the default plan run 5 times (")
+    assert "Command: `.venv/bin/python benchmarks/noise_floor.py --from-results" in text
+    assert "| figure | 100 nodes | 500 nodes | 1,000 nodes | largest spread (step) |" in text
+    assert "| server p99 POST pods | 41.0 ms (36.9 ms–45.1 ms, +22 %) |" in text
+    floor = noise.load(js)
+    assert floor.records["server_mutating: POST pods"].spread_pct == pytest.approx(22.222, abs=0.001)
+    assert floor.command.startswith(".venv/bin/python benchmarks/noise_floor.py --from-results")
+    assert floor.machine.startswith("8 cores")  # the machine the runs recorded
+    files = sorted(raw.glob("*.results.json.gz"))
+    assert len(files) == 5
+    first = json.loads(gzip.decompress(files[0].read_bytes()))
+    assert first["run_id"].endswith("-repeat-1") and first["steps"]
+
+
+def test_the_benchmark_leaves_out_aborted_runs_and_needs_three(tmp_path: Path) -> None:
+    runs = repeated_run(tmp_path / "runs", NOISE_RUNS[:3])
+    edited_run(SAMPLE, runs / "repeat-4", lambda data: data.update(status="aborted", error="stopped"))
+    code, md, js, raw = _bench(tmp_path, runs)
+    assert code == 0
+    assert noise.load(js).runs == 3 and len(list(raw.glob("*.gz"))) == 3
+    assert "repeat-4: aborted (stopped): left out" in md.read_text(encoding="utf-8")
+    code, *_ = _bench(tmp_path / "few", repeated_run(tmp_path / "few-runs", NOISE_RUNS[:2]))
+    assert code == 2
