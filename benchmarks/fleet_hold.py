@@ -9,7 +9,7 @@ A size "held" when no node turned NotReady and no Lease lapsed (lag below its 40
 
 It records the control plane's CPU per 1,000 held nodes (the largest over the sizes held) in
 loadtests/data/sizing.json, which the sizing check reads, and keeps its raw rows in
-benchmarks/results/raw/fleet_hold.json.gz.
+benchmarks/results/raw/<results file's name>.json.gz.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from loadtests.kube.rest import RestClient  # noqa: E402
 from loadtests.measure.cluster_health import CpuMeter, LeaseLists, name_of, node_figures, node_state  # noqa: E402
 
 COMPONENTS = ["etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok"]
-RAW = Path(__file__).parent / "results" / "raw" / "fleet_hold.json.gz"
+RAW_DIR = Path(__file__).parent / "results" / "raw"  # the raw rows, as <results file's name>.json.gz
 
 
 def lease_cores(rows: list[dict[str, object]]) -> dict[str, object] | None:
@@ -101,8 +101,9 @@ def main() -> int:
         rows.append(row)
         print(f"{size} nodes: {'held' if row['held'] else 'did NOT hold'}; max NotReady {row['nodes_not_ready']:.0f}, "
               f"max Lease lag {row['lease_lag_s']:.1f} s", flush=True)
+    default_out = parser.get_default("out")
     command = (f".venv/bin/python benchmarks/fleet_hold.py --sizes {' '.join(map(str, args.sizes))} "
-               f"--hold-s {args.hold_s:g}")
+               f"--hold-s {args.hold_s:g}" + ("" if args.out == default_out else f" --out {args.out.name}"))
     lines = results_head(
         f"Fleet hold: N idle kwok nodes kept Ready for {args.hold_s:.0f} s",
         f"Kubernetes {bins.kube_version}, heartbeat factor 1 (Leases of 40 s renewed every 10 s).",
@@ -124,9 +125,10 @@ def main() -> int:
                       "1,000 idle nodes (the largest over the sizes that held)."]
         sizing.record(sizing.LEASE_CORES, cost, command)
     args.out.write_text("\n".join(lines) + "\n")
-    RAW.parent.mkdir(parents=True, exist_ok=True)
-    RAW.write_bytes(gzip.compress(json.dumps({"command": command, "rows": rows}, indent=1).encode()))
-    print(f"written: {args.out}, {RAW}")
+    raw = RAW_DIR / f"{args.out.stem}.json.gz"
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_bytes(gzip.compress(json.dumps({"command": command, "rows": rows}, indent=1).encode()))
+    print(f"written: {args.out}, {raw}")
     return 0
 
 
