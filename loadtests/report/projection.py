@@ -15,8 +15,10 @@ The one whose values fit the measured points better, in the figure's own units, 
 - the prediction interval of both models averaged, each weighted by its likelihood on the steps (the residual
   sum of squares that chose the model, RSS^(−n/2)): a choice the steps barely make is not taken as certain;
 - the leave-one-out error: each step left out in turn, the others refitted (with both models while two points
-  cannot choose between them), the worst relative miss per doubling of nodes between the left-out step and the
-  nearest kept one (a miss across less than a doubling counts as across one), times the doublings from the
+  cannot choose between them), its relative miss per doubling of nodes between the left-out step and the
+  nearest kept one (a miss across less than a doubling counts as across one); the n misses are samples of how far
+  the fit misses a step it has not seen, so the band takes the 95 % prediction bound of the next one (Student t
+  with n−1 degrees of freedom times √(1 + 1/n) times their root mean square), times the doublings from the
   measured steps to the projected scale. Collinear steps have no residuals, but a model that the remaining steps
   fit as well predicts the left-out one differently, so their band is not falsely narrow.
 
@@ -225,10 +227,22 @@ class Fit(Model):
             distance = np.maximum(0.0, np.maximum(lx - high, low - lx)) / math.log(2)
         return np.nan_to_num(distance, nan=0.0)
 
+    @property
+    def loo_error_bound(self) -> float:
+        """The 95 % prediction bound of the next error per doubling, from the n leave-one-out errors seen: they
+        are n samples of how far this fit misses a step it did not see, so a new step may miss by up to
+        t(n−1)·√(1 + 1/n) times their root mean square (the largest of three is no bound on the fourth)."""
+        errors = [m.per_doubling for m in self.left_out]
+        if len(errors) < 2:
+            return self.loo_per_doubling
+        rms = math.sqrt(sum(e * e for e in errors) / len(errors))
+        t = float(stats.t.ppf((1 + CONFIDENCE) / 2, len(errors) - 1))
+        return max(self.loo_per_doubling, t * math.sqrt(1 + 1 / len(errors)) * rms)
+
     def loo_half_width(self, x: Any) -> np.ndarray:
-        """The least half-width of the band at x: the worst leave-one-out error per doubling, times the doublings
-        from the fitted steps to x (0 inside them, where the prediction intervals speak)."""
-        return np.abs(self.predict(x)) * self.loo_per_doubling * self.beyond(x)
+        """The least half-width of the band at x: the bound of the next leave-one-out error per doubling, times
+        the doublings from the fitted steps to x (0 inside them, where the prediction intervals speak)."""
+        return np.abs(self.predict(x)) * self.loo_error_bound * self.beyond(x)
 
     def averaged_interval(self, x: Any) -> tuple[np.ndarray, np.ndarray]:
         """The 95 % interval of the candidates' predictions averaged by their weights (a mixture of their
