@@ -66,10 +66,10 @@ def write_table(folders: list[Path], command: str, minutes: float | None) -> Non
     if folders:
         first = json.loads((folders[0] / LESSON_RESULTS).read_text())
         versions = f"Kubernetes {first['kube_version']}; "
-    took = f" ({minutes:.0f} min)" if minutes is not None else ""
+    took = f" The run took {minutes:.0f} min." if minutes is not None else ""
     head = results_head("Lessons of the field reports, each variant repeated",
-                        f"{versions}each run on a fresh control plane; the verdicts weigh the runs' own spread.",
-                        command + took, ["lesson", "verdict", "deciding figure", "warned (sweep: last step)",
+                        f"{versions}each run on a fresh control plane; the verdicts weigh the runs' own spread.{took}",
+                        command, ["lesson", "verdict", "deciding figure", "warned (sweep: last step)",
                                          "against", "effect", "why"])
     table = lessons_table(folders).splitlines()[2:]
     headlines = []
