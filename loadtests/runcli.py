@@ -495,8 +495,7 @@ def json_verdict(folder: Path) -> str:
     first = next((c for c in data["comparisons"] if c["measure"] == data.get("deciding")), None)
     if first is None:
         return f"{data['verdict']} ({data['headline']})" if data.get("headline") else data["verdict"]
-    effect = "∞" if first["effect_infinite"] else "—" if first["effect"] is None else f"{first['effect']:.2f}"
-    return f"{data['verdict']} ({first['measure']}: ×{effect} against {first['against']}; {first['reason']})"
+    return f"{data['verdict']} ({first['measure']} against {first['against']}: {first['reason']})"
 
 
 def variant_states(folder: Path) -> dict[str, str]:

@@ -587,9 +587,8 @@ def lesson_verdict(lesson: Lesson, comparisons: list[Comparison], variants: list
         return INCOMPLETE, f"no verdict: {', '.join(unfinished)}"
     deciding = [c for c in comparisons if c.measure == lesson.deciding.name]
     found = {c.verdict for c in deciding}
-    headline = "; ".join(f"{c.measure}: {times(c.effect)} "
-                         + (f"({c.against} to last)" if lesson.growth else f"(warned / {c.against})")
-                         + f": {c.reason}" for c in deciding)
+    headline = "; ".join(f"{c.measure} " + (f"({c.against} to last)" if lesson.growth else f"(warned / {c.against})")
+                         + f": {c.reason}" for c in deciding)  # each reason starts with the effect
     if not found or found == {"not measured"}:
         return "not measured", headline
     if found & {SINGLE_RUN, TOO_FEW_RUNS}:
