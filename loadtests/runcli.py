@@ -440,6 +440,9 @@ def cmd_lesson(args: argparse.Namespace) -> int:
         raise PlanError(f"name a lesson (or `all`); known lessons: {', '.join(lesson_mod.names())}")
     wanted = lesson_mod.names() if args.names == ["all"] else args.names
     lessons = [lesson_mod.load(name) for name in wanted]  # an unknown name is refused before anything runs
+    if args.repeat == 0:
+        raise PlanError(f"--repeat 0: each variant needs at least one run ({lesson_mod.DEFAULT_REPEAT}, the default, "
+                        "for a verdict)")
     plans = {}
     for found in lessons:
         for variant in found.variants:

@@ -71,6 +71,10 @@ def test_list_and_unknown_name_via_the_cli() -> None:
     assert listed.returncode == 0
     lines = [line for line in listed.stdout.splitlines() if line.strip()]
     assert len(lines) == len(lesson_mod.names()) and lines[0].startswith("anti-affinity ")
+    none = loadtest("lesson", "etcd-disk", "--repeat", "0", timeout=60)
+    assert none.returncode == 2
+    assert error_lines(none) == ["loadtest: --repeat 0: each variant needs at least one run (3, the default, for a "
+                                 "verdict)"]
     unknown = loadtest("lesson", "endpoint-fanout", timeout=60)
     assert unknown.returncode == 2
     assert error_lines(unknown) == [f"loadtest: unknown lesson 'endpoint-fanout'; known lessons: "
