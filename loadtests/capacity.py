@@ -108,6 +108,14 @@ class CapacitySummary:
     failed: int | None  # the smallest scale that did not hold
     cause: list[str]  # what broke at `failed`
     max_nodes: int | None = None
+    judged: tuple[int, int] | None = None  # SLO checks judged at `held`, of all there: "held" rests on those only
+
+    @property
+    def judged_text(self) -> str:
+        """" (3 of 11 SLO checks judged there)" where some had too few samples to judge; "" where all were."""
+        if self.judged is None or self.judged[0] == self.judged[1]:
+            return ""
+        return f" ({self.judged[0]} of {self.judged[1]} SLO checks judged there; the others had too few samples)"
 
     def line(self) -> str:
         if self.held is None and self.failed is not None:
@@ -115,9 +123,9 @@ class CapacitySummary:
         if self.failed is None:
             limit = (f" (the search stopped at its limit of {self.max_nodes:,} nodes; no breaking point below it)"
                      if self.max_nodes else "")
-            return f"largest scale where every SLO held: {self.held or 0:,} nodes{limit}"
-        return (f"largest scale where every SLO held: {self.held or 0:,} nodes; at {self.failed:,}: "
-                f"{'; '.join(self.cause)}")
+            return f"largest scale where every SLO held: {self.held or 0:,} nodes{self.judged_text}{limit}"
+        return (f"largest scale where every SLO held: {self.held or 0:,} nodes{self.judged_text}; at "
+                f"{self.failed:,}: {'; '.join(self.cause)}")
 
 
 def summarize(run: RunResult, max_nodes: int | None = None) -> CapacitySummary:
@@ -126,5 +134,12 @@ def summarize(run: RunResult, max_nodes: int | None = None) -> CapacitySummary:
     held = [s.nodes for s in run.steps if not step_failures(s, limits)]
     failed = [s for s in run.steps if step_failures(s, limits)]
     first_failed = min(failed, key=lambda s: s.nodes) if failed else None
+    judged = None
+    if held:
+        largest = max((s for s in run.steps if s.nodes == max(held) and not step_failures(s, limits)),
+                      key=lambda s: s.index)
+        found = [v for v in step_verdicts(largest, limits) if v.count > 0]  # SLOs with no request: none to judge
+        judged = (sum(v.passed is not None for v in found), len(found))
     return CapacitySummary(held=max(held) if held else None, failed=first_failed.nodes if first_failed else None,
-                           cause=step_failures(first_failed, limits) if first_failed else [], max_nodes=max_nodes)
+                           cause=step_failures(first_failed, limits) if first_failed else [], max_nodes=max_nodes,
+                           judged=judged)

@@ -82,6 +82,13 @@ def test_the_summary_names_the_breaking_point_from_results_alone() -> None:
                               "nodes NotReady")
     only_good = RunResult("r", plan.to_dict(), {}, steps=[result(0, 100)])
     assert "stopped at its limit of 400 nodes" in summarize(only_good, max_nodes=400).line()
+    # a held step whose p99s rest on too few requests says how few of its checks were judged
+    few = result(0, 100)
+    few.server[0] = ServerLatency("POST", "pods", "namespace", "", "", 3, 0.01, 0.05, 0.1)
+    few.server.append(ServerLatency("GET", "pods", "namespace", "", "", 500, 0.01, 0.05, 0.1))
+    line = summarize(RunResult("r", plan.to_dict(), {}, steps=[few])).line()
+    assert line == ("largest scale where every SLO held: 100 nodes (1 of 2 SLO checks judged there; the others had "
+                    "too few samples)")
 
 
 def test_planned_steps_stop_growing_after_a_saturated_step() -> None:
