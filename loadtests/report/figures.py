@@ -9,7 +9,7 @@ the comparison can never disagree about what was measured or where it came from.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from loadtests.report.slo import classify, thresholds
 from loadtests.results import RunResult, StepResult
@@ -42,6 +42,11 @@ class Series:
     values: list[float | None]
     rule: str | None = None  # "latency" | "memory" | "cpu" | "errors_5xx" | "throttled_429"
     slo_line: bool = False  # a threshold drawn as a dashed horizontal line, not a measurement
+    # per step, as values: "<" or ">" where the value is only a histogram bound (results.ServerLatency.bounds)
+    bounds: list[str] = field(default_factory=list)
+
+    def bound(self, position: int) -> str:
+        return self.bounds[position] if position < len(self.bounds) else ""
 
     @property
     def key(self) -> str:
@@ -113,7 +118,7 @@ def _code_sum(step: StepResult, match: Callable[[str], bool]) -> float:
 
 def _server_series(run: RunResult) -> list[Series]:
     """p99 per SLO'd verb/resource/scope, on the chart of its SLO class, with the class threshold drawn."""
-    by_name: dict[str, tuple[str, list[float | None]]] = {}
+    by_name: dict[str, tuple[str, list[float | None], list[str]]] = {}
     for i, step in enumerate(run.steps):
         for entry in step.server:
             kind = classify(entry)
@@ -121,11 +126,12 @@ def _server_series(run: RunResult) -> list[Series]:
                 continue
             name, slo_class, _ = kind
             chart = "server_" + slo_class.replace(" ", "_")
-            values = by_name.setdefault(name, (chart, [None] * len(run.steps)))[1]
+            _, values, bounds = by_name.setdefault(name, (chart, [None] * len(run.steps), [""] * len(run.steps)))
             values[i] = entry.p99
+            bounds[i] = entry.bounds.get("p99", "")
     limits = thresholds(run)
-    found = [Series(chart, name.split(" ", 1)[1], values, rule="latency")
-             for name, (chart, values) in by_name.items()]
+    found = [Series(chart, name.split(" ", 1)[1], values, rule="latency", bounds=bounds)
+             for name, (chart, values, bounds) in by_name.items()]
     for chart in sorted({s.chart for s in found}):
         key = chart.removeprefix("server_") + "_p99_s"  # mutating_p99_s, read_resource_p99_s, ...
         found.append(Series(chart, f"SLO {float(limits[key]):g} s", [float(limits[key])] * len(run.steps),

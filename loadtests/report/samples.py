@@ -16,7 +16,6 @@ from pathlib import Path
 
 from loadtests.errors import CompareError
 from loadtests.report import figures
-from loadtests.report.slo import classify
 from loadtests.results import RESULTS_FILE, RunResult, StepResult, load
 
 REPEAT_DIR = re.compile(r"repeat-(\d+)")
@@ -133,36 +132,19 @@ def load_side(folders: Path | Sequence[Path], label: str, force: bool = False, v
     return Side(label=label, runs=runs, folders=paths, notes=notes)
 
 
-def figure_bounds(run: RunResult) -> dict[Key, dict[int, str]]:
-    """The bound of each server p99 figure per step where the histogram gave only a bound ("<": the rank fell in
-    the first bucket, ">": in the open last one; see results.ServerLatency.bounds). Keys as figures.series
-    names the server series: chart "server_<class>", name the SLO's name without its class word."""
-    found: dict[Key, dict[int, str]] = {}
-    for step in run.steps:
-        for entry in step.server:
-            kind = classify(entry)
-            bound = entry.bounds.get("p99", "")
-            if kind is None or not bound:
-                continue
-            name, slo_class, _ = kind
-            found.setdefault(("server_" + slo_class.replace(" ", "_"), name.split(" ", 1)[1]), {})[step.index] = bound
-    return found
-
-
 def readings(side: Side, every: bool = False) -> tuple[Readings, dict[Key, str | None]]:
     """Every compared figure's readings per step across the side's runs, and each figure's rule (None for a figure
     that is shown only); `every` takes the shown-only figures too. SLO threshold lines are not measurements."""
     found: Readings = {}
     rules: dict[Key, str | None] = {}
     for run in side.runs:
-        bounds = figure_bounds(run)
         for s in figures.series(run):
             if s.slo_line or not (s.rule or every):
                 continue
             key = (s.chart, s.name)
             rules.setdefault(key, s.rule)
             per_step = found.setdefault(key, {})
-            for step, value in zip(run.steps, s.values, strict=True):
+            for position, (step, value) in enumerate(zip(run.steps, s.values, strict=True)):
                 if value is not None:
-                    per_step.setdefault(step.index, []).append((float(value), bounds.get(key, {}).get(step.index, "")))
+                    per_step.setdefault(step.index, []).append((float(value), s.bound(position)))
     return found, rules
