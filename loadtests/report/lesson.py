@@ -413,14 +413,13 @@ class Growth:
     per_node: float | None  # slope of a least-squares line over every run's value, in the measure's unit per node
     projected: float | None = None  # at the field report's scale, from the projection fit
     band: tuple[float, float] | None = None
-    fit: str = ""
+    fit: str = ""  # the model fitted, or why the steps cannot carry a projection
     per_node_ci: tuple[float, float] | None = None  # 95 % interval of the slope (from the runs' scatter)
     curvature: float | None = None  # the quadratic term of value = a + b·n + c·n², per node²
     curvature_ci: tuple[float, float] | None = None
     shape: str = ""  # "linear per node" | "sub-linear" | "super-linear" | single run / too few runs
     claim_per_node: float | None = None  # the field report's figure over its nodes
     magnitude: str = ""  # the measured per-node figure against the report's, in words
-    not_projectable: str = ""  # why no projection is given, where one is not
 
 
 def _slope_interval(xs: list[float], ys: list[float]) -> tuple[float, tuple[float, float] | None]:
@@ -482,7 +481,7 @@ def growth(measure: Measure, runs: VariantRuns, claim: dict[str, Any]) -> tuple[
     fitted = fit([p[0] for p in points], [p[1] for p in points]) if len(points) >= 3 else None
     why = fitted.not_projectable(measure.unit) if fitted is not None else ""
     if why:
-        found.fit = found.not_projectable = f"{NOT_PROJECTABLE}: {why}"
+        found.fit = f"{NOT_PROJECTABLE}: {why}"  # the page's fit column says why no projection is given
     elif fitted is not None and at_nodes:
         found.projected = float(fitted.predict([at_nodes])[0])
         low, high = fitted.interval([at_nodes])
