@@ -7,6 +7,7 @@ Every test asserts on processes and ports (nothing of the run is left), not on m
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -121,12 +122,15 @@ def test_a_killed_harness_leaves_no_control_plane(faulty) -> None:
 
 @pytest.fixture()
 def tiny_filesystem(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs, so the results folder can be filled on purpose (needs root)."""
+    """A small tmpfs, so the results folder can be filled on purpose (needs root).
+
+    Large enough for a finished step's results, report and kept /metrics pages, so that the disk fills when the
+    test fills it and not before."""
     mount = tmp_path / "tiny"
     mount.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a tmpfs needs root")
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True,
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True,
                           text=True, check=False)
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
@@ -137,14 +141,14 @@ def tiny_filesystem(tmp_path: Path) -> Iterator[Path]:
 
 
 def fill(folder: Path) -> None:
-    """Take every free byte of the filesystem."""
-    with open(folder / "filler", "wb") as handle:
-        try:
+    """Take every free byte of the filesystem (it may be full already: the run writes there too)."""
+    try:
+        with open(folder / "filler", "wb") as handle:
             while True:
                 handle.write(b"\0" * (1 << 16))
                 handle.flush()
-        except OSError:
-            pass
+    except OSError as error:
+        assert error.errno == errno.ENOSPC, error
 
 
 def test_a_full_disk_ends_the_run_in_one_line_and_keeps_finished_steps(faulty, tiny_filesystem: Path) -> None:
