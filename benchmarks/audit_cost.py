@@ -1,15 +1,21 @@
 """What the apiserver's audit log costs: the same step run with auditing off and on, alternating, side by side.
 
 Each run is `loadtest run` of one step (the default plan's load at N nodes) on a fresh control plane; the
-runs alternate off, on, off, on ... so a drift of the machine falls on both sides. Per run: kube-apiserver
+pairs alternate their order (off-on, on-off, off-on ...), so a steady drift of the machine falls on both sides. Per run: kube-apiserver
 CPU (psutil, over the measured window) per 1,000 requests it served, the requests audited, the log's size.
 
-    .venv/bin/python benchmarks/audit_cost.py [--nodes 500] [--pairs 2] [--duration-s 60] [--out FILE.md]
+The cost is read from the pairs: each pair's on − off difference, so a drift of the machine across the benchmark
+(which can exceed the effect: compare the "off" runs with each other) cancels within a pair. The pairs'
+differences are tested against zero with the exact Wilcoxon signed-rank test (6 pairs are the fewest that can
+reach p < 0.05 two-sided). Each run's results.json is kept gzip-compressed in benchmarks/results/raw/audit_cost/.
+
+    .venv/bin/python benchmarks/audit_cost.py [--nodes 500] [--pairs 6] [--duration-s 60] [--out FILE.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import statistics
 import subprocess
 import sys
@@ -17,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from scipy import stats as scipy_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -25,6 +32,7 @@ from loadtests import plan as plan_mod  # noqa: E402
 from loadtests import results  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
+RAW = Path(__file__).resolve().parent / "results" / "raw" / "audit_cost"
 
 
 def write_plan(folder: Path, nodes: int, duration_s: float, audit: bool) -> Path:
@@ -46,6 +54,8 @@ def run_once(folder: Path, nodes: int, duration_s: float, audit: bool, index: in
     plan = write_plan(folder, nodes, duration_s, audit)
     subprocess.run([str(REPO / ".venv/bin/loadtest"), "run", "--plan", str(plan), "--out", str(out), "--no-gate"],
                    check=True, stdout=subprocess.DEVNULL)
+    RAW.mkdir(parents=True, exist_ok=True)
+    (RAW / f"{out.name}.results.json.gz").write_bytes(gzip.compress((out / results.RESULTS_FILE).read_bytes()))
     step = results.load(out).steps[0]
     apiserver = next(p for p in step.processes if p.component == "kube-apiserver")
     machine = step.health.summary.get("cpu_machine_avg")
@@ -57,24 +67,52 @@ def run_once(folder: Path, nodes: int, duration_s: float, audit: bool, index: in
             "window_s": step.duration_s}
 
 
+def pair_lines(rows: list[dict[str, float]]) -> list[str]:
+    """The cost as the pairs measure it, set against the drift of the "off" runs across the benchmark."""
+    pairs = [(a, b) if not a["audit"] else (b, a) for a, b in zip(rows[0::2], rows[1::2], strict=True)]
+    points = [on["cpu_percent"] - off["cpu_percent"] for off, on in pairs]
+    share = [100 * (on["cpu_percent"] / off["cpu_percent"] - 1) for off, on in pairs]
+    per_request = [100 * (on["cpu_ms_per_1000"] / off["cpu_ms_per_1000"] - 1) for off, on in pairs]
+    offs = [off["cpu_percent"] for off, _ in pairs]
+    lines = ["", f"Per pair (on − off, each pair side by side): {', '.join(f'{p:+.1f}' for p in points)} points of a "
+                 f"core; {min(share):+.1f} % to {max(share):+.1f} % of kube-apiserver's CPU (median "
+                 f"{statistics.median(share):+.1f} %), {min(per_request):+.1f} % to {max(per_request):+.1f} % per "
+                 "request served.",
+             f"Drift of the machine: the \"off\" runs ranged {min(offs):.1f}-{max(offs):.1f} % of a core "
+             f"({max(offs) - min(offs):.1f} points) across the benchmark, against a median pair difference of "
+             f"{statistics.median(points):+.1f} points."]
+    if len(points) < 2 or all(p == 0 for p in points):
+        return [*lines, "Too few pairs (or no difference) for a test."]
+    p_value = float(scipy_stats.wilcoxon(points, alternative="two-sided", method="exact").pvalue)
+    smallest = 2 / 2 ** len(points)
+    verdict = ("auditing costs CPU: the pairs differ from zero" if p_value < 0.05 else
+               "not distinguishable from zero at this many pairs" + (
+                   f" ({len(points)} pairs cannot reach p < 0.05: the smallest p is {smallest:.3f})"
+                   if smallest >= 0.05 else ""))
+    return [*lines, f"Wilcoxon signed-rank test of the pair differences (exact, two-sided): p = {p_value:.3f}; "
+                    f"{verdict}."]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=500)
-    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--duration-s", type=float, default=60.0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "audit_cost.md")
     args = parser.parse_args()
     rows = []
+    for old in RAW.glob("*.results.json.gz"):  # an earlier measurement's runs
+        old.unlink()
     with tempfile.TemporaryDirectory(prefix="audit-cost-") as tmp:
         for index in range(2 * args.pairs):
-            audit = index % 2 == 1
+            audit = (index % 2 == 1) != (index // 2 % 2 == 1)  # off-on, then on-off: a steady drift cancels
             row = run_once(Path(tmp), args.nodes, args.duration_s, audit, index)
             rows.append(row)
             print(f"run {index + 1}: audit {'on ' if audit else 'off'}: kube-apiserver {row['cpu_percent']:.1f} % "
                   f"of a core, {row['served']:,} requests, {row['audited']:,} audited", flush=True)
     lines = results_head(
         f"Audit log cost: kube-apiserver CPU with auditing off and on, {args.nodes:,} nodes",
-        f"the default plan's load, one {args.duration_s:.0f} s step per run, runs alternating off/on.",
+        f"the default plan's load, one {args.duration_s:.0f} s step per run, pairs alternating off-on and on-off.",
         f".venv/bin/python benchmarks/audit_cost.py --nodes {args.nodes} --pairs {args.pairs} "
         f"--duration-s {args.duration_s:g}",
         ["run", "audit", "kube-apiserver CPU", "requests served", "CPU per 1,000 requests", "requests audited",
@@ -95,8 +133,10 @@ def main() -> int:
                   f"({median(on, 'cpu_percent'):.1f} % vs {median(off, 'cpu_percent'):.1f} % of a core); "
                   f"per request served: {per_request:.2f}×. The audit log of a whole run (ramp, settling and "
                   f"window) was {median(on, 'log_bytes') / 2**20:.1f} MiB.",
+              *pair_lines(rows),
               "CPU: psutil over the measured window, 100 % = one core; requests served: apiserver_request_total "
-              "delta over the window."]
+              "delta over the window.",
+              "", "Raw results (each run's results.json): benchmarks/results/raw/audit_cost/."]
     args.out.write_text("\n".join(lines) + "\n")
     print(f"written: {args.out}")
     return 0

@@ -1,0 +1,224 @@
+"""What a bundled plan does on this machine: run it (or its capacity search) a few times on fresh control planes and
+record, per run and step, the outcome, where the CPU went and how close the node Leases came to expiring.
+
+The README's paragraphs on the default plan's report, the `large` plan and the capacity search quote the file
+this writes; the raw results (each run's results.json, gzip-compressed) are kept beside it so anyone can rebuild
+the table (`--from-raw`) and recheck a figure.
+
+    .venv/bin/python benchmarks/plan_runs.py --plan default                       # one run, the sample report
+    .venv/bin/python benchmarks/plan_runs.py --plan large --runs 2                # the large plan, twice
+    .venv/bin/python benchmarks/plan_runs.py --plan capacity --capacity           # `loadtest capacity`
+    .venv/bin/python benchmarks/plan_runs.py --plan large --from-raw              # rebuild the table, run nothing
+
+Written: benchmarks/results/plan_<plan>[_capacity].md and benchmarks/results/raw/plan_<plan>[_capacity]/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.markdown import results_head  # noqa: E402
+from loadtests import capacity, results  # noqa: E402
+from loadtests.report import page  # noqa: E402
+from loadtests.report.slo import step_verdicts, thresholds  # noqa: E402
+from loadtests.results import RunResult, ServerLatency, StepResult  # noqa: E402
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+COMPONENTS = ("kube-apiserver", "etcd", "kwok", "kube-controller-manager", "kube-scheduler")
+
+
+@dataclass
+class PlanRun:
+    """One run of the plan: its results, how long the command took end to end, and its exit code."""
+
+    results: RunResult
+    wall_s: float
+    exit_code: int
+
+
+def run_once(plan: str, out: Path, search: bool, force: bool) -> PlanRun:
+    """`loadtest run` (or `loadtest capacity`) of the plan into `out`; an SLO failing or a step saturating is a
+    finding here, not an error (--no-gate; the exit code is recorded)."""
+    loadtest = Path(sys.executable).with_name("loadtest")
+    command = [str(loadtest), "capacity" if search else "run", "--plan", plan, "--out", str(out),
+               *([] if search else ["--no-gate"]), *(["--force"] if force else [])]
+    print("$ " + shlex.join(command), flush=True)
+    started = time.monotonic()
+    code = subprocess.run(command, check=False).returncode
+    return PlanRun(results.load(out), time.monotonic() - started, code)
+
+
+def keep_raw(runs: list[PlanRun], folder: Path) -> None:
+    """Each run's results (with its wall time and exit code) gzip-compressed into `folder`, replacing an earlier
+    measurement's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.json.gz"):
+        old.unlink()
+    for index, run in enumerate(runs, 1):
+        data = {"wall_s": run.wall_s, "exit_code": run.exit_code, "results": results.to_dict(run.results)}
+        (folder / f"run-{index}.json.gz").write_bytes(gzip.compress(json.dumps(data).encode()))
+
+
+def read_raw(folder: Path) -> list[PlanRun]:
+    runs = []
+    for path in sorted(folder.glob("run-*.json.gz"), key=lambda p: int(p.name.split("-")[1].split(".")[0])):
+        data = json.loads(gzip.decompress(path.read_bytes()))
+        runs.append(PlanRun(results.from_dict(data["results"]), data["wall_s"], data["exit_code"]))
+    if not runs:
+        raise SystemExit(f"{folder}: no kept runs (run-N.json.gz); run the benchmark without --from-raw first")
+    return runs
+
+
+def cpu(step: StepResult, component: str) -> str:
+    found = [p for p in step.processes if p.component == component]
+    return f"{sum(p.cpu_percent for p in found):.0f} %" if found else "not measured"
+
+
+def outcome(step: StepResult, run: RunResult) -> str:
+    """"every SLO held (9 judged)", the checks that failed, or what did not converge."""
+    limits = thresholds(run)
+    failed = capacity.step_failures(step, limits)
+    if failed:
+        return ("**saturated**: " if step.status == "saturated" else "") + "; ".join(failed)
+    judged = sum(v.passed is not None for v in step_verdicts(step, limits) if v.count > 0)
+    return f"every SLO held ({judged} judged)"
+
+
+def p99(found: ServerLatency | None) -> str:
+    """The server-side p99 with its request count; a histogram bound says so."""
+    if found is None or found.p99 is None:
+        return "not measured"
+    bound = {"<": "under ", ">": "over "}.get(found.bounds.get("p99", ""), "")
+    return f"{bound}{page.in_unit(found.p99, 's')} ({found.count:,})"
+
+
+def server(step: StepResult, verb: str, resource: str, scope: str) -> ServerLatency | None:
+    return next((s for s in step.server if s.verb == verb and s.resource == resource and s.scope == scope
+                 and not s.subresource), None)
+
+
+def machine(step: StepResult) -> str:
+    summary = step.health.summary
+    avg, top = summary.get("cpu_machine_avg"), summary.get("cpu_machine_max")
+    if avg is None:
+        return "not measured"
+    return f"{avg:.0f} / {top:.0f} %" if top is not None else f"{avg:.0f} %"
+
+
+def short_of_asked(step: StepResult) -> str:
+    """The scenarios that achieved less than 90 % of what they were asked per second."""
+    short = [f"{r.scenario} {r.achieved_per_s:.1f} of {r.asked_per_s:g}/s" for r in step.rates
+             if r.per_second and r.asked_per_s and r.achieved_per_s < 0.9 * r.asked_per_s]
+    return "; ".join(short) or "none"
+
+
+def gib(value: float | None) -> str:
+    return f"{value / 2**30:.2f} GiB" if value else "not measured"
+
+
+def rss(step: StepResult, component: str) -> float | None:
+    found = [p.rss_max_bytes for p in step.processes if p.component == component]
+    return float(sum(found)) if found else None
+
+
+def lease(step: StepResult) -> str:
+    lag, of = step.health.summary.get("lease_lag_max_s"), step.health.summary.get("lease_duration_s")
+    if lag is None:
+        return "not measured"
+    return f"{lag:.1f} s" + (f" of {of:g} s" if of else "")
+
+
+def tables(runs: list[PlanRun]) -> list[str]:
+    """Two tables, a row per run and step: the outcome and where the CPU went; then the figures that grow."""
+    lines = ["| run | nodes | outcome | machine CPU (avg / max of "
+             f"{100 * (runs[0].results.environment.get('machine', {}).get('cpus') or 0):.0f} %) | "
+             + " | ".join(COMPONENTS) + " | harness | oldest Lease | nodes NotReady (max) |",
+             "|---" * (7 + len(COMPONENTS)) + "|"]
+    for index, run in enumerate(runs, 1):
+        for step in run.results.steps:
+            lines.append(f"| {index} | {step.nodes:,} | {outcome(step, run.results)} | {machine(step)} | "
+                         + " | ".join(cpu(step, c) for c in COMPONENTS) + f" | {cpu(step, 'harness')} | "
+                         f"{lease(step)} | {step.health.summary.get('nodes_not_ready_max', 'not measured')} |")
+    lines += ["", "| run | nodes | kube-apiserver RSS (max) | etcd db size | POST pods p99 (requests) | "
+              "LIST pods, cluster p99 (requests) | pod startup p99 (pods) | scenarios short of asked |",
+              "|---" * 8 + "|"]
+    for index, run in enumerate(runs, 1):
+        for step in run.results.steps:
+            startup = step.pod_startup
+            startup_text = (f"{page.in_unit(startup.p99, 's')} ({startup.count:,})" if startup.p99 is not None
+                            else "not measured")
+            lines.append(f"| {index} | {step.nodes:,} | {gib(rss(step, 'kube-apiserver'))} | "
+                         f"{page.in_unit(step.etcd.db_size_bytes, 'bytes') if step.etcd.db_size_bytes else 'not measured'} | "
+                         f"{p99(server(step, 'POST', 'pods', 'resource'))} | "
+                         f"{p99(server(step, 'LIST', 'pods', 'cluster'))} | {startup_text} | {short_of_asked(step)} |")
+    return lines
+
+
+def run_lines(runs: list[PlanRun], search: bool) -> list[str]:
+    """A line per run: how long it took, how it ended, and for a search its last line."""
+    lines = [""]
+    for index, run in enumerate(runs, 1):
+        minutes, seconds = divmod(round(run.wall_s), 60)
+        line = (f"Run {index} ({run.results.run_id}): {minutes} min {seconds:02d} s end to end, "
+                f"{run.results.status}, exit {run.exit_code}")
+        if run.results.error:
+            line += f" ({run.results.error})"
+        if search:
+            line += f"; {capacity.summarize(run.results).line()}"
+        lines.append(line + ".")
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plan", default="default")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--capacity", action="store_true", help="run `loadtest capacity` instead of `loadtest run`")
+    parser.add_argument("--force", action="store_true", help="pass --force (a plan beyond the sizing check)")
+    parser.add_argument("--from-raw", action="store_true", help="rebuild the table from the kept raw results")
+    args = parser.parse_args()
+    if args.runs < 1:
+        parser.error(f"--runs {args.runs}: at least 1")
+    name = f"plan_{args.plan}" + ("_capacity" if args.capacity else "")
+    raw = RESULTS_DIR / "raw" / name
+    command = (f".venv/bin/python benchmarks/plan_runs.py --plan {args.plan} --runs {args.runs}"
+               + (" --capacity" if args.capacity else "") + (" --force" if args.force else ""))
+    if args.from_raw:
+        runs = read_raw(raw)
+        command = json.loads(gzip.decompress((raw / "command.json.gz").read_bytes()))["command"]
+    else:
+        with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
+            runs = [run_once(args.plan, Path(tmp) / f"run-{i}", args.capacity, args.force)
+                    for i in range(1, args.runs + 1)]
+        keep_raw(runs, raw)
+        (raw / "command.json.gz").write_bytes(gzip.compress(json.dumps({"command": command}).encode()))
+    first = runs[0].results
+    versions = first.environment.get("versions", {})
+    what = "its capacity search" if args.capacity else "the plan"
+    lines = results_head(
+        f"The {args.plan} plan{' (capacity search)' if args.capacity else ''}: {len(runs)} run(s)",
+        f"Kubernetes {versions.get('kubernetes', 'version not recorded')}; {what} run {len(runs)} time(s) on "
+        "fresh control planes one after another. CPU in % of one core, mean over each measured window (over the "
+        "ramp for a saturated step); the oldest Lease is the most overdue renewal of the step.",
+        command, ["run", "nodes"])[:-2]
+    lines += tables(runs) + run_lines(runs, args.capacity)
+    lines += ["", f"Raw results (each run's results.json, its wall time and exit code): benchmarks/results/raw/{name}/."]
+    out = RESULTS_DIR / f"{name}.md"
+    out.write_text("\n".join(lines) + "\n")
+    print(f"written: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
