@@ -1,8 +1,9 @@
 """What the apiserver's audit log costs: the same step run with auditing off and on, alternating, side by side.
 
 Each run is `loadtest run` of one step (the default plan's load at N nodes) on a fresh control plane; the
-pairs alternate their order (off-on, on-off, off-on ...), so a steady drift of the machine falls on both sides. Per run: kube-apiserver
-CPU (psutil, over the measured window) per 1,000 requests it served, the requests audited, the log's size.
+pairs alternate their order (off-on, on-off, off-on ...), so a steady drift of the machine falls on both sides.
+Per run: kube-apiserver CPU (psutil, over the measured window) per 1,000 requests it served, the requests
+audited, the log's size.
 
 The cost is read from the pairs: each pair's on − off difference, so a drift of the machine across the benchmark
 (which can exceed the effect: compare the "off" runs with each other) cancels within a pair. The pairs'

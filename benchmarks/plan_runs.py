@@ -123,6 +123,10 @@ def short_of_asked(step: StepResult) -> str:
     return "; ".join(short) or "none"
 
 
+def size(value: float | None) -> str:
+    return page.in_unit(value, "bytes") if value else "not measured"
+
+
 def gib(value: float | None) -> str:
     return f"{value / 2**30:.2f} GiB" if value else "not measured"
 
@@ -159,7 +163,7 @@ def tables(runs: list[PlanRun]) -> list[str]:
             startup_text = (f"{page.in_unit(startup.p99, 's')} ({startup.count:,})" if startup.p99 is not None
                             else "not measured")
             lines.append(f"| {index} | {step.nodes:,} | {gib(rss(step, 'kube-apiserver'))} | "
-                         f"{page.in_unit(step.etcd.db_size_bytes, 'bytes') if step.etcd.db_size_bytes else 'not measured'} | "
+                         f"{size(step.etcd.db_size_bytes)} | "
                          f"{p99(server(step, 'POST', 'pods', 'resource'))} | "
                          f"{p99(server(step, 'LIST', 'pods', 'cluster'))} | {startup_text} | {short_of_asked(step)} |")
     return lines
@@ -213,7 +217,8 @@ def main() -> int:
         "ramp for a saturated step); the oldest Lease is the most overdue renewal of the step.",
         command, ["run", "nodes"])[:-2]
     lines += tables(runs) + run_lines(runs, args.capacity)
-    lines += ["", f"Raw results (each run's results.json, its wall time and exit code): benchmarks/results/raw/{name}/."]
+    lines += ["", "Raw results (each run's results.json, its wall time and exit code): "
+              f"benchmarks/results/raw/{name}/."]
     out = RESULTS_DIR / f"{name}.md"
     out.write_text("\n".join(lines) + "\n")
     print(f"written: {out}")
