@@ -12,7 +12,7 @@ from typing import Any
 from loadtests import binaries
 from loadtests.errors import LoadTestError, write_error_log
 from loadtests.runcli import count_arg
-from loadtests.shutdown import SHUTDOWN
+from loadtests.shutdown import SHUTDOWN, interrupt_reason
 
 
 def _say(message: str) -> None:
@@ -67,7 +67,9 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    for line in _orphan_lines():
+    from loadtests.controlplane.local import leftover_lines
+
+    for line in sum(leftover_lines(), []):
         _say(f"warning: {line}")
     plane = _local(args)
     info = plane.up(log=_say)
@@ -119,22 +121,15 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def _orphan_lines() -> list[str]:
-    from loadtests.controlplane.local import orphaned_clusters
-
-    return [f"orphaned: cluster {state.name} (its run, pid {state.owner_pid}, is gone): "
-            + ", ".join(state.running_names()) + "; ports " + ", ".join(f"{k}={v}" for k, v in state.ports.items())
-            + "; stop it: loadtest down --orphans"
-            for state in orphaned_clusters()]
-
-
 def cmd_status(args: argparse.Namespace) -> int:
+    from loadtests.controlplane.local import leftover_lines
+
     status = _local(args).status()
-    orphans = _orphan_lines()
+    orphans, stale = leftover_lines()
     if args.json:
-        print(json.dumps({**status, "orphans": orphans}, indent=1))
+        print(json.dumps({**status, "orphans": orphans, "stale": stale}, indent=1))
         return 0 if status["running"] else 1
-    for line in orphans:
+    for line in orphans + stale:
         _say(line)
     if not status["running"]:
         _say(f"cluster {args.name!r}: not running")
@@ -218,8 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     except LoadTestError as error:
         print(f"loadtest: {error}", file=sys.stderr)
         return error.exit_code
-    except KeyboardInterrupt:
-        print("loadtest: interrupted; everything it started has been stopped", file=sys.stderr)
+    except KeyboardInterrupt as interrupt:
+        print(f"loadtest: {interrupt_reason(interrupt)}; everything it started has been stopped", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 1

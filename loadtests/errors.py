@@ -60,16 +60,44 @@ class EnvironmentProblem(LoadTestError):
 MIN_FREE_BYTES = 1 << 20  # below this a folder's filesystem counts as full
 
 
-def disk_full(folder: Path) -> str | None:
-    """'disk full: ...' when the filesystem of `folder` (or of its nearest existing parent) is full."""
+NO_SPACE = "no space left on device"  # how Go and the C library say ENOSPC, in a component's log or an OSError
+
+
+def free_bytes(folder: Path) -> tuple[Path, int] | None:
+    """(the folder or its nearest existing parent, the free bytes of its filesystem); None if unknown."""
     probe = folder
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     try:
-        free = shutil.disk_usage(probe).free
+        return probe, shutil.disk_usage(probe).free
     except OSError:
         return None
+
+
+def disk_full(folder: Path) -> str | None:
+    """'disk full: ...' when the filesystem of `folder` (or of its nearest existing parent) is full."""
+    found = free_bytes(folder)
+    if found is None:
+        return None
+    probe, free = found
     return f"disk full: {probe} has {free} bytes free" if free < MIN_FREE_BYTES else None
+
+
+def full_disk_of(folders: list[Path], said: str) -> str | None:
+    """Which of `folders` is full: one below MIN_FREE_BYTES, or, where what failed said "no space left on
+    device" (etcd preallocates its WAL: it can run out with megabytes still free), the folder it named, else
+    the one with the least free bytes. None when no disk is full."""
+    for folder in folders:
+        if full := disk_full(folder):
+            return full
+    if NO_SPACE not in said.lower():
+        return None
+    known = [(folder, found) for folder in folders if (found := free_bytes(folder)) is not None]
+    if not known:
+        return f"disk full ({NO_SPACE})"
+    named = [item for item in known if str(item[0]) in said]
+    folder, (probe, free) = named[0] if named else min(known, key=lambda item: item[1][1])
+    return f"disk full: {probe} has {free:,} bytes free ({NO_SPACE})"
 
 
 def write_error_log(folder: Path, error: BaseException) -> Path:

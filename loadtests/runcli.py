@@ -159,16 +159,11 @@ def check_runnable(plan: Plan, args: argparse.Namespace, *, orphans: bool = True
 
 
 def warn_about_orphans() -> None:
-    """Name clusters of killed runs that still run; remove the folders (keys) of those that stopped."""
-    import shutil
+    """Name what runs that are gone left behind: clusters that still run, and folders that hold their keys."""
+    from loadtests.controlplane.local import leftover_lines
 
-    from loadtests.controlplane.local import orphaned_clusters, stale_clusters
-
-    for state in orphaned_clusters():
-        _say(f"warning: cluster {state.name} of a run that is gone still runs ({', '.join(state.running_names())});"
-             f" stop it: loadtest down --orphans")
-    for state in stale_clusters():
-        shutil.rmtree(state.directory, ignore_errors=True)
+    for line in sum(leftover_lines(), []):
+        _say(f"warning: {line}")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

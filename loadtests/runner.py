@@ -31,6 +31,7 @@ from loadtests.errors import (
     Saturated,
     TargetError,
     disk_full,
+    full_disk_of,
     write_error_log,
 )
 from loadtests.fleet import FLEET_USER_AGENT, Fleet
@@ -45,7 +46,7 @@ from loadtests.plan import Plan, Step
 from loadtests.remote import MasterBind
 from loadtests.report.slo import thresholds
 from loadtests.results import ClientStat, RunResult, StepResult
-from loadtests.shutdown import SHUTDOWN
+from loadtests.shutdown import SHUTDOWN, interrupt_reason
 
 
 @dataclass
@@ -175,13 +176,14 @@ class Runner:
     def _failure(self, error: BaseException) -> LoadTestError:
         """What ended the run, as one line: a fault the health watch found outranks the error it caused."""
         fault = SHUTDOWN.take_fault()
+        full = full_disk_of([self.options.out_dir, *self.target.folders()], f"{fault or ''} {error}")
+        if full:  # a component that died on a full disk, or a write of ours refused: the machine's doing
+            cause = fault or f"{type(error).__name__}: {error}"
+            return EnvironmentProblem(f"{full}; {cause}"[:600])
         if fault is not None:
             return fault
-        full = disk_full(self.options.out_dir)
-        if full:
-            return EnvironmentProblem(f"{full}; {type(error).__name__}: {error}"[:400])
         if isinstance(error, KeyboardInterrupt):
-            return RunAborted("interrupted by the user (Ctrl-C or SIGTERM)" + self._where())
+            return RunAborted(interrupt_reason(error) + self._where())
         if isinstance(error, MemoryError):
             return EnvironmentProblem("out of memory" + self._where())
         if isinstance(error, EnvironmentProblem | RunAborted):

@@ -1,4 +1,9 @@
-"""Signals and teardown: the first Ctrl-C or SIGTERM interrupts the work, and teardown then runs to its end.
+"""Signals and teardown: the first terminating signal interrupts the work, and teardown then runs to its end.
+
+Every signal whose default action ends the process is an interrupt, not only Ctrl-C (SIGINT) and SIGTERM: a
+terminal or ssh session that closes sends SIGHUP, Ctrl-\\ SIGQUIT, some CI runners cancel a step with SIGHUP,
+a resource limit sends SIGXCPU or SIGXFSZ. Left to their default action they end the harness with no message,
+no report, and the cluster folder (keys, kubeconfigs, etcd's data) on disk.
 
 A CI runner that times out sends SIGTERM and, a second later, another; a user presses Ctrl-C twice. Neither
 may cut a teardown short (that is how processes get left behind), so while teardown runs (`shielded()`),
@@ -22,6 +27,41 @@ from loadtests.errors import LoadTestError
 
 FORCE_AFTER = 3  # signals; the first interrupts, later ones during teardown are counted until this one
 _FAULT_SIGNAL = signal.SIGUSR1
+# every signal whose default action terminates the process and that comes from outside it (not a fault of the
+# process itself, as SIGSEGV or SIGABRT are); SIGPIPE is left as Python sets it (ignored: a BrokenPipeError)
+TERMINATING = tuple(getattr(signal, name) for name in (
+    "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR2", "SIGALRM", "SIGXCPU", "SIGXFSZ", "SIGVTALRM", "SIGPROF",
+    "SIGPWR") if hasattr(signal, name))
+
+
+class Interrupted(KeyboardInterrupt):
+    """A terminating signal reached the harness: stop the work, tear down, and say which signal it was."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal_name(signum))
+        self.signum = signum
+
+    @property
+    def reason(self) -> str:
+        return interrupt_reason(self)
+
+
+def signal_name(signum: int) -> str:
+    """"SIGHUP" for 1; "signal 99" for a number with no name."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def interrupt_reason(error: KeyboardInterrupt) -> str:
+    """"interrupted by the user (Ctrl-C)", "interrupted by SIGHUP (the terminal or session closed)", ...: what
+    ended the run, in the words of its one line."""
+    signum = error.signum if isinstance(error, Interrupted) else signal.SIGINT
+    why = {signal.SIGINT: "the user (Ctrl-C)", signal.SIGTERM: "SIGTERM (a stop request, e.g. a CI timeout)",
+           signal.SIGHUP: "SIGHUP (the terminal or session closed, or the CI step was cancelled)",
+           signal.SIGQUIT: "SIGQUIT (Ctrl-\\)"}.get(signum, signal_name(signum))
+    return f"interrupted by {why}"
 
 
 class FaultInterrupt(BaseException):
@@ -39,15 +79,21 @@ class Shutdown:
         self._lock = threading.Lock()
 
     def install(self) -> None:
-        """Handle SIGINT and SIGTERM (and the fault signal) in the main thread."""
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        """Handle every terminating signal (and the fault signal) in the main thread. SIGINT and SIGTERM always;
+        another that the harness was started with ignored stays ignored (`nohup` ignores SIGHUP: that was asked
+        for)."""
+        for signum in TERMINATING:
+            if signum not in (signal.SIGINT, signal.SIGTERM) and signal.getsignal(signum) == signal.SIG_IGN:
+                continue
             signal.signal(signum, self._on_signal)
         signal.signal(_FAULT_SIGNAL, self._on_fault)
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.signals += 1
+        if signum == signal.SIGHUP:  # the terminal may be gone: writing to it fails, and teardown must not
+            sys.stdout, sys.stderr = _Tolerant(sys.stdout), _Tolerant(sys.stderr)
         if not self._shield:
-            raise KeyboardInterrupt(f"signal {signum}")
+            raise Interrupted(signum)
         if self.signals >= FORCE_AFTER:
             self._force()
         print(f"loadtest: stopping everything it started (signal {self.signals} of {FORCE_AFTER} forces an "
@@ -96,6 +142,27 @@ class Shutdown:
         with self._lock:
             fault, self._fault = self._fault, None
         return fault
+
+
+class _Tolerant:
+    """A text stream whose writes never fail: after SIGHUP the terminal may be gone (EIO), and a message that
+    cannot be shown must not stop the teardown that follows it."""
+
+    def __init__(self, stream: object) -> None:
+        self._stream = stream._stream if isinstance(stream, _Tolerant) else stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)  # type: ignore[attr-defined,no-any-return]
+        except (OSError, ValueError):
+            return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._stream.flush()  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
 
 
 def _safely(report: Callable[[], list[str]]) -> list[str]:

@@ -52,6 +52,11 @@ class Target(Protocol):
         """What to check through every phase of a run: each component's process and health endpoint."""
         ...
 
+    def folders(self) -> list[Path]:
+        """Where it writes on this machine (its folder, etcd's data, the audit log): a full disk there is the
+        environment's doing (exit 4), whichever component it stopped."""
+        ...
+
     def down(self) -> None:
         """Stop and remove everything up() started or created; safe to call twice and after a failed up."""
         ...

@@ -311,6 +311,10 @@ class ExistingCluster:
         """The local kwok, if ours died; an in-cluster kwok is restarted by its Deployment."""
         return ["kwok"] if self._kwok is not None and not self._kwok.alive() else []
 
+    def folders(self) -> list[Path]:
+        """Its private folder (credentials, kwok's kubeconfig) and where the local kwok logs."""
+        return [p for p in (self.workdir, self.options.log_dir) if p is not None]
+
     def health_checks(self) -> list[HealthCheck]:
         """The cluster's apiserver (/livez, with the context's credentials) and our local kwok, if any."""
         client = self._rest()
@@ -318,8 +322,10 @@ class ExistingCluster:
                               lambda: None if client.answers("/livez") else "stopped answering /livez")]
         if self._kwok is not None and self._kwok_port:
             port = self._kwok_port
+            group = self._group
             checks.append(endpoint_check("kwok", self._kwok, f"127.0.0.1:{port}", "/healthz",
-                                         lambda _url: kwok_mod.healthy(port)))
+                                         lambda _url: kwok_mod.healthy(port),
+                                         exit_reason=group.exit_reason if group else None))
         return checks
 
     # ------------------------------------------------------------------------------------------ down

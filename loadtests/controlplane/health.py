@@ -42,16 +42,25 @@ def process_problem(record: ProcessRecord) -> tuple[str | None, bool]:
     return None, False
 
 
+FINAL_WORDS = ("exited", "killed by")  # how a probe's problem begins when the process is gone: no wait helps
+
+
+def is_final(problem: str) -> bool:
+    return problem.startswith(FINAL_WORDS)
+
+
 def endpoint_check(component: str, record: ProcessRecord | None, url: str, what: str,
-                   answered: Callable[[str], bool] | None = None) -> HealthCheck:
-    """A component of ours: its process must run, and `url` must answer."""
+                   answered: Callable[[str], bool] | None = None,
+                   exit_reason: Callable[[ProcessRecord], str | None] | None = None) -> HealthCheck:
+    """A component of ours: its process must run, and `url` must answer. `exit_reason` (the process group's,
+    where it started the process) says how it ended: its exit code or signal and its own error line."""
     answered = answered or http_ok
 
     def probe() -> str | None:
         if record is not None:
             problem, final = process_problem(record)
             if final:
-                return f"exited (pid {record.pid})"
+                return (exit_reason(record) if exit_reason else None) or f"exited (pid {record.pid})"
             if problem:
                 return f"stopped answering {what} (its process {problem})"
         return None if answered(url) else f"stopped answering {what}"
@@ -93,7 +102,7 @@ class HealthWatch:
                 self._failing_since.pop(check.component, None)
                 continue
             since = self._failing_since.setdefault(check.component, now)
-            final = problem.startswith("exited")
+            final = is_final(problem)
             due = due or final or now - since >= self.unresponsive_s
             failing.append((final, f"{check.component} {problem}" if final
                             else f"{check.component} {problem} for {now - since:.0f} s"))

@@ -92,6 +92,20 @@ def stale_clusters() -> list[ClusterState]:
             if state.tied_to_owner and not state.owner_alive() and not state.running()]
 
 
+def leftover_lines() -> tuple[list[str], list[str]]:
+    """What runs that are gone left behind, one line each: (clusters still running, folders whose processes are
+    gone too). Both hold the cluster's CA and admin keys, kubeconfigs and etcd's data, so both are named until
+    `loadtest down --orphans` removes them."""
+    running = [f"orphaned: cluster {state.name} (its run, pid {state.owner_pid}, is gone): "
+               + ", ".join(state.running_names()) + "; ports "
+               + ", ".join(f"{k}={v}" for k, v in state.ports.items()) + "; stop it: loadtest down --orphans"
+               for state in orphaned_clusters()]
+    stale = [f"stale: cluster folder {state.directory} of a run that is gone (pid {state.owner_pid}): nothing of "
+             "it runs, but it holds the cluster's keys and etcd's data; remove it: loadtest down --orphans"
+             for state in stale_clusters()]
+    return running, stale
+
+
 @dataclass
 class LocalOptions:
     name: str = "default"
@@ -162,6 +176,15 @@ class LocalControlPlane:
         """Where etcd keeps its data with etcd_storage "memory"; named after the cluster folder, so `down`
         finds it even for a cluster whose options it does not know."""
         return MEMORY_ROOT / f"k8s-loadtest-{self.directory.name}"
+
+    def folders(self) -> list[Path]:
+        """The cluster folder, etcd's data (in memory or on disk) and the audit log's folder."""
+        found = [self.directory]
+        if self.options.etcd_storage == "memory":
+            found.append(self.memory_dir)
+        if self.options.audit is not None:
+            found.append(self.options.audit.directory)
+        return found
 
     def _etcd_data_dir(self, component: str) -> Path:
         if self.options.etcd_storage != "memory":
@@ -392,7 +415,9 @@ class LocalControlPlane:
                                         "/healthz", lambda url: http_ok(url, insecure)),
             "kwok": (f"{LOOPBACK}:{ports.get('kwok')}", "/healthz", lambda _url: kwok_mod.healthy(ports["kwok"])),
         }
-        return [endpoint_check(record.component, record, *urls[record.component])
+        group = self.group  # None for a cluster another process started: how its processes ended is not known here
+        return [endpoint_check(record.component, record, *urls[record.component],
+                               exit_reason=group.exit_reason if group else None)
                 for record in state.processes if record.component in urls]
 
     # -------------------------------------------------------------------------------------------- down
@@ -449,6 +474,9 @@ class RunControlPlane:
 
     def health_checks(self) -> list[HealthCheck]:
         return self.plane.health_checks()
+
+    def folders(self) -> list[Path]:
+        return [*self.plane.folders(), self.out_dir]
 
     def down(self) -> None:
         """Stop first; then keep the logs with the results (a full disk may refuse them: the logs are

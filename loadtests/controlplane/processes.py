@@ -200,13 +200,24 @@ class ProcessGroup:
         self.state.save()
         return record
 
-    def exited(self, record: ProcessRecord) -> str | None:
-        """Why a process is gone (with the tail of its log), or None while it runs."""
+    def exit_reason(self, record: ProcessRecord) -> str | None:
+        """Why a process is gone, in one line, or None while it runs: "exited (code 2): <the error line of its
+        log>; full log: <path>", or "killed by SIGKILL; ..."."""
         popen = self._popen.get(record.pid)
-        code = popen.poll() if popen else (None if record.alive() else "?")
-        if code is None:
+        if popen is not None:
+            code = popen.poll()
+            if code is None:
+                return None
+        elif record.alive():
             return None
-        return f"{record.component} exited (code {code}); last log lines:\n{log_tail(Path(record.log))}"
+        else:
+            code = None  # not our child (another harness started it): its exit code is not ours to read
+        return exit_text(code, Path(record.log))
+
+    def exited(self, record: ProcessRecord) -> str | None:
+        """`exit_reason`, naming the component: "etcd exited (code 2): ..."."""
+        reason = self.exit_reason(record)
+        return f"{record.component} {reason}" if reason else None
 
     def stop_all(self, timeout_s: float = 15.0) -> list[str]:
         """Stop every recorded process, newest first; returns the components that needed SIGKILL."""
@@ -252,6 +263,23 @@ def stop_process(record: ProcessRecord, timeout_s: float) -> bool:
         return True
     except psutil.Error:
         return False
+
+
+def exit_text(code: int | None, log: Path) -> str:
+    """"exited (code 2): failed to open database: ... no space left on device; full log: /x/etcd.log", or
+    "killed by SIGKILL; ..." for a negative code (Popen's way of saying a signal ended it)."""
+    from loadtests.controlplane.logs import error_line, last_line
+    from loadtests.shutdown import signal_name
+
+    if code is not None and code < 0:
+        how = f"killed by {signal_name(-code)}"
+    else:
+        how = f"exited (code {code})" if code is not None else "exited"
+    said = error_line(log)
+    if said:
+        return f"{how}: {said}; full log: {log}"
+    last = last_line(log)
+    return f"{how}; its log ends: {last}; full log: {log}" if last else f"{how}; its log is empty: {log}"
 
 
 def log_tail(path: Path, lines: int = 8) -> str:

@@ -101,6 +101,43 @@ class TestShutdown:
         with pytest.raises(KeyboardInterrupt):
             Shutdown()._on_signal(15, None)
 
+    @pytest.mark.parametrize(("signum", "said"), [
+        ("SIGHUP", "interrupted by SIGHUP (the terminal or session closed, or the CI step was cancelled)"),
+        ("SIGQUIT", "interrupted by SIGQUIT (Ctrl-\\)"), ("SIGXCPU", "interrupted by SIGXCPU"),
+        ("SIGUSR2", "interrupted by SIGUSR2"), ("SIGINT", "interrupted by the user (Ctrl-C)")])
+    def test_every_terminating_signal_is_an_interrupt(self, signum: str, said: str) -> None:
+        code = ("import os, signal\n"
+                "from loadtests.shutdown import SHUTDOWN, interrupt_reason\n"
+                "SHUTDOWN.install()\n"
+                "try:\n"
+                f"    os.kill(os.getpid(), signal.{signum})\n"
+                "    signal.pause()\n"
+                "except KeyboardInterrupt as error:\n"
+                "    print(interrupt_reason(error))\n")
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+        assert result.returncode == 0 and result.stdout.strip() == said, result
+
+    def test_a_sighup_ignored_at_start_stays_ignored(self) -> None:
+        code = ("import signal\n"
+                "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+                "from loadtests.shutdown import SHUTDOWN\n"
+                "SHUTDOWN.install()\n"
+                "print(signal.getsignal(signal.SIGHUP) == signal.SIG_IGN, signal.getsignal(signal.SIGQUIT))\n")
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+        assert result.stdout.split()[0] == "True" and "_on_signal" in result.stdout, result
+
+    def test_after_sighup_a_message_to_a_closed_terminal_does_not_stop_teardown(self) -> None:
+        code = ("import os, signal, sys\n"
+                "from loadtests.shutdown import Shutdown\n"
+                "s = Shutdown()\n"
+                "with s.shielded():\n"
+                "    s._on_signal(signal.SIGHUP, None)\n"
+                "    os.close(2)\n"  # the terminal is gone: every write to it fails
+                "    print('stopping', file=sys.stderr, flush=True)\n"
+                "    print('teardown went on', flush=True)\n")
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+        assert result.returncode == 0 and "teardown went on" in result.stdout, result
+
     def test_signals_during_teardown_are_counted_not_raised(self, capsys: pytest.CaptureFixture[str]) -> None:
         shutdown = Shutdown()
         with shutdown.shielded():
