@@ -9,6 +9,7 @@ the table (`--from-raw`) and recheck a figure.
     .venv/bin/python benchmarks/plan_runs.py --plan large --runs 2                # the large plan, twice
     .venv/bin/python benchmarks/plan_runs.py --plan capacity --capacity           # `loadtest capacity`
     .venv/bin/python benchmarks/plan_runs.py --plan large --from-raw              # rebuild the table, run nothing
+    .venv/bin/python benchmarks/plan_runs.py --plan default --from-raw --screenshot docs/report-sample.png
 
 Written: benchmarks/results/plan_<plan>[_capacity].md and benchmarks/results/raw/plan_<plan>[_capacity]/.
 """
@@ -78,6 +79,24 @@ def read_raw(folder: Path) -> list[PlanRun]:
     if not runs:
         raise SystemExit(f"{folder}: no kept runs (run-N.json.gz); run the benchmark without --from-raw first")
     return runs
+
+
+def screenshot(run: PlanRun, path: Path) -> None:
+    """The top of the run's report, rebuilt from its results and drawn in headless Chromium (the README's
+    sample report)."""
+    from loadtests.report import write_report
+    from tests.browser import Chromium
+
+    with tempfile.TemporaryDirectory(prefix="plan-report-") as tmp:
+        folder = Path(tmp) / run.results.run_id
+        results.save(run.results, folder)
+        html = write_report(folder)
+        with Chromium() as browser:
+            page = browser.new_page()
+            page.navigate(html.as_uri(), timeout=90)
+            page.wait_for("document.body.dataset.charts === 'drawn'", timeout=90)
+            page.screenshot(path)
+    print(f"written: {path}")
 
 
 def cpu(step: StepResult, component: str) -> str:
@@ -191,6 +210,7 @@ def main() -> int:
     parser.add_argument("--capacity", action="store_true", help="run `loadtest capacity` instead of `loadtest run`")
     parser.add_argument("--force", action="store_true", help="pass --force (a plan beyond the sizing check)")
     parser.add_argument("--from-raw", action="store_true", help="rebuild the table from the kept raw results")
+    parser.add_argument("--screenshot", type=Path, metavar="PNG", help="also draw the first run's report there")
     args = parser.parse_args()
     if args.runs < 1:
         parser.error(f"--runs {args.runs}: at least 1")
@@ -222,6 +242,8 @@ def main() -> int:
     out = RESULTS_DIR / f"{name}.md"
     out.write_text("\n".join(lines) + "\n")
     print(f"written: {out}")
+    if args.screenshot:
+        screenshot(runs[0], args.screenshot)
     return 0
 
 
