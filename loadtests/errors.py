@@ -85,8 +85,8 @@ def disk_full(folder: Path) -> str | None:
 
 def full_disk_of(folders: list[Path], said: str) -> str | None:
     """Which of `folders` is full: one below MIN_FREE_BYTES, or, where what failed said "no space left on
-    device" (etcd preallocates its WAL: it can run out with megabytes still free), the folder it named, else
-    the one with the least free bytes. None when no disk is full."""
+    device" (etcd preallocates its WAL: it can run out with megabytes still free), the one with the least free
+    bytes. None when no disk is full."""
     for folder in folders:
         if full := disk_full(folder):
             return full
@@ -95,8 +95,7 @@ def full_disk_of(folders: list[Path], said: str) -> str | None:
     known = [(folder, found) for folder in folders if (found := free_bytes(folder)) is not None]
     if not known:
         return f"disk full ({NO_SPACE})"
-    named = [item for item in known if str(item[0]) in said]
-    folder, (probe, free) = named[0] if named else min(known, key=lambda item: item[1][1])
+    _folder, (probe, free) = min(known, key=lambda item: item[1][1])
     return f"disk full: {probe} has {free:,} bytes free ({NO_SPACE})"
 
 

@@ -51,8 +51,9 @@ def new_run_id(plan: Plan) -> str:
 def make_target(plan: Plan, run_id: str, out_dir: Path, args: argparse.Namespace) -> Target:
     if plan.target.kind == "cluster" or getattr(args, "kubeconfig", None):
         from loadtests.controlplane.existing import ExistingCluster
+        from loadtests.controlplane.local import KEPT_LOGS
 
-        return ExistingCluster.from_args(plan, args, log_dir=out_dir / "control-plane-logs", log=_say)
+        return ExistingCluster.from_args(plan, args, log_dir=out_dir / KEPT_LOGS, log=_say)
     from loadtests.controlplane.audit import AuditLog, audit_destination
     from loadtests.controlplane.local import LocalOptions, RunControlPlane
 

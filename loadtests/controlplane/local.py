@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from loadtests.private import write_private
 from loadtests.shutdown import SHUTDOWN
 
 SERVICE_CIDR = "10.96.0.0/16"
+KEPT_LOGS = "control-plane-logs"  # a run's components' logs, in its results folder
 MEMORY_ROOT = Path("/dev/shm")  # a tmpfs on Linux: etcd_storage "memory" (no disk under its fsyncs)
 NOSPACE = "NOSPACE"  # etcd's alarm when its database reaches --quota-backend-bytes
 NODE_MONITOR_GRACE_S = 50  # kube-controller-manager default since 1.32
@@ -120,6 +121,7 @@ class LocalOptions:
     component_args: dict[str, list[str]] = field(default_factory=dict)  # extra flags, after the harness's own
     etcd_storage: str = "disk"  # "memory": etcd's data in a tmpfs folder (MEMORY_ROOT), removed on down
     identities: str = "admin"  # who kwok and the load are to the apiserver (plan.IDENTITIES, pki.py)
+    kept_logs: Path | None = None  # where the components' logs are kept after down (a run's results folder)
 
 
 class LocalControlPlane:
@@ -153,7 +155,7 @@ class LocalControlPlane:
         state.server = f"https://{LOOPBACK}:{ports['apiserver']}"
         state.etcd_metrics_url = f"http://{LOOPBACK}:{ports['etcd_metrics']}/metrics"
         state.save()
-        self.state, self.group = state, ProcessGroup(state, self.directory / "logs")
+        self.state, self.group = state, ProcessGroup(state, self.directory / "logs", self.options.kept_logs)
         untrack = SHUTDOWN.track(state.running_names)
         try:
             self._start_all(bins, state, log)
@@ -455,7 +457,7 @@ class RunControlPlane:
     def __init__(self, options: LocalOptions, out_dir: Path, log: Callable[[str], None] = print) -> None:
         self.out_dir = out_dir
         self.log = log
-        self.plane = LocalControlPlane(options)
+        self.plane = LocalControlPlane(replace(options, kept_logs=out_dir / KEPT_LOGS))
         self._untrack: Callable[[], None] | None = None
 
     @property
@@ -489,7 +491,7 @@ class RunControlPlane:
                 logs = self.plane.directory / "logs"
                 try:
                     if logs.is_dir():
-                        shutil.copytree(logs, self.out_dir / "control-plane-logs", dirs_exist_ok=True)
+                        shutil.copytree(logs, self.out_dir / KEPT_LOGS, dirs_exist_ok=True)
                 except OSError as error:
                     self.log(f"warning: control-plane logs not kept ({error.strerror}); they are removed "
                              "with the cluster's folder")

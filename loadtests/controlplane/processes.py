@@ -175,9 +175,12 @@ class ClusterState:
 class ProcessGroup:
     """The processes of one cluster: started in order, stopped in reverse, each by its own pid."""
 
-    def __init__(self, state: ClusterState, log_dir: Path) -> None:
+    def __init__(self, state: ClusterState, log_dir: Path, kept_log_dir: Path | None = None) -> None:
+        """`kept_log_dir`: where the logs will be once the cluster is gone (a run keeps them with its results),
+        so a message about an exit points where its reader will find the log."""
         self.state = state
         self.log_dir = log_dir
+        self.kept_log_dir = kept_log_dir
         self._popen: dict[int, subprocess.Popen[bytes]] = {}
 
     def start(self, component: str, argv: list[str], env: dict[str, str] | None = None) -> ProcessRecord:
@@ -212,7 +215,8 @@ class ProcessGroup:
             return None
         else:
             code = None  # not our child (another harness started it): its exit code is not ours to read
-        return exit_text(code, Path(record.log))
+        log = Path(record.log)
+        return exit_text(code, log, shown=self.kept_log_dir / log.name if self.kept_log_dir else None)
 
     def exited(self, record: ProcessRecord) -> str | None:
         """`exit_reason`, naming the component: "etcd exited (code 2): ..."."""
@@ -265,9 +269,10 @@ def stop_process(record: ProcessRecord, timeout_s: float) -> bool:
         return False
 
 
-def exit_text(code: int | None, log: Path) -> str:
+def exit_text(code: int | None, log: Path, shown: Path | None = None) -> str:
     """"exited (code 2): failed to open database: ... no space left on device; full log: /x/etcd.log", or
-    "killed by SIGKILL; ..." for a negative code (Popen's way of saying a signal ended it)."""
+    "killed by SIGKILL; ..." for a negative code (Popen's way of saying a signal ended it). The log is read at
+    `log` and named as `shown` (where it will be kept), if given."""
     from loadtests.controlplane.logs import error_line, last_line
     from loadtests.shutdown import signal_name
 
@@ -275,11 +280,11 @@ def exit_text(code: int | None, log: Path) -> str:
         how = f"killed by {signal_name(-code)}"
     else:
         how = f"exited (code {code})" if code is not None else "exited"
-    said = error_line(log)
+    said, named = error_line(log), shown or log
     if said:
-        return f"{how}: {said}; full log: {log}"
+        return f"{how}: {said}; full log: {named}"
     last = last_line(log)
-    return f"{how}; its log ends: {last}; full log: {log}" if last else f"{how}; its log is empty: {log}"
+    return f"{how}; its log ends: {last}; full log: {named}" if last else f"{how}; its log is empty: {named}"
 
 
 def log_tail(path: Path, lines: int = 8) -> str:

@@ -17,9 +17,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from loadtests import results
+from loadtests.binaries import cache_root
 from loadtests.controlplane.processes import ProcessRecord, wait_for
 from tests.checks import assert_nothing_left
 from tests.cli import loadtest
@@ -170,3 +172,68 @@ def test_a_full_disk_ends_the_run_in_one_line_and_keeps_finished_steps(faulty, t
     assert len(saved.steps) == 1 and saved.steps[0].nodes == 5
     assert "Traceback" not in run.stdout + run.stderr
     assert_nothing_left(run.seen)
+
+
+def private_cache(root: Path) -> dict[str, str]:
+    """A cache folder of its own (its clusters and logs there, its binaries the shared ones, linked), so what a
+    run leaves in it, or fails to write to it, is this test's alone."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "bin").symlink_to(cache_root() / "bin", target_is_directory=True)
+    return {"LOADTEST_CACHE": str(root)}
+
+
+def processes_using(folder: Path) -> list[str]:
+    """Live processes whose command line names `folder` (the components of a cluster kept there)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = proc.info["cmdline"] or []
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and any(str(folder) in part for part in cmdline):
+            found.append(" ".join(cmdline[:2]))
+    return found
+
+
+def one_step_plan(path: Path, target: str = "{}") -> Path:
+    path.write_text(f"""
+name: start-fault
+target: {target}
+steps:
+  - {{nodes: 2, pods_per_node: 1, warmup_s: 1, duration_s: 5}}
+load:
+  scenarios:
+    list_pollers: {{rate: 1, users: 1}}
+""")
+    return path
+
+
+def test_a_component_that_fails_at_start_says_its_own_error_line(tmp_path: Path) -> None:
+    env = private_cache(tmp_path / "cache")
+    plan = one_step_plan(tmp_path / "plan.yaml", "{component_args: {kube-apiserver: [--no-such-flag]}}")
+    done = loadtest("run", "--plan", str(plan), "--out", str(tmp_path / "run"), env=env, timeout=180)
+    assert done.returncode == 3, done.stdout[-2000:] + done.stderr[-2000:]
+    errors = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("loadtest:")]
+    assert len(errors) == 1, errors
+    assert "kube-apiserver exited (code 1): Error: unknown flag: --no-such-flag; full log: " in errors[0], errors
+    assert "goroutine" not in done.stderr and "Traceback" not in done.stderr
+    log = Path(errors[0].rsplit("full log: ", 1)[1].split()[0].rstrip(";"))
+    assert log.is_file() and "unknown flag" in log.read_text()  # kept with the results, where it points
+    assert processes_using(tmp_path / "cache") == []
+    assert list((tmp_path / "cache" / "clusters").iterdir()) == []  # keys removed
+
+
+def test_etcd_on_a_full_disk_at_start_is_the_environment_naming_the_folder(tmp_path: Path,
+                                                                         tiny_filesystem: Path) -> None:
+    env = private_cache(tiny_filesystem / "cache")
+    free = shutil.disk_usage(tiny_filesystem).free
+    with open(tiny_filesystem / "filler", "wb") as filler:  # leave 2 MiB: the keys fit, etcd's WAL does not
+        filler.truncate(0)
+        for _ in range((free - (2 << 20)) >> 16):
+            filler.write(b"\0" * (1 << 16))
+    plan = one_step_plan(tmp_path / "plan.yaml")
+    done = loadtest("run", "--plan", str(plan), "--out", str(tmp_path / "run"), env=env, timeout=180)
+    assert done.returncode == 4, done.stdout[-2000:] + done.stderr[-2000:]
+    errors = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("loadtest:")]
+    assert len(errors) == 1, errors
+    assert f"disk full: {tiny_filesystem}" in errors[0] and "bytes free" in errors[0], errors
+    assert "etcd exited (code 2): " in errors[0] and "no space left on device" in errors[0], errors
+    assert "goroutine" not in done.stderr and "Traceback" not in done.stderr
+    assert processes_using(tiny_filesystem) == []
