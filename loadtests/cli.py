@@ -11,7 +11,7 @@ from typing import Any
 
 from loadtests import binaries
 from loadtests.errors import LoadTestError, write_error_log
-from loadtests.runcli import count_arg
+from loadtests.flags import count_arg, factor_arg, port_arg
 from loadtests.shutdown import SHUTDOWN, interrupt_reason
 
 
@@ -36,25 +36,6 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> Any:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
-def factor_arg(text: str) -> float:
-    """argparse type: a number >= 0.1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number (got {text!r})") from None
-    if not value >= 0.1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0.1 (got {text})")
-    return value
-
-
-def port_arg(text: str) -> int:
-    """argparse type: a TCP port, 1-65535."""
-    port = count_arg(text)
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 1-65535 (got {port})")
-    return port
 
 
 def cmd_setup(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ A bad plan is refused with the path of the offending field and the reason, e.g.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,11 +164,19 @@ def _fail(source: str, path: str, reason: str) -> PlanError:
     return PlanError(f"{source}: {path}: {reason}")
 
 
+MAX_NUMBER = 1e9  # beyond any plan's use (a 30-year step, a billion nodes): a typo, or YAML's .inf
+
+
 def _number(source: str, path: str, value: Any, *, minimum: float, integer: bool = False) -> Any:
+    """A number of the plan, refused in one line unless it is finite and from `minimum` to MAX_NUMBER (YAML
+    reads `.inf` and `.nan` as floats, which would pass a bare `>=` and fail deep in a run)."""
     ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
-    if isinstance(value, bool) or not ok_type or value < minimum:
-        kind = "an integer" if integer else "a number"
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not ok_type or (math.isfinite(value) and value < minimum):
         raise _fail(source, path, f"must be {kind} >= {minimum:g} (got {value!r})")
+    if not math.isfinite(value) or value > MAX_NUMBER:
+        raise _fail(source, path, f"must be {'an integer' if integer else 'a finite number'} from {minimum:g} to "
+                                  f"{MAX_NUMBER:g} (got {value!r})")
     return value
 
 
@@ -357,7 +366,8 @@ def _project_to(source: str, value: Any, largest_step: int) -> list[int]:
     scales = []
     for i, scale in enumerate(value):
         path = f"project_to[{i}]"
-        if isinstance(scale, bool) or not isinstance(scale, int | float) or scale != int(scale):
+        if (isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
+                or scale != int(scale) or scale > MAX_NUMBER):
             raise _fail(source, path, f"must be a whole number of nodes (got {scale!r})")
         if scale <= largest_step:
             raise _fail(source, path, f"{int(scale):,} nodes is not beyond the measured range (steps up to "

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtests.errors import LoadTestError, TargetError
+from loadtests.flags import count_arg, seconds_arg
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.errors import ApiError
 from loadtests.kube.paths import resource_path
@@ -107,9 +108,9 @@ def add_run_options(parser: argparse.ArgumentParser, *, distributed: bool = True
                         help="existing cluster: each step's Locust master listens here for workers of other "
                              f"machines (`loadtest worker`); default 127.0.0.1:{DEFAULT_MASTER_PORT} with "
                              "--expect-workers")
-    parser.add_argument("--expect-workers", type=int, default=None, metavar="N",
+    parser.add_argument("--expect-workers", type=count_arg, default=None, metavar="N",
                         help="wait for N `loadtest worker` processes each step; they share the users")
-    parser.add_argument("--worker-wait", type=float, default=WORKER_WAIT_S, metavar="SECONDS",
+    parser.add_argument("--worker-wait", type=seconds_arg, default=WORKER_WAIT_S, metavar="SECONDS",
                         help=f"how long a step waits for its workers (default {WORKER_WAIT_S:.0f})")
 
 
@@ -323,9 +324,9 @@ def add_worker_command(sub: Any) -> None:
     p.add_argument("--context", help="the kubeconfig context to use")
     p.add_argument("--allow-context", help="confirm the context by repeating its name (safety guard)")
     p.add_argument("--bind", metavar="ADDR", help="connect to the master from this local address")
-    p.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S, metavar="SECONDS",
+    p.add_argument("--connect-timeout", type=seconds_arg, default=CONNECT_TIMEOUT_S, metavar="SECONDS",
                    help=f"wait this long for the run's master (default {CONNECT_TIMEOUT_S:.0f})")
-    p.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT_S, metavar="SECONDS",
+    p.add_argument("--idle-timeout", type=seconds_arg, default=IDLE_TIMEOUT_S, metavar="SECONDS",
                    help=f"after a step, wait this long for the next one (default {IDLE_TIMEOUT_S:.0f})")
     p.add_argument("--log-dir", help="where the Locust worker logs go (default: the cache's logs folder)")
     p.set_defaults(func=cmd_worker)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from loadtests import plan as plan_mod
 from loadtests import remote, results
 from loadtests.errors import MIN_FREE_BYTES, CompareError, LoadTestError, PlanError, disk_full
+from loadtests.flags import count_arg
 from loadtests.plan import Plan
 
 if TYPE_CHECKING:
@@ -31,17 +32,6 @@ GATE_JUNIT_FILE = "gate-junit.xml"  # with --baseline: the run's SLO verdicts an
 
 def _say(message: str) -> None:
     print(message, flush=True)
-
-
-def count_arg(text: str) -> int:
-    """argparse type: a whole number >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0 (got {text!r})") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0 (got {value})")
-    return value
 
 
 def new_run_id(plan: Plan) -> str:

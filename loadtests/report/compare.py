@@ -368,8 +368,8 @@ def limits_from(thresholds: dict[str, Any] | None) -> dict[str, float]:
         if key not in REGRESSION_DEFAULTS:
             raise CompareError(f"compare thresholds: unknown key {key!r}; expected one of: "
                                f"{', '.join(REGRESSION_DEFAULTS)}")
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise CompareError(f"compare thresholds: {key} must be a number >= 0 (got {value!r})")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+            raise CompareError(f"compare thresholds: {key} must be a finite number >= 0 (got {value!r})")
         if key == "alpha" and not 0 < value < 1:
             raise CompareError(f"compare thresholds: alpha must be between 0 and 1, e.g. 0.05 (got {value!r})")
         merged[key] = float(value)

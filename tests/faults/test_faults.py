@@ -237,3 +237,15 @@ def test_etcd_on_a_full_disk_at_start_is_the_environment_naming_the_folder(tmp_p
     assert "etcd exited (code 2): " in errors[0] and "no space left on device" in errors[0], errors
     assert "goroutine" not in done.stderr and "Traceback" not in done.stderr
     assert processes_using(tiny_filesystem) == []
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan"])
+def test_a_non_finite_plan_number_is_refused_before_anything_starts(tmp_path: Path, value: str) -> None:
+    env = private_cache(tmp_path / "cache")
+    plan = one_step_plan(tmp_path / "plan.yaml")
+    plan.write_text(plan.read_text().replace("duration_s: 5", f"duration_s: {value}"))
+    done = loadtest("run", "--plan", str(plan), "--out", str(tmp_path / "run"), env=env, timeout=60)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stderr.strip() == (f"loadtest: {plan}: steps[0].duration_s: must be a finite number from 1 to 1e+09 "
+                                   f"(got {value[1:]})"), done.stderr
+    assert not (tmp_path / "cache" / "clusters").exists() and not (tmp_path / "run").exists()  # nothing started

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import yaml
 
@@ -51,6 +53,19 @@ def test_defaults_are_filled_in() -> None:
          "t.yaml: target.identities: only a local control plane's components can be configured by a plan"),
         ({"target": {"kind": "cluster", "kubeconfig": "k", "etcd_storage": "memory"}},
          "t.yaml: target.etcd_storage: only a local control plane's"),
+        # YAML reads .inf and .nan as floats: each number is finite and within range, wherever it is
+        ({"steps": [{"nodes": 5, "duration_s": math.inf}]},
+         "t.yaml: steps[0].duration_s: must be a finite number from 1 to 1e+09 (got inf)"),
+        ({"steps": [{"nodes": 5, "warmup_s": math.nan}]}, "steps[0].warmup_s: must be a finite number"),
+        ({"steps": [{"nodes": 5, "warmup_s": -math.inf}]}, "steps[0].warmup_s: must be a finite number"),
+        ({"steps": [{"nodes": 10**10}]}, "steps[0].nodes: must be an integer from 1 to 1e+09"),
+        ({"load": {"scenarios": {"pod_churn": {"rate": math.inf}}}}, "pod_churn.rate: must be a finite number"),
+        ({"target": {"heartbeat_factor": math.nan}}, "target.heartbeat_factor: must be a finite number"),
+        ({"slo": {"read_resource_p99_s": math.inf}}, "slo.read_resource_p99_s: must be a finite number"),
+        ({"compare": {"latency_pct": math.nan}}, "compare.latency_pct: must be a finite number"),
+        ({"capacity": {"growth": math.inf}}, "capacity.growth: must be a finite number"),
+        ({"project_to": [math.inf]}, "project_to[0]: must be a whole number of nodes (got inf)"),
+        ({"project_to": [math.nan]}, "project_to[0]: must be a whole number of nodes (got nan)"),
     ],
 )
 def test_bad_plans_name_the_field(change: dict, message: str) -> None:
