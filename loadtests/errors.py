@@ -51,6 +51,19 @@ class CompareError(LoadTestError):
     """Two runs cannot be compared (different plans, unmatched steps) or the regression thresholds are invalid."""
 
 
+class UnreadableFile(LoadTestError, ValueError):
+    """A file the harness reads back (results, a kept /metrics page, a lesson's record, a recorded cost) is not
+    what it should be: one line naming the file and what is wrong, exit 2. A ValueError too, so a reader that
+    skips what it cannot read (a repeat that left a broken file) still does."""
+
+
+def unreadable(path: Path, what: str, error: BaseException, fix: str = "") -> UnreadableFile:
+    """"<path>: not a readable <what> (BadGzipFile: Not a gzipped file (b'xx')); <fix>"."""
+    detail = str(error).splitlines()[0][:200] if str(error) else ""
+    said = f"{type(error).__name__}: {detail}" if detail else type(error).__name__
+    return UnreadableFile(f"{path}: not a readable {what} ({said})" + (f"; {fix}" if fix else ""))
+
+
 class EnvironmentProblem(LoadTestError):
     """The machine refused: the disk is full, memory ran out. Not the control plane's doing."""
 

@@ -95,6 +95,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from loadtests.errors import UnreadableFile, unreadable
+
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
 
@@ -373,7 +375,8 @@ def _build(cls: Any, data: Any) -> Any:
 def from_dict(data: dict[str, Any]) -> RunResult:
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
-        raise ValueError(f"results schema version {version!r} is not supported (this tool reads {SCHEMA_VERSION})")
+        raise UnreadableFile(f"results schema version {version!r} is not supported (this tool reads "
+                             f"{SCHEMA_VERSION})")
     return _build(RunResult, data)
 
 
@@ -391,10 +394,33 @@ def save(run: RunResult, folder: Path) -> Path:
     return target
 
 
+REPORT_SUFFIXES = (".html", ".htm")
+
+
 def load(folder: Path) -> RunResult:
+    """A run folder's results (or a results.json named itself). What is not readable results is refused in one
+    line naming the file (UnreadableFile, exit 2); a report page given for its folder says what to give."""
+    if Path(folder).suffix.lower() in REPORT_SUFFIXES and not Path(folder).is_dir():
+        raise UnreadableFile(f"{folder} is a report page, not a run folder: give the folder it was written into "
+                             f"(the one that holds {RESULTS_FILE} beside it, e.g. reports/<run-id>)")
     path = folder / RESULTS_FILE if folder.is_dir() else folder
     try:
-        data = json.loads(path.read_text())
+        text = path.read_bytes()
     except FileNotFoundError as error:
         raise FileNotFoundError(f"no {RESULTS_FILE} in {folder}: is it a run folder (reports/<run-id>)?") from error
-    return from_dict(data)
+    except IsADirectoryError as error:
+        raise unreadable(path, "results file", error) from None
+    if text.lstrip()[:1] == b"<":
+        raise UnreadableFile(f"{path} holds a web page, not results: give the run folder (reports/<run-id>)")
+    try:
+        data = json.loads(text)
+    except ValueError as error:  # UnicodeDecodeError and json's JSONDecodeError both
+        raise unreadable(path, "results file", error, "it is not JSON; rerun the run, or restore the file") from None
+    if not isinstance(data, dict):
+        raise UnreadableFile(f"{path}: not a readable results file (a JSON {type(data).__name__}, not a mapping)")
+    try:
+        return from_dict(data)
+    except UnreadableFile as error:
+        raise UnreadableFile(f"{path}: {error}") from None
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise unreadable(path, "results file", error) from None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from loadtests import plan as plan_mod
 from loadtests import remote, results
-from loadtests.errors import MIN_FREE_BYTES, CompareError, LoadTestError, PlanError, disk_full
+from loadtests.errors import MIN_FREE_BYTES, CompareError, LoadTestError, PlanError, UnreadableFile, disk_full
 from loadtests.flags import count_arg
 from loadtests.plan import Plan
 
@@ -310,6 +310,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             else:
                 _say(f"note: {repeat} has no {results.RESULTS_FILE} (the repeat recorded no step): no report")
         path = write_repeats_report(folder) if repeats else write_report(folder)
+    except UnreadableFile:
+        raise  # it names its file
     except (FileNotFoundError, ValueError) as error:
         raise LoadTestError(f"{folder}: {error}") from None
     _say(f"{'repeats report' if repeats else 'report'}: {path}")
@@ -476,11 +478,9 @@ def cmd_lesson(args: argparse.Namespace) -> int:
 
 def json_verdict(folder: Path) -> str:
     """The verdict line of a lesson folder's lesson.json: the verdict and its first figure's effect."""
-    import json
+    from loadtests.report.lesson import lesson_record
 
-    from loadtests.report.lesson import LESSON_RESULTS
-
-    data = json.loads((folder / LESSON_RESULTS).read_text())
+    data = lesson_record(folder)
     first = next((c for c in data["comparisons"] if c["measure"] == data.get("deciding")), None)
     if first is None:
         return f"{data['verdict']} ({data['headline']})" if data.get("headline") else data["verdict"]
@@ -489,11 +489,9 @@ def json_verdict(folder: Path) -> str:
 
 def variant_states(folder: Path) -> dict[str, str]:
     """Each variant's state in a lesson folder's lesson.json: complete, aborted, recorded nothing, never ran."""
-    import json
+    from loadtests.report.lesson import lesson_record
 
-    from loadtests.report.lesson import LESSON_RESULTS
-
-    data = json.loads((folder / LESSON_RESULTS).read_text())
+    data = lesson_record(folder)
     return {name: found["state"] for name, found in (data.get("variants") or {}).items()}
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import psutil
 
+from loadtests.errors import unreadable
 from loadtests.plan import Plan
 
 SIZING_FILE = Path(__file__).parent / "data" / "sizing.json"
@@ -38,7 +39,8 @@ def measured_costs(path: Path = SIZING_FILE) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as error:
-        raise ValueError(f"{path}: not a readable sizing record ({error}); rerun benchmarks/fleet_hold.py") from None
+        raise unreadable(path, "sizing record", error, "rerun benchmarks/fleet_hold.py and "
+                         "benchmarks/projection_check.py, or restore the file") from None
 
 
 def record(section: str, value: dict[str, Any], command: str, path: Path = SIZING_FILE) -> None:

@@ -11,8 +11,10 @@ itself at the window's close): those stay as recorded.
 from __future__ import annotations
 
 import gzip
+import zlib
 from pathlib import Path
 
+from loadtests.errors import unreadable
 from loadtests.measure import apiserver, etcd
 from loadtests.measure.prometheus import Snapshot
 from loadtests.results import StepResult
@@ -46,7 +48,12 @@ def load_scrape(folder: Path, source: str, end: str, *, every_family: bool = Fal
     if not path.exists():
         return None
     families = None if every_family else apiserver.FAMILIES if source == "apiserver" else etcd.FAMILIES
-    return Snapshot.parse(gzip.decompress(path.read_bytes()).decode(), families=families)
+    try:
+        text = gzip.decompress(path.read_bytes()).decode()
+        return Snapshot.parse(text, families=families)
+    except (OSError, EOFError, zlib.error, ValueError) as error:  # BadGzipFile is an OSError; a cut file EOFError
+        raise unreadable(path, "kept /metrics page", error,
+                         "move it away to keep the step's figures as recorded") from None
 
 
 def recompute(step: StepResult, folder: Path) -> list[str]:

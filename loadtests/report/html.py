@@ -17,7 +17,7 @@ from loadtests.report import audit, charts, figures, junit, page, projection
 from loadtests.report.health import HealthCell, health_cells, health_details, health_panel, health_warnings
 from loadtests.report.redact import REDACTED_NOTE, redact
 from loadtests.report.slo import Verdict, classify, resource_label, thresholds, verdicts
-from loadtests.results import RESULTS_FILE, RunResult, StepResult, load
+from loadtests.results import RunResult, StepResult, load
 
 REPORT_FILE = "report.html"
 
@@ -262,7 +262,7 @@ def render(run: RunResult) -> str:
 def write_report(run_folder: Path) -> Path:
     """Write run_folder/report.html and run_folder/junit.xml from run_folder/results.json; return the HTML path."""
     run_folder = Path(run_folder)
-    run = load(run_folder / RESULTS_FILE)
+    run = load(run_folder)
     target = page.write(run_folder / REPORT_FILE, render(run))
     junit.write_run(run, run_folder / junit.JUNIT_FILE)
     return target

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from loadtests import results
+from loadtests.errors import UnreadableFile, unreadable
 from loadtests.lesson import Lesson, Measure, Variant
 from loadtests.measure.prometheus import Snapshot, counter_delta, histogram_delta
 from loadtests.measure.scrapes import load_scrape, step_folder
@@ -685,12 +686,26 @@ def _cell(values: list[float], unit: str, bound: str = "") -> str:
     return f"{median} ({page.in_unit(min(values), unit)} – {page.in_unit(max(values), unit)}, n={len(values)})"
 
 
+def lesson_record(folder: Path) -> dict[str, Any]:
+    """A lesson folder's lesson.json, as written by write_lesson_report; what is not one is refused in one line
+    naming the file (exit 2)."""
+    path = folder / LESSON_RESULTS
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise unreadable(path, "lesson record", error, "rebuild it: loadtest lesson ... --out on that folder, "
+                         "or remove the folder") from None
+    if not isinstance(data, dict) or not isinstance(data.get("comparisons"), list) or "verdict" not in data:
+        raise UnreadableFile(f"{path}: not a readable lesson record (no verdict and comparisons)")
+    return data
+
+
 def lessons_table(folders: list[Path]) -> str:
     """A markdown table of lessons' verdicts and deciding figures (lessons.md beside them, and the README)."""
     rows = ["| lesson | verdict | deciding figure | warned (sweep: last step) | against | effect | why |",
             "|---|---|---|---|---|---|---|"]
     for folder in folders:
-        data = json.loads((folder / LESSON_RESULTS).read_text())
+        data = lesson_record(folder)
         comparisons = data["comparisons"]
         deciding = data.get("deciding") or (comparisons[0]["measure"] if comparisons else "")
         first = [c for c in comparisons if c["measure"] == deciding]

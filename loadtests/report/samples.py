@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadtests.errors import CompareError
+from loadtests.errors import CompareError, UnreadableFile
 from loadtests.report import figures
 from loadtests.results import RESULTS_FILE, RunResult, StepResult, load
 
@@ -87,8 +87,8 @@ def _read(path: Path, verb: str) -> RunResult:
                            "(expected a run folder, reports/<run-id>, or the folder of a repeated run)") from None
     except OSError as error:
         raise CompareError(f"cannot {verb}: cannot read {path}: {error.strerror or error}") from None
-    except (ValueError, TypeError) as error:
-        raise CompareError(f"cannot {verb}: {path}/{RESULTS_FILE} is not readable results ({error})") from None
+    except UnreadableFile as error:
+        raise CompareError(f"cannot {verb}: {error}") from None
 
 
 def _expand(folder: Path, verb: str) -> tuple[list[Path], list[str]]:

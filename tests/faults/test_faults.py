@@ -249,3 +249,39 @@ def test_a_non_finite_plan_number_is_refused_before_anything_starts(tmp_path: Pa
     assert done.stderr.strip() == (f"loadtest: {plan}: steps[0].duration_s: must be a finite number from 1 to 1e+09 "
                                    f"(got {value[1:]})"), done.stderr
     assert not (tmp_path / "cache" / "clusters").exists() and not (tmp_path / "run").exists()  # nothing started
+
+
+SAMPLE_RESULTS = Path(__file__).resolve().parent.parent / "unit" / "data" / "results_sample"
+
+
+@pytest.mark.parametrize(("corrupt", "said"), [
+    ("metrics/apiserver-end.prom.gz", "not a readable kept /metrics page (BadGzipFile"),
+    ("metrics/etcd-start.prom.gz", "not a readable kept /metrics page (BadGzipFile"),
+    ("cut metrics/apiserver-end.prom.gz", "not a readable kept /metrics page (EOFError"),
+    ("results.json", "results.json: not a readable results file (JSONDecodeError"),
+])
+def test_a_corrupt_kept_file_is_refused_in_one_line_naming_it(tmp_path: Path, corrupt: str, said: str) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_RESULTS, run)
+    cut, _, name = corrupt.rpartition(" ")
+    target = run / name if name == "results.json" else run / "step-1" / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(b"\x1f\x8b\x08\x00cut" if cut else b"{not json" if name == "results.json" else b"garbage")
+    done = loadtest("report", "--recompute", str(run))
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"loadtest: {target}: ") and said in lines[0], lines
+
+
+@pytest.mark.parametrize("command", [("report", "{page}"), ("report", "--recompute", "{page}"),
+                                     ("compare", "{page}", "{run}")])
+def test_a_report_page_given_for_a_run_folder_says_what_to_give(tmp_path: Path, command: tuple[str, ...]) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_RESULTS, run)
+    page = run / "report.html"
+    page.write_text("<!DOCTYPE html><html></html>")
+    done = loadtest(*(part.format(page=page, run=run) for part in command))
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"{page} is a report page, not a run folder: give the folder it was written into" in lines[0], lines
