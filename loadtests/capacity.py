@@ -109,6 +109,7 @@ class CapacitySummary:
     cause: list[str]  # what broke at `failed`
     max_nodes: int | None = None
     judged: tuple[int, int] | None = None  # SLO checks judged at `held`, of all there: "held" rests on those only
+    aborted: str | None = None  # why the search stopped before it finished (a component died, a signal, ...)
 
     @property
     def judged_text(self) -> str:
@@ -118,6 +119,10 @@ class CapacitySummary:
         return f" ({self.judged[0]} of {self.judged[1]} SLO checks judged there; the others had too few samples)"
 
     def line(self) -> str:
+        """The search's last line: its answer, or, for a search that did not finish, that it did not and what
+        the steps before the abort found (never the limit it did not reach)."""
+        if self.aborted is not None:
+            return self._aborted_line()
         if self.held is None and self.failed is not None:
             return f"no scale held: at {self.failed:,} nodes (the first step): {'; '.join(self.cause)}"
         if self.failed is None:
@@ -126,6 +131,16 @@ class CapacitySummary:
             return f"largest scale where every SLO held: {self.held or 0:,} nodes{self.judged_text}{limit}"
         return (f"largest scale where every SLO held: {self.held or 0:,} nodes{self.judged_text}; at "
                 f"{self.failed:,}: {'; '.join(self.cause)}")
+
+
+    def _aborted_line(self) -> str:
+        head = f"the search did not finish ({self.aborted})"
+        if self.held is None and self.failed is None:
+            return f"{head}: no step finished, so no scale is known to hold"
+        held = (f"the largest scale where every SLO held was {self.held:,} nodes{self.judged_text}" if self.held
+                else "no step held")
+        failed = f"; at {self.failed:,}: {'; '.join(self.cause)}" if self.failed is not None else ""
+        return f"{head}; before it stopped, {held}{failed}"
 
 
 def summarize(run: RunResult, max_nodes: int | None = None) -> CapacitySummary:
@@ -140,6 +155,7 @@ def summarize(run: RunResult, max_nodes: int | None = None) -> CapacitySummary:
                       key=lambda s: s.index)
         found = [v for v in step_verdicts(largest, limits) if v.count > 0]  # SLOs with no request: none to judge
         judged = (sum(v.passed is not None for v in found), len(found))
+    aborted = (run.error or "aborted") if run.status == "aborted" else None
     return CapacitySummary(held=max(held) if held else None, failed=first_failed.nodes if first_failed else None,
-                           cause=step_failures(first_failed, limits) if first_failed else [], max_nodes=max_nodes,
-                           judged=judged)
+                           cause=step_failures(first_failed, limits) if first_failed else [],
+                           max_nodes=None if aborted else max_nodes, judged=judged, aborted=aborted)

@@ -31,6 +31,14 @@ class TargetError(LoadTestError):
     """The control plane could not be started, reached, or is refused (safety guard)."""
 
 
+class AccessRefused(TargetError):
+    """Who the kubeconfig says the harness is was refused before anything started: its credentials (an exec
+    plugin that fails, a token the cluster rejects, certificates that do not load) or its rights (a user who
+    may not list nodes). The user's input to fix, exit 2, even when the runner found it."""
+
+    exit_code = 2
+
+
 class Saturated(TargetError):
     """The control plane did not converge within the step's budget (nodes Ready, pods Running): not a crash
     but a finding, the breaking point of the run; `condition` says what did not converge, `detail` how far."""

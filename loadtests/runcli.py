@@ -86,7 +86,7 @@ def execute(plan: Plan, out_dir: Path, args: argparse.Namespace,
         run = None
     if failure is not None:
         saved = f"{len(run.steps)} finished steps saved in {out_dir}" if run else f"no results in {out_dir}"
-        prefix = "" if failure.exit_code == EXIT_ENVIRONMENT else "run aborted: "
+        prefix = "run aborted: " if failure.exit_code == EXIT_ABORTED else ""
         _say(f"loadtest: {prefix}{failure} ({saved})")
     return run, failure
 

@@ -25,6 +25,7 @@ from loadtests.capacity import PlannedSteps, StepChooser, step_failures
 from loadtests.controlplane.base import Target, TargetInfo
 from loadtests.controlplane.health import HealthWatch
 from loadtests.errors import (
+    AccessRefused,
     EnvironmentProblem,
     LoadTestError,
     RunAborted,
@@ -127,6 +128,7 @@ class Runner:
         self.run_result = run
         self._save(run)  # nothing is started before the results folder is known to take a file
         self._run_started = time.monotonic()
+        self._target_up = False  # until up() returns, a refused kubeconfig user is the user's input to fix
         name = getattr(self.target, "name", "")
         what = (f"{len(plan.steps)} steps, about {plan.estimated_seconds() / 60:.1f} min of measurement plus ramps"
                 if self._total else f"a capacity search from {plan.steps[0].nodes:,} nodes")
@@ -135,6 +137,7 @@ class Runner:
         try:
             try:
                 info = self.target.up()
+                self._target_up = True
                 run.environment["versions"].update(info.versions)
                 run.environment["server"] = "local 127.0.0.1" if info.kind == "local" else "existing cluster"
                 self._save(run)
@@ -186,6 +189,8 @@ class Runner:
             return RunAborted(interrupt_reason(error) + self._where())
         if isinstance(error, MemoryError):
             return EnvironmentProblem("out of memory" + self._where())
+        if isinstance(error, AccessRefused) and not self._target_up:
+            return error  # the kubeconfig's user, refused before anything ran: bad input (2), not an abort
         if isinstance(error, EnvironmentProblem | RunAborted):
             return error
         if isinstance(error, LoadTestError):

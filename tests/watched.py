@@ -20,13 +20,14 @@ class WatchedRun:
     """A `loadtest run` of the tiny plan, watched from outside: its output lines, its cluster's processes."""
 
     def __init__(self, tmp_path: Path, *, plan: Path | None = None, out: Path | None = None,
-                 second_nodes: int = 10, durations_s: tuple[float, float] = (8, 30)) -> None:
-        """The given plan, or the tiny two-step one (its health timeout 15 s, its second step of
-        `second_nodes`)."""
+                 second_nodes: int = 10, durations_s: tuple[float, float] = (8, 30),
+                 command: tuple[str, ...] = ("run",)) -> None:
+        """`loadtest run` (or `command`, e.g. ("capacity", "--max-nodes", "40")) of the given plan, or of the
+        tiny two-step one (its health timeout 15 s, its second step of `second_nodes`)."""
         plan = plan or write_tiny_plan(tmp_path / "fault.yaml", "fault", durations_s, second_nodes=second_nodes,
                                        unresponsive_s=15)
         self.out = out or tmp_path / "run"
-        self.proc = start_loadtest("run", "--out", str(self.out), "--plan", str(plan))
+        self.proc = start_loadtest(*command, "--out", str(self.out), "--plan", str(plan))
         self.state_file = cache_root() / "clusters" / f"run-{self.out.name}-{self.proc.pid}" / "state.json"
         self.lines: list[str] = []
         self.err_lines: list[str] = []

@@ -25,7 +25,7 @@ from loadtests.controlplane import kwok as kwok_mod
 from loadtests.controlplane.base import TargetInfo
 from loadtests.controlplane.health import HealthCheck, endpoint_check
 from loadtests.controlplane.processes import ClusterState, ProcessGroup, ProcessRecord, free_ports, wait_for
-from loadtests.errors import TargetError
+from loadtests.errors import AccessRefused, TargetError
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.credentials import forget_tokens
 from loadtests.kube.errors import ApiError
@@ -162,8 +162,8 @@ class ExistingCluster:
         try:
             self.client = RestClient(self.access, timeout_s=15.0)
         except (ssl.SSLError, OSError) as error:
-            raise TargetError(f"{self.context.source}: context {self.context.name!r}: its certificates cannot "
-                              f"be loaded ({short_error(error)})") from None
+            raise AccessRefused(f"{self.context.source}: context {self.context.name!r}: its certificates cannot "
+                                f"be loaded ({short_error(error)})") from None
         version = self._check_reachable()
         self.kwok_mode = self.options.kwok_mode or ("local" if _local_kwok_binary() else "in-cluster")
         self._check_rights(REQUIRED_RIGHTS + (IN_CLUSTER_RIGHTS if self.kwok_mode == "in-cluster" else ()))
@@ -188,9 +188,13 @@ class ExistingCluster:
             if not error.status:
                 raise TargetError(f"cannot reach {self._where}: {error.reason}; is the cluster running and "
                                   "the kubeconfig current?") from None
-            if error.status in (401, 403):
-                raise TargetError(f"{self._where} refused the kubeconfig's credentials (HTTP {error.status}: "
-                                  f"{error.reason}); check the user of that context") from None
+            if error.status == 401:
+                raise AccessRefused(f"{self._where} refused the kubeconfig's credentials (HTTP 401: "
+                                    f"{error.reason}); check the user of that context") from None
+            if error.status == 403:  # who it is was accepted; what it may do was not
+                raise AccessRefused(f"{self._where}: the kubeconfig's user may not list nodes (HTTP 403: "
+                                    f"{error.reason}); the harness needs rights like cluster-admin's on nodes, "
+                                    "namespaces, pods and deployments") from None
             raise TargetError(f"{self._where} answered HTTP {error.status}: {error.reason}") from None
         self.log(f"existing cluster: {self._where}, Kubernetes {version}")
         return str(version)
@@ -206,8 +210,8 @@ class ExistingCluster:
             if not review.get("status", {}).get("allowed"):
                 missing.append(f"{verb} {resource}")
         if missing:
-            raise TargetError(f"{self._where}: the kubeconfig's user may not {', '.join(missing)}; the harness "
-                              "needs rights like cluster-admin's on nodes, namespaces, pods and deployments")
+            raise AccessRefused(f"{self._where}: the kubeconfig's user may not {', '.join(missing)}; the harness "
+                                "needs rights like cluster-admin's on nodes, namespaces, pods and deployments")
 
     def _claim(self) -> None:
         """Refuse to start next to harness objects of another run; wait out namespaces still being deleted."""

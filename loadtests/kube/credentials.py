@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from loadtests.errors import TargetError
+from loadtests.errors import AccessRefused
 
 REFRESH_AHEAD_MAX_S = 60.0  # obtain a new token at most this long before the old one expires
 REFRESH_AHEAD_FRACTION = 0.25  # ... and at most this fraction of its lifetime (short-lived test tokens)
@@ -87,7 +87,7 @@ def _loader_errors() -> Iterator[_LoaderErrors]:
 def resolve(kubeconfig: Path, context: str, *, temp_dir: Path | None = None, shown_as: Path | None = None,
             clock: Callable[[], float] = time.time) -> Credential:
     """The context's credential now, through the kubernetes client's loader (which runs the exec plugin
-    again on every call); a TargetError in one line, naming the kubeconfig as `shown_as` (the user's file
+    again on every call); an AccessRefused in one line, naming the kubeconfig as `shown_as` (the user's file
     rather than our copy), when it gives none. Files the loader writes (client certificates from a plugin,
     inline data) go to temp_dir, which should be private."""
     from kubernetes.client import Configuration
@@ -98,7 +98,7 @@ def resolve(kubeconfig: Path, context: str, *, temp_dir: Path | None = None, sho
     try:
         config = yaml.safe_load(kubeconfig.read_text())
     except (OSError, yaml.YAMLError) as error:
-        raise TargetError(f"{where}: cannot read it ({getattr(error, 'strerror', None) or error})") from None
+        raise AccessRefused(f"{where}: cannot read it ({getattr(error, 'strerror', None) or error})") from None
     configuration = Configuration()
     obtained_at = clock()
     with _loader_errors() as errors:
@@ -108,7 +108,7 @@ def resolve(kubeconfig: Path, context: str, *, temp_dir: Path | None = None, sho
                                       temp_file_path=str(temp_dir) if temp_dir else None)
             loader.load_and_set(configuration)
         except (ConfigException, KeyError, ValueError, OSError) as error:
-            raise TargetError(f"{where}: the kubernetes client cannot load it ({' '.join(str(error).split())})"
+            raise AccessRefused(f"{where}: the kubernetes client cannot load it ({' '.join(str(error).split())})"
                               ) from None
     bearer = str(configuration.api_key.get("BearerToken") or "")
     token = bearer.removeprefix("Bearer ").strip() or None
@@ -116,7 +116,7 @@ def resolve(kubeconfig: Path, context: str, *, temp_dir: Path | None = None, sho
     key_file = configuration.key_file if token is None else None
     if token is None and not (cert_file and key_file):
         reason = "; ".join(errors.messages) or "it gave neither a token nor a client certificate"
-        raise TargetError(f"{where}: no credentials from its user ({reason[:300]})")
+        raise AccessRefused(f"{where}: no credentials from its user ({reason[:300]})")
     expiry = getattr(loader, "expiry", None)
     return Credential(token=token, obtained_at=obtained_at, expires_at=expiry.timestamp() if expiry else None,
                       cert_file=cert_file, key_file=key_file)
@@ -166,7 +166,7 @@ class RefreshingToken:
         self.resolutions += 1
         try:
             self._credential = self._resolve(self.kubeconfig, self.context, temp_dir=self.kubeconfig.parent)
-        except TargetError as error:
+        except AccessRefused as error:
             if not keep_old:
                 raise
             self.last_error = str(error)

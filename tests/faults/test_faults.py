@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from loadtests import results
 from loadtests.binaries import cache_root
 from loadtests.controlplane.processes import ProcessRecord, wait_for
 from tests.checks import assert_nothing_left
-from tests.cli import loadtest
+from tests.cli import loadtest, start_loadtest
 from tests.watched import WatchedRun
 
 FAULT_WITHIN_S = 60  # a hung component must end the run within this (its health timeout is 15 s here)
@@ -285,3 +286,32 @@ def test_a_report_page_given_for_a_run_folder_says_what_to_give(tmp_path: Path, 
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, lines
     assert f"{page} is a report page, not a run folder: give the folder it was written into" in lines[0], lines
+
+
+def test_an_aborted_capacity_search_says_it_did_not_finish(faulty) -> None:
+    run = faulty(command=("capacity", "--max-nodes", "40"))
+    run.wait_second_step_loaded()
+    os.kill(run.component("etcd").pid, signal.SIGKILL)
+    assert run.finish() == 3, run.stdout[-2000:] + run.stderr[-2000:]
+    last = run.lines[-1]
+    assert last.startswith("the search did not finish (etcd killed by SIGKILL"), run.lines[-3:]
+    assert "before it stopped, the largest scale where every SLO held was 5 nodes" in last, last
+    assert "limit" not in last
+    assert_nothing_left(run.seen)
+
+
+def test_an_interrupted_lesson_names_what_ran_aborted_and_never_ran(tmp_path: Path) -> None:
+    out = tmp_path / "lesson"
+    proc = start_loadtest("lesson", "etcd-disk", "--scale", "small", "--repeat", "1", "--out", str(out))
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(line.rstrip("\n") for line in proc.stdout or []),
+                              daemon=True)
+    reader.start()
+    wait_for(lambda: (out / "disk" / "results.json").exists(), 180, "the first variant's first step",
+             abort=lambda: None if proc.poll() is None else "the lesson exited early")
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    reader.join(timeout=10)
+    assert proc.returncode == 3, lines[-10:]
+    said = [line for line in lines if line.startswith("loadtest: lesson etcd-disk was aborted")]
+    assert said == ["loadtest: lesson etcd-disk was aborted (disk aborted, memory never ran)"], lines[-6:]

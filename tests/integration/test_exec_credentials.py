@@ -29,7 +29,7 @@ from loadtests.kube.errors import ApiError
 from loadtests.kube.rest import RestClient
 from loadtests.measure.prometheus import fetch_metrics_text
 from tests.checks import running_plane
-from tests.cli import start_loadtest
+from tests.cli import loadtest, start_loadtest
 
 CONTEXT = "eks-like"
 NAMESPACE, ACCOUNT = "exec-credentials", "load-tester"  # not a harness namespace: the cluster's own
@@ -251,3 +251,65 @@ def test_tls_server_name_is_the_name_asked_for_and_verified(eks_like: LocalContr
         assert caught.value.status == 0 and "elsewhere.example" in caught.value.reason
     finally:
         elsewhere.close()
+
+
+# ------------------------------------------------------------------------------ refused before anything starts
+FAILING_PLUGIN = """#!/bin/sh
+echo "error: the SSO session has expired; run: sso login" >&2
+exit 1
+"""
+NO_RIGHTS = "no-rights"  # a ServiceAccount that exists and is bound to nothing
+
+
+def token_kubeconfig(folder: Path, plane: LocalControlPlane, user: dict[str, object]) -> Path:
+    access = plane.access()
+    path = folder / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": access.server, "certificate-authority": access.ca_file}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": CONTEXT, "context": {"cluster": "c", "user": "u"}}],
+    }))
+    return path
+
+
+def unbound_token(plane: LocalControlPlane) -> str:
+    """A real token of a ServiceAccount that may do nothing (authenticated, not authorised)."""
+    with contextlib.closing(RestClient(plane.access())) as client:
+        path = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts"
+        if client.request("GET", f"{path}/{NO_RIGHTS}", ok=(404,)) is None:
+            client.create(path, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NO_RIGHTS}})
+        made = client.create(f"{path}/{NO_RIGHTS}/token", {"apiVersion": "authentication.k8s.io/v1",
+                                                           "kind": "TokenRequest", "spec": {"expirationSeconds": 600}})
+    return str(made["status"]["token"])
+
+
+@pytest.mark.parametrize("case", ["exec plugin exits 1", "token refused", "may not list nodes"])
+def test_credentials_refused_before_anything_starts_are_bad_input(eks_like: LocalControlPlane, tmp_path: Path,
+                                                                  case: str) -> None:
+    if case == "exec plugin exits 1":
+        plugin = tmp_path / "get-token"
+        plugin.write_text(FAILING_PLUGIN)
+        plugin.chmod(0o700)
+        user: dict[str, object] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
+                                            "interactiveMode": "Never"}}
+        said = f"context {CONTEXT}: no credentials from its user ("
+    elif case == "token refused":
+        user, said = {"token": "not-a-token-this-cluster-issued"}, "refused the kubeconfig's credentials (HTTP 401"
+    else:
+        user, said = {"token": unbound_token(eks_like)}, "the kubeconfig's user may not list nodes (HTTP 403"
+    kubeconfig = token_kubeconfig(tmp_path, eks_like, user)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump({"name": "refused", "target": {"kind": "cluster", "kubeconfig": str(kubeconfig)},
+                                    "steps": [{"nodes": 1, "duration_s": 5}],
+                                    "load": {"scenarios": {"list_pollers": {"rate": 1}}}}))
+    out = tmp_path / "out"
+    done = loadtest("run", "--plan", str(plan), "--context", CONTEXT, "--allow-context", CONTEXT, "--out", str(out))
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    errors = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("loadtest:")]
+    assert len(errors) == 1 and said in errors[0], errors
+    assert "run aborted" not in errors[0] and "Traceback" not in done.stderr
+    if case == "exec plugin exits 1":
+        assert "SSO session has expired" in errors[0], errors  # the plugin's own words
+    if case == "may not list nodes":
+        assert f"system:serviceaccount:{NAMESPACE}:{NO_RIGHTS}" in errors[0], errors  # who, from the apiserver

@@ -91,6 +91,23 @@ def test_the_summary_names_the_breaking_point_from_results_alone() -> None:
                     "too few samples)")
 
 
+def test_an_aborted_search_says_it_did_not_finish_and_what_held_before() -> None:
+    plan = plan_of([100], {"growth": 2.0})
+    cut = RunResult("r", plan.to_dict(), {}, status="aborted", error="etcd killed by SIGKILL during step 3",
+                    steps=[result(0, 100), result(1, 200)])
+    line = summarize(cut, max_nodes=400).line()
+    assert line == ("the search did not finish (etcd killed by SIGKILL during step 3); before it stopped, the "
+                    "largest scale where every SLO held was 200 nodes")
+    assert "limit" not in line
+    nothing = RunResult("r", plan.to_dict(), {}, status="aborted", error="interrupted by SIGHUP", steps=[])
+    assert summarize(nothing).line() == ("the search did not finish (interrupted by SIGHUP): no step finished, so "
+                                         "no scale is known to hold")
+    broke = RunResult("r", plan.to_dict(), {}, status="aborted", error="x",
+                      steps=[result(0, 100), result(1, 200, p99=2.5)])
+    assert summarize(broke).line() == ("the search did not finish (x); before it stopped, the largest scale where "
+                                       "every SLO held was 100 nodes; at 200: mutating POST pods p99 2.500 s > 1 s")
+
+
 def test_planned_steps_stop_growing_after_a_saturated_step() -> None:
     chooser = PlannedSteps(plan_of([10, 20, 30]))
     assert chooser.next(result(0, 10), True) is not None
