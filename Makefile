@@ -58,7 +58,7 @@ lessons: setup
 
 test: setup browser
 	$(BIN)/loadtest setup --previous $(KUBE_FLAG)
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 unit-test: venv
 	$(BIN)/pytest tests/unit

@@ -166,12 +166,13 @@ def tables(runs: list[PlanRun]) -> list[str]:
     """Two tables, a row per run and step: the outcome and where the CPU went; then the figures that grow."""
     lines = ["| run | nodes | outcome | machine CPU (avg / max of "
              f"{100 * (runs[0].results.environment.get('machine', {}).get('cpus') or 0):.0f} %) | "
-             + " | ".join(COMPONENTS) + " | harness | oldest Lease | nodes NotReady (max) |",
-             "|---" * (7 + len(COMPONENTS)) + "|"]
+             + " | ".join(COMPONENTS) + " | load generator | harness | oldest Lease | nodes NotReady (max) |",
+             "|---" * (8 + len(COMPONENTS)) + "|"]
     for index, run in enumerate(runs, 1):
         for step in run.results.steps:
             lines.append(f"| {index} | {step.nodes:,} | {outcome(step, run.results)} | {machine(step)} | "
-                         + " | ".join(cpu(step, c) for c in COMPONENTS) + f" | {cpu(step, 'harness')} | "
+                         + " | ".join(cpu(step, c) for c in COMPONENTS)
+                         + f" | {cpu(step, 'loadgen')} | {cpu(step, 'harness')} | "
                          f"{lease(step)} | {step.health.summary.get('nodes_not_ready_max', 'not measured')} |")
     lines += ["", "| run | nodes | kube-apiserver RSS (max) | etcd db size | POST pods p99 (requests) | "
               "LIST pods, cluster p99 (requests) | pod startup p99 (pods) | scenarios short of asked |",
