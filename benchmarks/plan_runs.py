@@ -142,6 +142,27 @@ def short_of_asked(step: StepResult) -> str:
     return "; ".join(short) or "none"
 
 
+def seconds(value: float | None) -> str:
+    return f"{value:.1f} s" if value is not None else "not measured"
+
+
+def ramp(step: StepResult) -> str:
+    return f"{seconds(step.ramp.get('nodes_ready_s'))} / {seconds(step.ramp.get('pods_running_s'))}"
+
+
+def expensive(step: StepResult, top: int = 2) -> str:
+    """The clients with the most apiserver time in the window, from the audit log (where it was on)."""
+    if not step.audit.requests:
+        return "audit off"
+    by_client: dict[str, list[float]] = {}
+    for row in step.audit.requests:
+        found = by_client.setdefault(row.client, [0, 0.0])
+        found[0] += row.count
+        found[1] += row.apiserver_s
+    ranked = sorted(by_client.items(), key=lambda item: -item[1][1])[:top]
+    return "; ".join(f"{client}: {count:,.0f} requests, {spent:,.0f} s" for client, (count, spent) in ranked)
+
+
 def size(value: float | None) -> str:
     return page.in_unit(value, "bytes") if value else "not measured"
 
@@ -174,18 +195,21 @@ def tables(runs: list[PlanRun]) -> list[str]:
                          + " | ".join(cpu(step, c) for c in COMPONENTS)
                          + f" | {cpu(step, 'loadgen')} | {cpu(step, 'harness')} | "
                          f"{lease(step)} | {step.health.summary.get('nodes_not_ready_max', 'not measured')} |")
-    lines += ["", "| run | nodes | kube-apiserver RSS (max) | etcd db size | POST pods p99 (requests) | "
-              "LIST pods, cluster p99 (requests) | pod startup p99 (pods) | scenarios short of asked |",
-              "|---" * 8 + "|"]
+    lines += ["", "| run | nodes | nodes Ready / pods Running in | load started in | kube-apiserver RSS (max) | "
+              "etcd db size | POST pods p99 (requests) | LIST pods, cluster p99 (requests) | pod startup p99 (pods) | "
+              "scenarios short of asked | most apiserver time (audit log) |",
+              "|---" * 11 + "|"]
     for index, run in enumerate(runs, 1):
         for step in run.results.steps:
             startup = step.pod_startup
             startup_text = (f"{page.in_unit(startup.p99, 's')} ({startup.count:,})" if startup.p99 is not None
                             else "not measured")
-            lines.append(f"| {index} | {step.nodes:,} | {gib(rss(step, 'kube-apiserver'))} | "
+            lines.append(f"| {index} | {step.nodes:,} | {ramp(step)} | {seconds(step.ramp.get('load_spawn_s'))} | "
+                         f"{gib(rss(step, 'kube-apiserver'))} | "
                          f"{size(step.etcd.db_size_bytes)} | "
                          f"{p99(server(step, 'POST', 'pods', 'resource'))} | "
-                         f"{p99(server(step, 'LIST', 'pods', 'cluster'))} | {startup_text} | {short_of_asked(step)} |")
+                         f"{p99(server(step, 'LIST', 'pods', 'cluster'))} | {startup_text} | {short_of_asked(step)} | "
+                         f"{expensive(step)} |")
     return lines
 
 
