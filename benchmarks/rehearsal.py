@@ -1,0 +1,131 @@
+"""An upgrade rehearsal as the README shows it: `loadtest rehearse` of a plan from one version to another, each
+side repeated, and the comparison's own verdict lines, with every run's results kept so the comparison can be
+made again from them (`--from-raw`).
+
+    .venv/bin/python benchmarks/rehearsal.py [--plan smoke] [--from v1.36.3] [--to v1.37.2] [--repeat 4]
+    .venv/bin/python benchmarks/rehearsal.py --from-raw      # compare the kept runs again, run nothing
+
+Written: benchmarks/results/rehearsal_<plan>.md and benchmarks/results/raw/rehearsal_<plan>/<version>-<k>.json.gz.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.markdown import results_head  # noqa: E402
+from loadtests import binaries  # noqa: E402
+from loadtests.report import page  # noqa: E402
+from loadtests.report.compare import compare_sides  # noqa: E402
+from loadtests.report.samples import load_side, repeat_folders  # noqa: E402
+from loadtests.results import RESULTS_FILE  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def loadtest(*args: str) -> tuple[int, str, float]:
+    """A `loadtest` command's exit code, its output (stdout then stderr) and how long it took."""
+    command = [str(Path(sys.executable).with_name("loadtest")), *args]
+    print("$ " + shlex.join(command), flush=True)
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    return done.returncode, done.stdout + done.stderr, time.monotonic() - started
+
+
+def keep_raw(base: Path, versions: tuple[str, str], raw: Path) -> None:
+    raw.mkdir(parents=True, exist_ok=True)
+    for old in raw.glob("*.json.gz"):
+        old.unlink()
+    for version in versions:
+        for k, folder in enumerate(repeat_folders(base / version) or [base / version], 1):
+            if (folder / RESULTS_FILE).is_file():
+                (raw / f"{version}-{k}.json.gz").write_bytes(gzip.compress((folder / RESULTS_FILE).read_bytes()))
+
+
+def unpack_raw(raw: Path, versions: tuple[str, str], into: Path) -> dict[str, list[Path]]:
+    sides: dict[str, list[Path]] = {}
+    for version in versions:
+        for path in sorted(raw.glob(f"{version}-*.json.gz"), key=lambda p: int(p.name.split("-")[-1].split(".")[0])):
+            folder = into / path.name.removesuffix(".json.gz")
+            folder.mkdir(parents=True)
+            (folder / RESULTS_FILE).write_bytes(gzip.decompress(path.read_bytes()))
+            sides.setdefault(version, []).append(folder)
+    if len(sides) != 2:
+        raise SystemExit(f"{raw}: no kept runs of both {versions[0]} and {versions[1]}; run without --from-raw")
+    return sides
+
+
+def verdict_lines(output: str) -> list[str]:
+    """What the comparison said of the figures: its changes and its last lines (not the progress lines)."""
+    keep = ("REGRESSION", "IMPROVED", "CHANGE", "regression", "no regression", "~", "loadtest:")
+    return [line for line in output.splitlines() if line.strip().startswith(keep)]
+
+
+def significant(sides: dict[str, list[Path]], versions: tuple[str, str], out: Path) -> list[str]:
+    """Every figure the rank test found different between the versions (p < alpha), regression or not."""
+    result = compare_sides(load_side(sides[versions[0]], "A"), load_side(sides[versions[1]], "B"), out)
+    rows = [r for r in result.rows if r.p_value is not None and r.p_value < r.alpha]
+    tested = sum(r.p_value is not None for r in result.rows)
+    lines = [f"{len(rows)} of the {tested} figures the rank test could weigh differ at p < "
+             f"{result.thresholds.get('alpha', 0.05):g}:", "",
+             "| step | figure | A (median) | B (median) | change | p | regression |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        change = f"{100 * (r.b / r.a - 1):+.1f} %" if r.a and r.b is not None else "—"
+        lines.append(f"| {r.step_name} | {r.chart}: {r.name} | {page.in_unit(r.a, r.unit)} | "
+                     f"{page.in_unit(r.b, r.unit)} | {change} | {r.p_value:.3f} | {'yes' if r.regression else 'no'} |")
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plan", default="smoke")
+    parser.add_argument("--from", dest="a", default=binaries.PREVIOUS_KUBE_VERSION)
+    parser.add_argument("--to", dest="b", default=binaries.DEFAULT_KUBE_VERSION)
+    parser.add_argument("--repeat", type=int, default=4)
+    parser.add_argument("--from-raw", action="store_true", help="compare the kept runs again")
+    args = parser.parse_args()
+    versions = (args.a, args.b)
+    raw = RESULTS / "raw" / f"rehearsal_{args.plan}"
+    command = (f".venv/bin/python benchmarks/rehearsal.py --plan {args.plan} --from {args.a} --to {args.b} "
+               f"--repeat {args.repeat}")
+    took = ""
+    with tempfile.TemporaryDirectory(prefix="rehearsal-") as tmp:
+        if not args.from_raw:
+            base = Path(tmp) / "rehearsal"
+            code, output, seconds = loadtest("rehearse", "--plan", args.plan, "--from", args.a, "--to", args.b,
+                                             "--repeat", str(args.repeat), "--out", str(base))
+            keep_raw(base, versions, raw)
+            minutes, rest = divmod(round(seconds), 60)
+            took = f"The rehearsal took {minutes} min {rest:02d} s end to end and exited {code}."
+            (raw / "command.json.gz").write_bytes(gzip.compress(json.dumps({"command": command,
+                                                                             "took": took}).encode()))
+        else:
+            kept = json.loads(gzip.decompress((raw / "command.json.gz").read_bytes()))
+            command, took = kept["command"], kept["took"]
+        sides = unpack_raw(raw, versions, Path(tmp) / "raw")
+        code, output, _ = loadtest("compare", "--a", *map(str, sides[args.a]), "--b", *map(str, sides[args.b]),
+                                   "--out", str(Path(tmp) / "compare"))
+        differ = significant(sides, versions, Path(tmp) / "significant")
+    lines = results_head(f"Upgrade rehearsal of the {args.plan} plan: {args.a} → {args.b}",
+                         f"{len(sides[args.a])} runs of {args.a} and {len(sides[args.b])} of {args.b}, each on a "
+                         "fresh control plane; below, what `loadtest compare --a ... --b ...` of the kept runs "
+                         f"said (exit {code}).", command, ["comparison"])[:-3]
+    lines += ["", took, "", "```", *verdict_lines(output), "```", "", *differ, "",
+              f"Raw results (each run's results.json): benchmarks/results/raw/rehearsal_{args.plan}/."]
+    target = RESULTS / f"rehearsal_{args.plan}.md"
+    target.write_text("\n".join(lines) + "\n")
+    print(f"written: {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
