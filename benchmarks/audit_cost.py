@@ -16,7 +16,6 @@ reach p < 0.05 two-sided). Each run's results.json is kept gzip-compressed in be
 from __future__ import annotations
 
 import argparse
-import gzip
 import statistics
 import subprocess
 import sys
@@ -28,12 +27,12 @@ from scipy import stats as scipy_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.markdown import results_head  # noqa: E402
+from benchmarks.markdown import RAW_DIR, keep_raw, results_head  # noqa: E402
 from loadtests import plan as plan_mod  # noqa: E402
 from loadtests import results  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-RAW = Path(__file__).resolve().parent / "results" / "raw" / "audit_cost"
+RAW = "audit_cost"  # under benchmarks/results/raw/
 
 
 def write_plan(folder: Path, nodes: int, duration_s: float, audit: bool) -> Path:
@@ -55,8 +54,7 @@ def run_once(folder: Path, nodes: int, duration_s: float, audit: bool, index: in
     plan = write_plan(folder, nodes, duration_s, audit)
     subprocess.run([str(REPO / ".venv/bin/loadtest"), "run", "--plan", str(plan), "--out", str(out), "--no-gate"],
                    check=True, stdout=subprocess.DEVNULL)
-    RAW.mkdir(parents=True, exist_ok=True)
-    (RAW / f"{out.name}.results.json.gz").write_bytes(gzip.compress((out / results.RESULTS_FILE).read_bytes()))
+    keep_raw(f"{RAW}/{out.name}.results.json.gz", (out / results.RESULTS_FILE).read_bytes())
     step = results.load(out).steps[0]
     apiserver = next(p for p in step.processes if p.component == "kube-apiserver")
     machine = step.health.summary.get("cpu_machine_avg")
@@ -102,7 +100,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "audit_cost.md")
     args = parser.parse_args()
     rows = []
-    for old in RAW.glob("*.results.json.gz"):  # an earlier measurement's runs
+    for old in (RAW_DIR / RAW).glob("*.results.json.gz"):  # an earlier measurement's runs
         old.unlink()
     with tempfile.TemporaryDirectory(prefix="audit-cost-") as tmp:
         for index in range(2 * args.pairs):

@@ -15,8 +15,6 @@ benchmarks/results/raw/<results file's name>.json.gz.
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import sys
 import tempfile
@@ -25,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.markdown import results_head  # noqa: E402
+from benchmarks.markdown import keep_raw, results_head  # noqa: E402
 from loadtests import binaries, objects, sizing  # noqa: E402
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
 from loadtests.fleet import Fleet  # noqa: E402
@@ -33,7 +31,6 @@ from loadtests.kube.rest import RestClient  # noqa: E402
 from loadtests.measure.cluster_health import CpuMeter, LeaseLists, name_of, node_figures, node_state  # noqa: E402
 
 COMPONENTS = ["etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok"]
-RAW_DIR = Path(__file__).parent / "results" / "raw"  # the raw rows, as <results file's name>.json.gz
 
 
 def lease_cores(rows: list[dict[str, object]]) -> dict[str, object] | None:
@@ -125,9 +122,7 @@ def main() -> int:
                       "1,000 idle nodes (the largest over the sizes that held)."]
         sizing.record(sizing.LEASE_CORES, cost, command)
     args.out.write_text("\n".join(lines) + "\n")
-    raw = RAW_DIR / f"{args.out.stem}.json.gz"
-    raw.parent.mkdir(parents=True, exist_ok=True)
-    raw.write_bytes(gzip.compress(json.dumps({"command": command, "rows": rows}, indent=1).encode()))
+    raw = keep_raw(f"{args.out.stem}.json.gz", {"command": command, "rows": rows})
     print(f"written: {args.out}, {raw}")
     return 0
 

@@ -20,7 +20,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.markdown import results_head  # noqa: E402
+from benchmarks.markdown import keep_raw, results_head  # noqa: E402
 from loadtests import binaries  # noqa: E402
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
 from loadtests.fleet import Fleet  # noqa: E402
@@ -90,8 +90,10 @@ def main() -> int:
             + " | ".join(f"{cpu.get(c, 0):.1f}" for c in components)
             + f" | {100 * cpu['harness'] / total:.1f}% |"
         )
+    lines += ["", f"Raw rows: benchmarks/results/raw/{args.out.stem}.json.gz."]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
+    keep_raw(f"{args.out.stem}.json.gz", {"command": lines[3], "rows": rows})
     print("\n".join(lines))
     return 0
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.markdown import results_head  # noqa: E402
+from benchmarks.markdown import RAW_DIR, keep_raw, results_head  # noqa: E402
 from loadtests import capacity, results  # noqa: E402
 from loadtests.report import page  # noqa: E402
 from loadtests.report.slo import step_verdicts, thresholds  # noqa: E402
@@ -60,15 +60,14 @@ def run_once(plan: str, out: Path, search: bool, force: bool) -> PlanRun:
     return PlanRun(results.load(out), time.monotonic() - started, code)
 
 
-def keep_raw(runs: list[PlanRun], folder: Path) -> None:
+def keep_runs(runs: list[PlanRun], folder: Path) -> None:
     """Each run's results (with its wall time and exit code) gzip-compressed into `folder`, replacing an earlier
     measurement's."""
-    folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.json.gz"):
         old.unlink()
     for index, run in enumerate(runs, 1):
-        data = {"wall_s": run.wall_s, "exit_code": run.exit_code, "results": results.to_dict(run.results)}
-        (folder / f"run-{index}.json.gz").write_bytes(gzip.compress(json.dumps(data).encode()))
+        keep_raw(f"{folder.name}/run-{index}.json.gz", {"wall_s": run.wall_s, "exit_code": run.exit_code,
+                                                        "results": results.to_dict(run.results)})
 
 
 def read_raw(folder: Path) -> list[PlanRun]:
@@ -240,7 +239,7 @@ def main() -> int:
     if args.runs < 1:
         parser.error(f"--runs {args.runs}: at least 1")
     name = f"plan_{args.plan}" + ("_capacity" if args.capacity else "")
-    raw = RESULTS_DIR / "raw" / name
+    raw = RAW_DIR / name
     command = (f".venv/bin/python benchmarks/plan_runs.py --plan {args.plan} --runs {args.runs}"
                + (" --capacity" if args.capacity else "") + (" --force" if args.force else ""))
     if args.from_raw:
@@ -250,8 +249,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
             runs = [run_once(args.plan, Path(tmp) / f"run-{i}", args.capacity, args.force)
                     for i in range(1, args.runs + 1)]
-        keep_raw(runs, raw)
-        (raw / "command.json.gz").write_bytes(gzip.compress(json.dumps({"command": command}).encode()))
+        keep_runs(runs, raw)
+        keep_raw(f"{name}/command.json.gz", {"command": command})
     first = runs[0].results
     versions = first.environment.get("versions", {})
     what = "its capacity search" if args.capacity else "the plan"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.markdown import results_head  # noqa: E402
+from benchmarks.markdown import RAW_DIR, keep_raw, results_head  # noqa: E402
 from loadtests import binaries  # noqa: E402
 from loadtests.report import page  # noqa: E402
 from loadtests.report.compare import compare_sides  # noqa: E402
@@ -41,14 +41,13 @@ def loadtest(*args: str) -> tuple[int, str, float]:
     return done.returncode, done.stdout + done.stderr, time.monotonic() - started
 
 
-def keep_raw(base: Path, versions: tuple[str, str], raw: Path) -> None:
-    raw.mkdir(parents=True, exist_ok=True)
+def keep_runs(base: Path, versions: tuple[str, str], raw: Path) -> None:
     for old in raw.glob("*.json.gz"):
         old.unlink()
     for version in versions:
         for k, folder in enumerate(repeat_folders(base / version) or [base / version], 1):
             if (folder / RESULTS_FILE).is_file():
-                (raw / f"{version}-{k}.json.gz").write_bytes(gzip.compress((folder / RESULTS_FILE).read_bytes()))
+                keep_raw(f"{raw.name}/{version}-{k}.json.gz", (folder / RESULTS_FILE).read_bytes())
 
 
 def unpack_raw(raw: Path, versions: tuple[str, str], into: Path) -> dict[str, list[Path]]:
@@ -94,7 +93,7 @@ def main() -> int:
     parser.add_argument("--from-raw", action="store_true", help="compare the kept runs again")
     args = parser.parse_args()
     versions = (args.a, args.b)
-    raw = RESULTS / "raw" / f"rehearsal_{args.plan}"
+    raw = RAW_DIR / f"rehearsal_{args.plan}"
     command = (f".venv/bin/python benchmarks/rehearsal.py --plan {args.plan} --from {args.a} --to {args.b} "
                f"--repeat {args.repeat}")
     took = ""
@@ -103,11 +102,10 @@ def main() -> int:
             base = Path(tmp) / "rehearsal"
             code, output, seconds = loadtest("rehearse", "--plan", args.plan, "--from", args.a, "--to", args.b,
                                              "--repeat", str(args.repeat), "--out", str(base))
-            keep_raw(base, versions, raw)
+            keep_runs(base, versions, raw)
             minutes, rest = divmod(round(seconds), 60)
             took = f"The rehearsal took {minutes} min {rest:02d} s end to end and exited {code}."
-            (raw / "command.json.gz").write_bytes(gzip.compress(json.dumps({"command": command,
-                                                                             "took": took}).encode()))
+            keep_raw(f"{raw.name}/command.json.gz", {"command": command, "took": took})
         else:
             kept = json.loads(gzip.decompress((raw / "command.json.gz").read_bytes()))
             command, took = kept["command"], kept["took"]

@@ -27,7 +27,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.markdown import results_head  # noqa: E402
+from benchmarks.markdown import keep_raw, results_head  # noqa: E402
 from loadtests import binaries, results  # noqa: E402
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
 from loadtests.controlplane.processes import free_ports  # noqa: E402
@@ -253,7 +253,9 @@ def main() -> int:
                   "other processes: the machine's busy time beyond this benchmark's processes; a "
                   "worker's reported figure is its own process time between its statistics reports). Rates: "
                   "client side, successes per second of the window; requests/s counts every non-WATCH request."]
+    lines += ["", f"Raw rows (each run's step results): benchmarks/results/raw/{args.out.stem}.json.gz."]
     args.out.write_text("\n".join(lines) + "\n")
+    keep_raw(f"{args.out.stem}.json.gz", {"command": lines[3], "rows": rows})
     print(f"written: {args.out}")
     return 0
 

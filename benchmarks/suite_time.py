@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.markdown import results_head  # noqa: E402
+from benchmarks.markdown import RAW_DIR, keep_raw, results_head  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-RAW = RESULTS / "raw" / "suite_time.xml.gz"
+RAW = RAW_DIR / "suite_time.xml.gz"
 BUDGET_S = 25 * 60
 
 
@@ -89,8 +89,7 @@ def main() -> int:
         wall_s = time.monotonic() - started
         xml = out.read_bytes()
         out.unlink()
-        RAW.parent.mkdir(parents=True, exist_ok=True)
-        RAW.write_bytes(gzip.compress(xml))
+        keep_raw(RAW.name, xml)
         if code != 0:
             print(f"make test exited {code}: the times are written, the suite did not pass", file=sys.stderr)
     target = RESULTS / "suite_time.md"
