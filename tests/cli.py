@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,11 +11,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
+def as_from_a_terminal() -> None:
+    """In the child, before exec: the signals a shell in a terminal leaves at their defaults, whatever this
+    process inherited (`nohup` ignores SIGHUP, a background job SIGQUIT), so a test's signal is the user's."""
+    for name in ("SIGHUP", "SIGQUIT", "SIGINT"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+
+
 def start_loadtest(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.Popen[str]:
     """`loadtest ARGS` started in the background, its output captured."""
     return subprocess.Popen([sys.executable, "-m", "loadtests.cli", *args], cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                            env={**os.environ, **(env or {})})
+                            env={**os.environ, **(env or {})}, preexec_fn=as_from_a_terminal)
 
 
 def loadtest(*args: str, env: dict[str, str] | None = None, timeout: float = 120,

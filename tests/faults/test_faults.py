@@ -104,7 +104,7 @@ def test_signals_mid_step_stop_everything_and_keep_finished_steps(faulty, signal
             time.sleep(1)  # a CI runner's second signal comes on its own schedule; not a wait for readiness
         run.proc.send_signal(signum)
     assert run.finish() == 3, run.stdout[-2000:] + run.stderr[-2000:]
-    errors = run.errors()
+    errors = [line for line in run.errors() if "stopping everything it started" not in line]  # a later signal's
     assert len(errors) == 1 and said in errors[0] and "step 2/2" in errors[0], errors
     assert_nothing_left(run.seen)
     assert not run.state_file.parent.exists()  # its folder (keys) removed only after everything stopped

@@ -277,7 +277,7 @@ def unbound_token(plane: LocalControlPlane) -> str:
     """A real token of a ServiceAccount that may do nothing (authenticated, not authorised)."""
     with contextlib.closing(RestClient(plane.access())) as client:
         path = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts"
-        if client.request("GET", f"{path}/{NO_RIGHTS}", ok=(404,)) is None:
+        if not client.request("GET", f"{path}/{NO_RIGHTS}", ok=(404,)):  # {}: not there yet
             client.create(path, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NO_RIGHTS}})
         made = client.create(f"{path}/{NO_RIGHTS}/token", {"apiVersion": "authentication.k8s.io/v1",
                                                            "kind": "TokenRequest", "spec": {"expirationSeconds": 600}})

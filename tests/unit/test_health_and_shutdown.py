@@ -107,6 +107,7 @@ class TestShutdown:
         ("SIGUSR2", "interrupted by SIGUSR2"), ("SIGINT", "interrupted by the user (Ctrl-C)")])
     def test_every_terminating_signal_is_an_interrupt(self, signum: str, said: str) -> None:
         code = ("import os, signal\n"
+                f"signal.signal(signal.{signum}, signal.SIG_DFL)\n"  # as a terminal leaves it (not nohup's)
                 "from loadtests.shutdown import SHUTDOWN, interrupt_reason\n"
                 "SHUTDOWN.install()\n"
                 "try:\n"
