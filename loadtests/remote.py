@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtests.errors import LoadTestError, TargetError
-from loadtests.flags import count_arg, seconds_arg
+from loadtests.flags import seconds_arg
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.errors import ApiError
 from loadtests.kube.paths import resource_path
@@ -108,7 +108,7 @@ def add_run_options(parser: argparse.ArgumentParser, *, distributed: bool = True
                         help="existing cluster: each step's Locust master listens here for workers of other "
                              f"machines (`loadtest worker`); default 127.0.0.1:{DEFAULT_MASTER_PORT} with "
                              "--expect-workers")
-    parser.add_argument("--expect-workers", type=count_arg, default=None, metavar="N",
+    parser.add_argument("--expect-workers", type=int, default=None, metavar="N",
                         help="wait for N `loadtest worker` processes each step; they share the users")
     parser.add_argument("--worker-wait", type=seconds_arg, default=WORKER_WAIT_S, metavar="SECONDS",
                         help=f"how long a step waits for its workers (default {WORKER_WAIT_S:.0f})")
