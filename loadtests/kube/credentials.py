@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from loadtests.errors import AccessRefused
+from loadtests.errors import AccessRefused, TargetError
 
 REFRESH_AHEAD_MAX_S = 60.0  # obtain a new token at most this long before the old one expires
 REFRESH_AHEAD_FRACTION = 0.25  # ... and at most this fraction of its lifetime (short-lived test tokens)
@@ -166,7 +166,7 @@ class RefreshingToken:
         self.resolutions += 1
         try:
             self._credential = self._resolve(self.kubeconfig, self.context, temp_dir=self.kubeconfig.parent)
-        except AccessRefused as error:
+        except TargetError as error:  # AccessRefused, or a plugin that failed otherwise
             if not keep_old:
                 raise
             self.last_error = str(error)

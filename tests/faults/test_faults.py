@@ -296,7 +296,7 @@ def test_an_aborted_capacity_search_says_it_did_not_finish(faulty) -> None:
     last = run.lines[-1]
     assert last.startswith("the search did not finish (etcd killed by SIGKILL"), run.lines[-3:]
     assert "before it stopped, the largest scale where every SLO held was 5 nodes" in last, last
-    assert "limit" not in last
+    assert "stopped at its limit" not in last
     assert_nothing_left(run.seen)
 
 
