@@ -176,6 +176,14 @@ def parse(data: Any, source: str) -> Lesson:
     claim = data.get("field_report") or {}
     if not isinstance(claim, dict):
         raise _fail(source, "field_report", "must be a mapping with said and source")
+    figure = claim.get("figure") or {}
+    if not isinstance(figure, dict):
+        raise _fail(source, "field_report.figure", "must be a mapping (nodes, value, measure)")
+    for key in ("nodes", "value"):
+        value = figure.get(key)
+        if key in figure and (isinstance(value, bool) or not isinstance(value, int | float)
+                              or not 0 < value < math.inf):
+            raise _fail(source, f"field_report.figure.{key}", f"must be a finite number > 0 (got {value!r})")
     scales = data.get("scales") or {}
     if not isinstance(scales, dict) or set(scales) != set(SCALES):
         raise _fail(source, "scales", f"must give steps for each of: {', '.join(SCALES)}")

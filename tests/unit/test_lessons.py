@@ -105,6 +105,11 @@ def test_a_variant_needing_a_newer_kubernetes_is_one_line() -> None:
     (lambda d: d["variants"].pop(), "variants: needs one `warned` variant"),
     (lambda d: d["effect"]["measures"][0].update(scrape={"metric": "x"}), "needs exactly one of"),
     (lambda d: d["variants"][0].update(plan={"steps": [{"nodes": "many"}]}), r"steps\[0\].nodes: must be an integer"),
+    (lambda d: d["variants"][0].update(plan={"steps": [{"nodes": 5, "duration_s": math.inf}]}),
+     r"steps\[0\].duration_s: must be a finite number"),
+    (lambda d: d["effect"]["measures"][0].update(min_effect=math.nan), r"min_effect: must be a finite ratio"),
+    (lambda d: d.update(field_report={"said": "s", "source": "x", "figure": {"nodes": math.inf, "value": 1}}),
+     r"field_report.figure.nodes: must be a finite number > 0 \(got inf\)"),
 ])
 def test_bad_lessons_are_refused_with_the_field(edit: Any, message: str) -> None:
     data = _tiny_lesson()
