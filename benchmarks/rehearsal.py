@@ -24,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head  # noqa: E402
 from loadtests import binaries  # noqa: E402
-from loadtests.report import page  # noqa: E402
 from loadtests.report.compare import compare_sides  # noqa: E402
 from loadtests.report.samples import load_side, repeat_folders  # noqa: E402
 from loadtests.results import RESULTS_FILE  # noqa: E402
@@ -77,10 +76,10 @@ def significant(sides: dict[str, list[Path]], versions: tuple[str, str], out: Pa
     lines = [f"{len(rows)} of the {tested} figures the rank test could weigh differ at p < "
              f"{result.thresholds.get('alpha', 0.05):g}:", "",
              "| step | figure | A (median) | B (median) | change | p | regression |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        change = f"{100 * (r.b / r.a - 1):+.1f} %" if r.a and r.b is not None else "—"
-        lines.append(f"| {r.step_name} | {r.chart}: {r.name} | {page.in_unit(r.a, r.unit)} | "
-                     f"{page.in_unit(r.b, r.unit)} | {change} | {r.p_value:.3f} | {'yes' if r.regression else 'no'} |")
+    for r in rows:  # medians as the comparison shows them: a histogram bound marked ("<" at most, ">" at least)
+        change = "—" if r.change_pct is None else f"{r.change_prefix}{r.change_pct:+.0f} %"
+        lines.append(f"| {r.step_name} | {r.chart}: {r.name} | {r.side_text('a')} | {r.side_text('b')} | {change} | "
+                     f"{r.p_value:.3f} | {'yes' if r.regression else 'no'} |")
     return lines
 
 
