@@ -152,7 +152,7 @@ def ramp(step: StepResult) -> str:
 def expensive(step: StepResult, top: int = 2) -> str:
     """The clients with the most apiserver time in the window, from the audit log (where it was on)."""
     if not step.audit.requests:
-        return "audit off"
+        return "none recorded (audit off, or no window)"
     by_client: dict[str, list[float]] = {}
     for row in step.audit.requests:
         found = by_client.setdefault(row.client, [0, 0.0])
