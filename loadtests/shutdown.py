@@ -41,10 +41,6 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(signal_name(signum))
         self.signum = signum
 
-    @property
-    def reason(self) -> str:
-        return interrupt_reason(self)
-
 
 def signal_name(signum: int) -> str:
     """"SIGHUP" for 1; "signal 99" for a number with no name."""
