@@ -26,7 +26,9 @@ from pathlib import Path
 
 import psutil
 
+from loadtests.controlplane.logs import error_line, last_line, read_tail
 from loadtests.errors import TargetError
+from loadtests.shutdown import signal_name
 
 LOOPBACK = "127.0.0.1"
 
@@ -273,9 +275,6 @@ def exit_text(code: int | None, log: Path, shown: Path | None = None) -> str:
     """"exited (code 2): failed to open database: ... no space left on device; full log: /x/etcd.log", or
     "killed by SIGKILL; ..." for a negative code (Popen's way of saying a signal ended it). The log is read at
     `log` and named as `shown` (where it will be kept), if given."""
-    from loadtests.controlplane.logs import error_line, last_line
-    from loadtests.shutdown import signal_name
-
     if code is not None and code < 0:
         how = f"killed by {signal_name(-code)}"
     else:
@@ -288,8 +287,8 @@ def exit_text(code: int | None, log: Path, shown: Path | None = None) -> str:
 
 
 def log_tail(path: Path, lines: int = 8) -> str:
-    try:
-        content = path.read_text(errors="replace").splitlines()
-    except OSError:
+    """The log's last lines, indented, for a message (read as logs.read_tail reads: its end only)."""
+    content = read_tail(path)
+    if not content and not os.access(path, os.R_OK):
         return "(no log)"
     return "\n".join("    " + line[:300] for line in content[-lines:])
