@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PLAN ?= default
-# Empty means the version pinned in loadtests/binaries.py.
+# Empty means the version pinned in loadtests/binaries/cache.py.
 KUBE_VERSION ?=
 KUBE_FLAG := $(if $(KUBE_VERSION),--kube-version $(KUBE_VERSION),)
 FROM ?=
@@ -14,7 +14,7 @@ TO ?=
 OUT ?=
 REPEAT ?=
 BASELINE ?=
-GATE_REPEAT = $$($(BIN)/python -c 'from loadtests.plan import REGRESSION_DEFAULTS as d; from loadtests.report.stats import samples_needed; print(samples_needed(d["alpha"]))')
+GATE_REPEAT = $$($(BIN)/python -c 'from loadtests.config.plan import REGRESSION_DEFAULTS as d; from loadtests.analysis.stats import samples_needed; print(samples_needed(d["alpha"]))')
 RUN_FLAGS := $(if $(OUT),--out $(OUT),) $(if $(REPEAT),--repeat $(REPEAT),$(if $(BASELINE),--repeat $(GATE_REPEAT),)) $(if $(BASELINE),--baseline $(BASELINE),)
 
 .PHONY: setup venv binaries browser load-test capacity lessons test unit-test lint benchmark upgrade-rehearsal report clean-clusters

@@ -28,8 +28,8 @@ from scipy import stats as scipy_stats
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head  # noqa: E402
-from loadtests import plan as plan_mod  # noqa: E402
 from loadtests import results  # noqa: E402
+from loadtests.config import plan as plan_mod  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RAW = "audit_cost"  # under benchmarks/results/raw/

@@ -24,11 +24,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import keep_raw, results_head  # noqa: E402
-from loadtests import binaries, objects, sizing  # noqa: E402
+from loadtests.binaries import cache as binaries  # noqa: E402
+from loadtests.config import sizing  # noqa: E402
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
-from loadtests.fleet import Fleet  # noqa: E402
+from loadtests.kube import objects  # noqa: E402
 from loadtests.kube.rest import RestClient  # noqa: E402
 from loadtests.measure.cluster_health import CpuMeter, LeaseLists, name_of, node_figures, node_state  # noqa: E402
+from loadtests.run.fleet import Fleet  # noqa: E402
 
 COMPONENTS = ["etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok"]
 

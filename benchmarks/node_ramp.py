@@ -21,10 +21,10 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import keep_raw, results_head  # noqa: E402
-from loadtests import binaries  # noqa: E402
+from loadtests.binaries import cache as binaries  # noqa: E402
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
-from loadtests.fleet import Fleet  # noqa: E402
 from loadtests.kube.rest import RestClient  # noqa: E402
+from loadtests.run.fleet import Fleet  # noqa: E402
 
 
 def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:

@@ -7,7 +7,7 @@ every compared figure's run-to-run spread, the noise floor a single-run comparis
 - benchmarks/results/noise_floor.md: per figure and step, the median and min–max of the runs and their spread
   (max / min - 1, the most one run was above another), with the command and the machine;
 - loadtests/data/noise_floor.json: per figure (chart, name) its largest spread over the steps, with its run count,
-  plan and date: `loadtest compare` reads it (see loadtests/report/noise.py);
+  plan and date: `loadtest compare` reads it (see loadtests/analysis/noise.py);
 - benchmarks/results/raw/noise_floor/<run id>.results.json.gz: each run's results, as they were read.
 
     .venv/bin/python benchmarks/noise_floor.py [--plan smoke] [--runs 5] [--force]
@@ -29,10 +29,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import results_head  # noqa: E402
+from loadtests.analysis import figures, noise, stats  # noqa: E402
+from loadtests.analysis.noise import NoiseFloor, StepSpread  # noqa: E402
+from loadtests.analysis.samples import Side, load_side  # noqa: E402
 from loadtests.errors import LoadTestError  # noqa: E402
-from loadtests.report import figures, noise, page, stats  # noqa: E402
-from loadtests.report.noise import NoiseFloor, StepSpread  # noqa: E402
-from loadtests.report.samples import Side, load_side  # noqa: E402
+from loadtests.report import page  # noqa: E402
 from loadtests.results import RESULTS_FILE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,7 +139,7 @@ def report(side: Side, floor: NoiseFloor, command: str, notes: Sequence[str]) ->
                          ["figure", *[f"{s.nodes:,} nodes" for s in side.steps], "largest spread (step)"])
     lines += table(side, floor)
     lines += ["", "The largest spread of each figure is what `loadtest compare` weighs a single-run change against "
-              "(loadtests/data/noise_floor.json, read by loadtests/report/noise.py): a change past its threshold is "
+              "(loadtests/data/noise_floor.json, read by loadtests/analysis/noise.py): a change past its threshold is "
               "a regression only where B exceeds A by more than that. A step is measured only where "
               f"{stats.MIN_SAMPLES} or more runs gave a value and none was only a histogram bound (\"< 50 ms\" in "
               "every run is no measured spread); a figure never measured so stays not noise-checked.",

@@ -30,10 +30,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head  # noqa: E402
-from loadtests import capacity, results  # noqa: E402
+from loadtests import results  # noqa: E402
+from loadtests.analysis.slo import step_verdicts, thresholds  # noqa: E402
 from loadtests.report import page  # noqa: E402
-from loadtests.report.slo import step_verdicts, thresholds  # noqa: E402
 from loadtests.results import RunResult, ServerLatency, StepResult  # noqa: E402
+from loadtests.run import capacity  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 COMPONENTS = ("kube-apiserver", "etcd", "kwok", "kube-controller-manager", "kube-scheduler")
@@ -83,7 +84,7 @@ def read_raw(folder: Path) -> list[PlanRun]:
 def screenshot(run: PlanRun, path: Path) -> None:
     """The top of the run's report, rebuilt from its results and drawn in headless Chromium (the README's
     sample report)."""
-    from loadtests.report import write_report
+    from loadtests.report.html import write_report
     from tests.browser import Chromium
 
     with tempfile.TemporaryDirectory(prefix="plan-report-") as tmp:

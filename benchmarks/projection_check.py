@@ -35,9 +35,9 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import results_head  # noqa: E402
-from loadtests import sizing  # noqa: E402
+from loadtests.analysis.figures import series  # noqa: E402
+from loadtests.config import sizing  # noqa: E402
 from loadtests.report import page  # noqa: E402
-from loadtests.report.figures import series  # noqa: E402
 from loadtests.report.projection import (  # noqa: E402
     CPU_BOUND_SHARE,
     CPU_SENSITIVE,

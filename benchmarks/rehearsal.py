@@ -23,9 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head  # noqa: E402
-from loadtests import binaries  # noqa: E402
+from loadtests.analysis.samples import load_side, repeat_folders  # noqa: E402
+from loadtests.binaries import cache as binaries  # noqa: E402
 from loadtests.report.compare import compare_sides  # noqa: E402
-from loadtests.report.samples import load_side, repeat_folders  # noqa: E402
 from loadtests.results import RESULTS_FILE  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"

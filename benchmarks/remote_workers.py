@@ -28,13 +28,14 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import keep_raw, results_head  # noqa: E402
-from loadtests import binaries, results  # noqa: E402
+from loadtests import results  # noqa: E402
+from loadtests.analysis.scrapes import step_folder  # noqa: E402
+from loadtests.binaries import cache as binaries  # noqa: E402
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
 from loadtests.controlplane.processes import free_ports  # noqa: E402
-from loadtests.measure.scrapes import step_folder  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-LOADTEST = [sys.executable, "-m", "loadtests.cli"]
+LOADTEST = [sys.executable, "-m", "loadtests.cli.main"]
 CONTEXT = "loadtest"  # the context of the kubeconfig a local control plane writes
 WORKER_ADDRESSES = ("127.0.0.2", "127.0.0.3")
 BOUND_PCT = 90.0  # a process at this share of a core (or the machine at this share of all) is the limit

@@ -9,7 +9,7 @@ Schema (version 1), all times in seconds, sizes in bytes, rates per second:
     schema_version: 1
     run_id, status ("running" | "complete" | "aborted"), error (one line or null)
     started_at, finished_at: ISO-8601 UTC
-    plan: the validated plan as a mapping (see loadtests/plan.py); plan_digest: sha256 of its steps+load
+    plan: the validated plan as a mapping (see loadtests/config/plan.py); plan_digest: sha256 of its steps+load
     environment: versions (kubernetes, etcd, kwok, locust, python), target, machine (cpus, memory, platform)
     steps: list of StepResult, in order:
         index, name, nodes, pods_per_node, started_at, duration_s (measured window)

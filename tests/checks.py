@@ -8,10 +8,10 @@ from pathlib import Path
 
 import psutil
 
-from loadtests import binaries
+from loadtests.analysis.metrics import Snapshot
+from loadtests.binaries import cache as binaries
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions
 from loadtests.controlplane.processes import ProcessRecord, listening_ports
-from loadtests.measure.prometheus import Snapshot
 
 DATA = Path(__file__).parent / "unit" / "data"
 

@@ -20,7 +20,7 @@ def as_from_a_terminal() -> None:
 
 def start_loadtest(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.Popen[str]:
     """`loadtest ARGS` started in the background, its output captured."""
-    return subprocess.Popen([sys.executable, "-m", "loadtests.cli", *args], cwd=cwd, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "loadtests.cli.main", *args], cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                             env={**os.environ, **(env or {})}, preexec_fn=as_from_a_terminal)
 

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from loadtests import binaries
+from loadtests.binaries import cache as binaries
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

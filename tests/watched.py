@@ -11,7 +11,7 @@ from typing import IO
 import psutil
 
 from loadtests import results
-from loadtests.binaries import cache_root
+from loadtests.binaries.cache import cache_root
 from loadtests.controlplane.processes import ProcessRecord, wait_for
 from tests.cli import start_loadtest, write_tiny_plan
 

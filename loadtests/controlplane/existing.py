@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtests import binaries as binaries_mod
-from loadtests import objects
+from loadtests.binaries import cache as binaries_mod
 from loadtests.controlplane import kwok as kwok_mod
 from loadtests.controlplane.base import TargetInfo
 from loadtests.controlplane.health import HealthCheck, endpoint_check
 from loadtests.controlplane.processes import ClusterState, ProcessGroup, ProcessRecord, free_ports, wait_for
 from loadtests.errors import AccessRefused, TargetError
+from loadtests.kube import objects
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.credentials import forget_tokens
 from loadtests.kube.errors import ApiError

@@ -17,8 +17,8 @@ from typing import Any
 import psutil
 import yaml
 
-from loadtests import binaries as binaries_mod
-from loadtests.binaries import Binaries
+from loadtests.binaries import cache as binaries_mod
+from loadtests.binaries.cache import Binaries
 from loadtests.controlplane import kwok as kwok_mod
 from loadtests.controlplane.audit import AuditLog
 from loadtests.controlplane.base import TargetInfo
@@ -36,7 +36,7 @@ from loadtests.controlplane.processes import (
 )
 from loadtests.errors import TargetError
 from loadtests.kube.access import ClusterAccess, unverified_context
-from loadtests.private import write_private
+from loadtests.kube.private import write_private
 from loadtests.shutdown import SHUTDOWN
 
 SERVICE_CIDR = "10.96.0.0/16"

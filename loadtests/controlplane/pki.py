@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from loadtests.kube import kubeconfig
-from loadtests.private import write_private
+from loadtests.kube.private import write_private
 
 SERVICE_IP = "10.96.0.1"  # first address of the service range; only ever a name in a certificate
 _VALIDITY = datetime.timedelta(days=30)

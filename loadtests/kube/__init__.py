@@ -2,7 +2,7 @@
 watch decoding, the LIST+WATCH loop, request names, kubeconfigs, and a thread-safe REST client.
 
 The fleet, the probes and the load all speak through this package. The load keeps its own gevent transport
-(loadtests/scenarios/transport.py) but decodes, names and loops with the pieces here. Modules are imported
+(loadtests/load/locust/transport.py) but decodes, names and loops with the pieces here. Modules are imported
 one by one, never from this file: `rest` loads urllib3, which must not be imported before Locust patches
 the process for gevent.
 """

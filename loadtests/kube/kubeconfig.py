@@ -20,7 +20,7 @@ import yaml
 from loadtests.errors import TargetError
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.credentials import exec_command_path, refreshing_token, resolve
-from loadtests.private import write_private
+from loadtests.kube.private import write_private
 
 _UNSUPPORTED_USER = {"username": "basic authentication", "password": "basic authentication"}
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")

@@ -29,16 +29,16 @@ from typing import Any, Generic, TypeVar
 import psutil
 import urllib3
 
-from loadtests import objects
+from loadtests.analysis import etcd
+from loadtests.analysis.metrics import Snapshot, counter_delta, counter_delta_by, histogram_delta, histogram_deltas
 from loadtests.controlplane.base import TargetInfo
+from loadtests.kube import objects
 from loadtests.kube.access import ClusterAccess, unverified_context
 from loadtests.kube.errors import ApiError
 from loadtests.kube.names import WatchNames
 from loadtests.kube.reflector import BackgroundReflector
 from loadtests.kube.rest import TRANSPORT_ERRORS, RestClient, pool_manager, short_error
 from loadtests.kube.watch import ListPage, WatchEvent
-from loadtests.measure import etcd
-from loadtests.measure.prometheus import Snapshot, counter_delta, counter_delta_by, histogram_delta, histogram_deltas
 from loadtests.results import ClusterHealth, HealthSample
 
 Json = dict[str, Any]

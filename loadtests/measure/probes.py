@@ -11,17 +11,20 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from loadtests import objects
+from loadtests.analysis import etcd
+from loadtests.analysis import server as apiserver
+from loadtests.analysis.metrics import Snapshot
+from loadtests.analysis.scrapes import save_scrapes
 from loadtests.controlplane.base import TargetInfo
+from loadtests.kube import objects
 from loadtests.kube.reflector import Reflector
 from loadtests.kube.rest import RestClient
-from loadtests.measure import apiserver, etcd
+from loadtests.measure import etcd as etcd_asked
 from loadtests.measure.audit import AuditReader
 from loadtests.measure.cluster_health import DEFAULT_INTERVAL_S, ClusterHealthSampler
 from loadtests.measure.object_counts import count_objects
 from loadtests.measure.processes import ProcessSampler, harness_note
-from loadtests.measure.prometheus import Snapshot, scrape, scrape_apiserver
-from loadtests.measure.scrapes import save_scrapes
+from loadtests.measure.prometheus import scrape, scrape_apiserver
 from loadtests.measure.watchers import PodStartupProbe, WatchDelayProbe
 from loadtests.results import EtcdStats, StepResult, utc_at
 
@@ -265,8 +268,8 @@ class StepProbes:
         client = self.target_info.etcd_client
         if client is None:
             return
-        stats.alarms = self._attempt("etcd alarms", lambda: etcd.alarms(client)) or []
-        stats.keys_by_prefix = self._attempt("etcd key counts", lambda: etcd.key_counts(client)) or {}
+        stats.alarms = self._attempt("etcd alarms", lambda: etcd_asked.alarms(client)) or []
+        stats.keys_by_prefix = self._attempt("etcd key counts", lambda: etcd_asked.key_counts(client)) or {}
 
     def _fill_watch_probes(self, step: StepResult) -> None:
         probes = (("pod startup", "pod_startup", self._pod_startup), ("watch delay", "watch_delay", self._watch_delay))

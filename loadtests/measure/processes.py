@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from loadtests.load import WORKER_CPU_BOUND_PCT
+from loadtests.load.generator import WORKER_CPU_BOUND_PCT
 from loadtests.measure.cluster_health import _busy_seconds
 from loadtests.results import ProcessStat
 

@@ -13,8 +13,8 @@ import time
 
 import psutil
 
-from loadtests import objects
 from loadtests.controlplane.base import TargetInfo
+from loadtests.kube import objects
 from loadtests.kube.errors import ApiError
 from loadtests.kube.rest import RestClient
 from loadtests.measure.cluster_health import CpuMeter, LeaseLists, name_of, node_figures, node_state

@@ -20,11 +20,11 @@ from typing import Any
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.errors import ApiError
 from loadtests.kube.names import WatchNames
+from loadtests.kube.objects import MANAGED_BY
 from loadtests.kube.paths import resource_path
 from loadtests.kube.reflector import BackgroundReflector, Reflector
 from loadtests.kube.rest import RestClient
 from loadtests.kube.watch import WatchEvent
-from loadtests.objects import MANAGED_BY
 from loadtests.results import Distribution
 
 Json = dict[str, Any]

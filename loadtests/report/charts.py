@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadtests.report.figures import CHARTS, Chart, HealthLine, HealthRow, Series
+from loadtests.analysis.figures import CHARTS, Chart, HealthLine, HealthRow, Series
 
 if TYPE_CHECKING:
+    from loadtests.analysis.stats import Summary
     from loadtests.report.projection import Projection
-    from loadtests.report.stats import Summary
 
 # Colour-blind-safe palette (Okabe-Ito, then Tableau), assigned per chart by series name, so A and B match.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",

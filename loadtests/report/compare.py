@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadtests.analysis import figures, noise, stats
+from loadtests.analysis.noise import NoiseFloor, NoiseRecord
+from loadtests.analysis.samples import Reading, Side, load_side, readings
+from loadtests.config.plan import REGRESSION_DEFAULTS
 from loadtests.errors import CompareError
-from loadtests.plan import REGRESSION_DEFAULTS
-from loadtests.report import charts, figures, junit, noise, page, stats
-from loadtests.report.noise import NoiseFloor, NoiseRecord
+from loadtests.report import charts, junit, page
 from loadtests.report.redact import redact
-from loadtests.report.samples import Reading, Side, load_side, readings
 
 COMPARE_FILE = "compare.html"
 COMPARE_JUNIT_FILE = "compare-junit.xml"

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loadtests.report import charts, figures, page
+from loadtests.analysis import figures
+from loadtests.report import charts, page
 from loadtests.results import StepResult
 
 # A Lease older than this share of its duration has missed renewals (kwok and kubelets renew at a quarter).

@@ -13,10 +13,11 @@ from typing import Any
 
 import yaml
 
-from loadtests.report import audit, charts, figures, junit, page, projection
+from loadtests.analysis import figures
+from loadtests.analysis.slo import Verdict, classify, resource_label, thresholds, verdicts
+from loadtests.report import audit, charts, junit, page, projection
 from loadtests.report.health import HealthCell, health_cells, health_details, health_panel, health_warnings
 from loadtests.report.redact import REDACTED_NOTE, redact
-from loadtests.report.slo import Verdict, classify, resource_label, thresholds, verdicts
 from loadtests.results import RunResult, StepResult, load
 
 REPORT_FILE = "report.html"

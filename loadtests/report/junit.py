@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadtests.report.slo import Verdict, verdicts
+from loadtests.analysis.slo import Verdict, verdicts
 from loadtests.results import RunResult
 
 JUNIT_FILE = "junit.xml"

@@ -41,12 +41,13 @@ from typing import Any
 import numpy as np
 
 from loadtests import results
+from loadtests.analysis import stats
+from loadtests.analysis.metrics import Snapshot, counter_delta, histogram_delta
+from loadtests.analysis.samples import repeat_folders
+from loadtests.analysis.scrapes import load_scrape, step_folder
+from loadtests.config.lesson import Lesson, Measure, Variant
 from loadtests.errors import UnreadableFile, unreadable
-from loadtests.lesson import Lesson, Measure, Variant
-from loadtests.measure.prometheus import Snapshot, counter_delta, histogram_delta
-from loadtests.measure.scrapes import load_scrape, step_folder
-from loadtests.report import charts, page, stats
-from loadtests.report.samples import repeat_folders
+from loadtests.report import charts, page
 from loadtests.results import RESULTS_FILE, RunResult, StepResult
 
 LESSON_PAGE = "lesson.html"

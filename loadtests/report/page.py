@@ -6,13 +6,14 @@ Autoescaping is on; the only unescaped text is plotly.js itself, embedded once s
 from __future__ import annotations
 
 import functools
-import math
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import plotly.offline
 from markupsafe import Markup
+
+from loadtests.analysis.formats import bounded, duration, in_unit, millis, number, percent, size  # the page's filters
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -24,57 +25,6 @@ def plotly_js() -> Markup:
     if "</script" in source.lower():  # would end our <script> element early
         source = source.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
     return Markup(source)
-
-
-def duration(seconds: float | None) -> str:
-    """A latency for people: `850 µs`, `12.3 ms`, `1.24 s`."""
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "—"
-    if seconds < 0.001:
-        return f"{seconds * 1e6:,.0f} µs"
-    if seconds < 1:
-        return f"{seconds * 1000:,.1f} ms"
-    if seconds < 120:
-        return f"{seconds:,.2f} s"
-    return f"{seconds / 60:,.1f} min"
-
-
-def bounded(seconds: float | None, bound: str = "") -> str:
-    """A latency that may be only a bound of a histogram quantile: `< 50.0 ms`, `> 60.00 s`."""
-    shown = duration(seconds)
-    return f"{bound} {shown}" if bound and seconds is not None else shown
-
-
-def millis(ms: float | None) -> str:
-    return "—" if ms is None else duration(ms / 1000.0)
-
-
-def size(nbytes: float | None) -> str:
-    if nbytes is None:
-        return "—"
-    value = float(nbytes)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
-            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
-        value /= 1024
-    return f"{value:,.1f} TiB"
-
-
-def number(value: float | None, digits: int = 0) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float) and not value.is_integer() and digits == 0 and abs(value) < 100:
-        digits = 2
-    return f"{value:,.{digits}f}"
-
-
-def percent(value: float | None, digits: int = 1) -> str:
-    return "—" if value is None else f"{value:,.{digits}f} %"
-
-
-def in_unit(value: float | None, unit: str) -> str:
-    """A figure in the base unit of its chart (see figures.CHARTS)."""
-    return {"s": duration, "bytes": size, "%": percent}.get(unit, number)(value)
 
 
 @functools.cache

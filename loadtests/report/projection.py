@@ -42,10 +42,10 @@ import numpy as np
 import pandas as pd
 from scipy import special, stats
 
-from loadtests.plan import default_project_to
+from loadtests.analysis.figures import CHARTS, Chart, Series, series
+from loadtests.analysis.slo import thresholds
+from loadtests.config.plan import default_project_to
 from loadtests.report import charts, page
-from loadtests.report.figures import CHARTS, Chart, Series, series
-from loadtests.report.slo import thresholds
 from loadtests.results import RunResult, StepResult
 
 MIN_POINTS = 3  # two points always fit a line exactly: no residual, no band, no honest choice of model

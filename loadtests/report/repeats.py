@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadtests.analysis import figures, stats
+from loadtests.analysis.samples import Side, load_side, repeat_folders
+from loadtests.analysis.slo import Verdict, run_passed, verdicts
 from loadtests.errors import LoadTestError
-from loadtests.report import charts, figures, junit, page, stats
+from loadtests.report import charts, junit, page
 from loadtests.report.compare import Row, side_series, values
 from loadtests.report.html import REPORT_FILE, banner
-from loadtests.report.samples import Side, load_side, repeat_folders
-from loadtests.report.slo import Verdict, run_passed, verdicts
 from loadtests.results import RESULTS_FILE, RunResult, StepResult
 
 REPEATS_FILE = REPORT_FILE  # the folder's own report.html, beside its repeat-*/ folders

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from loadtests import results
-from loadtests.binaries import cache_root
+from loadtests.binaries.cache import cache_root
 from loadtests.controlplane.processes import ProcessRecord, wait_for
 from tests.checks import assert_nothing_left
 from tests.cli import loadtest, start_loadtest

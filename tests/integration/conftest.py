@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from loadtests import binaries
+from loadtests.binaries import cache as binaries
 from loadtests.controlplane.base import TargetInfo
 from loadtests.controlplane.local import LocalControlPlane
 from loadtests.kube.rest import RestClient

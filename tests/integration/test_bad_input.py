@@ -25,7 +25,7 @@ def test_port_in_use_is_named(bins, tmp_path) -> None:
 
 def _cache(tmp_path) -> str:
     """A cache folder that sees the real binaries but keeps this test's cluster state apart."""
-    from loadtests.binaries import cache_root
+    from loadtests.binaries.cache import cache_root
 
     cache = tmp_path / "cache"
     cache.mkdir(exist_ok=True)

@@ -7,11 +7,11 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadtests import objects
 from loadtests.controlplane.base import TargetInfo
 from loadtests.controlplane.processes import port_is_free, wait_for
-from loadtests.fleet import Fleet
+from loadtests.kube import objects
 from loadtests.kube.rest import RestClient
+from loadtests.run.fleet import Fleet
 from tests.checks import assert_nothing_left
 
 

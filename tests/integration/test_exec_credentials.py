@@ -22,7 +22,8 @@ import psutil
 import pytest
 import yaml
 
-from loadtests import binaries, results
+from loadtests import results
+from loadtests.binaries import cache as binaries
 from loadtests.controlplane.existing import guard
 from loadtests.controlplane.local import LocalControlPlane
 from loadtests.kube.errors import ApiError

@@ -18,13 +18,15 @@ import psutil
 import pytest
 import yaml
 
-from loadtests import binaries, objects, results
+from loadtests import results
+from loadtests.binaries import cache as binaries
 from loadtests.controlplane.existing import KWOK_NAMESPACE, ClusterOptions, ExistingCluster, guard
 from loadtests.controlplane.local import LocalControlPlane
 from loadtests.controlplane.processes import wait_for
 from loadtests.errors import TargetError
-from loadtests.fleet import Fleet
+from loadtests.kube import objects
 from loadtests.kube.rest import RestClient
+from loadtests.run.fleet import Fleet
 from tests.checks import running_plane
 from tests.cli import error_lines, loadtest
 

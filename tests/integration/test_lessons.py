@@ -12,8 +12,8 @@ import psutil
 import pytest
 
 from loadtests import results
+from loadtests.analysis.scrapes import step_folder
 from loadtests.controlplane.local import MEMORY_ROOT, clusters_root
-from loadtests.measure.scrapes import step_folder
 from loadtests.report.lesson import LESSON_PAGE, LESSON_RESULTS, scrape_reading
 from tests.cli import start_loadtest
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from loadtests import objects
 from loadtests.controlplane.base import TargetInfo
 from loadtests.controlplane.processes import wait_for
-from loadtests.fleet import Fleet
+from loadtests.kube import objects
 from loadtests.kube.rest import RestClient
-from loadtests.load import LoadGenerator
-from loadtests.scenarios.config import LoadConfig
+from loadtests.load.contract import LoadConfig
+from loadtests.load.generator import LoadGenerator
+from loadtests.run.fleet import Fleet
 
 NODES = 10
 LOAD = {

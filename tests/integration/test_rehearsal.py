@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadtests import binaries, results
+from loadtests import results
+from loadtests.binaries import cache as binaries
 from tests.cli import loadtest, write_tiny_plan
 
 

@@ -23,14 +23,15 @@ import psutil
 import pytest
 import yaml
 
-from loadtests import binaries, results
+from loadtests import results
+from loadtests.analysis.scrapes import step_folder
+from loadtests.binaries import cache as binaries
 from loadtests.controlplane.base import TargetInfo
 from loadtests.controlplane.local import LocalControlPlane
 from loadtests.controlplane.processes import free_ports, listening_ports, wait_for
-from loadtests.fleet import Fleet
 from loadtests.kube.rest import RestClient
-from loadtests.load import LoadGenerator
-from loadtests.measure.scrapes import step_folder
+from loadtests.load.generator import LoadGenerator
+from loadtests.run.fleet import Fleet
 from tests.checks import assert_nothing_left, running_plane
 from tests.cli import error_lines, loadtest, start_loadtest
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from loadtests import binaries
+from loadtests.binaries import cache as binaries
 
 pytestmark = pytest.mark.integration
 
@@ -140,7 +140,7 @@ def test_wheel_installs_and_runs_outside_the_source_tree(bins: binaries.Binaries
 
     # the venv imports the installed package, and finds its data there too
     where = json.loads(_timed(timings, "import", [str(venv / "bin" / "python"), "-c", (
-        "import json, loadtests, loadtests.objects as o; "
+        "import json, loadtests, loadtests.kube.objects as o; "
         "print(json.dumps([loadtests.__file__, str(o.kwok_configs_dir()), o.node_manifest('n')['kind']]))")],
         cwd=work, env=env).stdout)
     site_packages = next((venv / "lib").glob("python3*/site-packages")).resolve()

@@ -8,9 +8,9 @@ from pathlib import Path
 import psutil
 
 from loadtests.controlplane.base import TargetInfo
-from loadtests.fleet import Fleet
 from loadtests.kube.rest import RestClient
-from loadtests.load import LoadGenerator
+from loadtests.load.generator import LoadGenerator
+from loadtests.run.fleet import Fleet
 
 RATE = 6.0
 

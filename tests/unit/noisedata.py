@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loadtests.report import noise
-from loadtests.report.noise import NoiseFloor
-from loadtests.report.samples import load_side
+from loadtests.analysis import noise
+from loadtests.analysis.noise import NoiseFloor
+from loadtests.analysis.samples import load_side
 from tests.unit.reportdata import repeated_run
 
 # five runs of one build whose latencies differ by up to 1.1 / 0.9 - 1 = 22 % (everything else identical)

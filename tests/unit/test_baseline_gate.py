@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from loadtests import plan as plan_mod
-from loadtests.report.noise import NOISE_FLOOR_ENV
-from loadtests.report.samples import load_side
-from loadtests.runcli import EXIT_ABORTED, EXIT_PASSED, EXIT_SLO_FAILED, GATE_JUNIT_FILE, gate_on_baseline
+from loadtests.analysis.noise import NOISE_FLOOR_ENV
+from loadtests.analysis.samples import load_side
+from loadtests.cli.run import EXIT_ABORTED, EXIT_PASSED, EXIT_SLO_FAILED, GATE_JUNIT_FILE, gate_on_baseline
+from loadtests.config import plan as plan_mod
 from tests.cli import error_lines, loadtest, write_tiny_plan
 from tests.unit.noisedata import floor_file
 from tests.unit.reportdata import SAMPLE, copy_run, edited_run, scale_latencies

@@ -9,8 +9,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from loadtests import binaries
-from loadtests.binaries import (
+from loadtests.binaries import cache as binaries
+from loadtests.binaries.cache import (
     BuildScope,
     estimate_remaining_s,
     format_duration,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from loadtests import plan as plan_mod
-from loadtests.capacity import CapacitySearch, PlannedSteps, summarize
+from loadtests.config import plan as plan_mod
 from loadtests.errors import PlanError
 from loadtests.results import RunResult, ServerLatency, StepResult
+from loadtests.run.capacity import CapacitySearch, PlannedSteps, summarize
 
 
 def plan_of(steps: list[int], capacity: dict | None = None) -> plan_mod.Plan:

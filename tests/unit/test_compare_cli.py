@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loadtests.report.noise import NOISE_FLOOR_ENV
+from loadtests.analysis.noise import NOISE_FLOOR_ENV
 from tests.cli import error_lines, loadtest
 from tests.unit.noisedata import floor_file
 from tests.unit.reportdata import SAMPLE, copy_run, edited_run, scale_latencies

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from loadtests import plan as plan_mod
+from loadtests.analysis.noise import NOISE_FLOOR_ENV, NoiseFloor
+from loadtests.config import plan as plan_mod
 from loadtests.errors import CompareError
-from loadtests.report import compare
-from loadtests.report.noise import NOISE_FLOOR_ENV, NoiseFloor
+from loadtests.report.compare import compare
 from tests.cli import error_lines, loadtest
 from tests.unit.noisedata import floor_file, recorded_floor
 from tests.unit.reportdata import SAMPLE, copy_run, edited_run, repeated_run, scale_latencies

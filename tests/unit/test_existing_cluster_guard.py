@@ -11,14 +11,15 @@ from typing import Any
 import pytest
 import yaml
 
-from loadtests import binaries, objects
-from loadtests import plan as plan_mod
+from loadtests.binaries import cache as binaries
+from loadtests.config import plan as plan_mod
 from loadtests.controlplane import kwok as kwok_mod
 from loadtests.controlplane.existing import KWOK_NAMESPACE, ClusterOptions, ExistingCluster, guard
 from loadtests.controlplane.kwok import in_cluster_manifests
 from loadtests.controlplane.pki import create_cluster_pki
 from loadtests.controlplane.processes import free_ports
 from loadtests.errors import TargetError
+from loadtests.kube import objects
 from loadtests.kube.paths import object_path
 
 CA, CERT, KEY = b"-----CA-----\n", b"-----CERT-----\n", b"-----KEY-----\n"

@@ -7,7 +7,8 @@ import ast
 import re
 from pathlib import Path
 
-from loadtests import errors, runcli
+from loadtests import errors
+from loadtests.cli import run as runcli
 
 ROOT = Path(__file__).resolve().parents[2]
 # each code of the table, and tests that end a real command with it

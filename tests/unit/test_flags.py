@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from loadtests.flags import count_arg, factor_arg, port_arg, seconds_arg
+from loadtests.cli.flags import count_arg, factor_arg, port_arg, seconds_arg
 
 
 @pytest.mark.parametrize(("parse", "text", "said"), [

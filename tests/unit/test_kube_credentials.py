@@ -22,7 +22,7 @@ from loadtests.kube import credentials
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.credentials import Credential, RefreshingToken, forget_tokens
 from loadtests.kube.rest import RestClient
-from loadtests.scenarios.config import LoadConfig
+from loadtests.load.contract import LoadConfig
 from tests.cli import REPO, error_lines, loadtest
 
 EXEC_V1 = "client.authentication.k8s.io/v1"
@@ -160,7 +160,7 @@ def test_an_exec_token_is_resolved_per_process_and_never_written(tmp_path: Path,
     assert "token-" not in config
     # another process (a Locust worker) gets only the JSON and resolves its own token
     child = subprocess.run([sys.executable, "-c", (
-        "import json, sys; from loadtests.scenarios.config import LoadConfig; "
+        "import json, sys; from loadtests.load.contract import LoadConfig; "
         "print(LoadConfig.from_dict(json.loads(sys.argv[1])).access.auth_headers()['Authorization'])"), config],
         cwd=REPO, capture_output=True, text=True, timeout=60)
     assert child.returncode == 0, child.stderr

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from loadtests import lesson as lesson_mod
+from loadtests.analysis.scrapes import scrape_path
+from loadtests.config import lesson as lesson_mod
 from loadtests.errors import PlanError
-from loadtests.measure.scrapes import scrape_path
 from loadtests.report.lesson import (
     LESSON_RESULTS,
     bias,
@@ -379,7 +379,7 @@ def test_lesson_page_opens_offline_in_chromium(tmp_path: Path) -> None:
 
 def test_nodes_not_ready_while_joining_are_not_a_saturation() -> None:
     from loadtests.results import ClusterHealth, HealthSample
-    from loadtests.runner import Runner
+    from loadtests.run.runner import Runner
 
     def step(late: float) -> StepResult:
         samples = [HealthSample(t, {"nodes_not_ready": n}) for t, n in ((5, 420), (10, 174), (20, late), (30, 0))]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtests.measure import apiserver
-from loadtests.measure.prometheus import Snapshot
+from loadtests.analysis import server as apiserver
+from loadtests.analysis.metrics import Snapshot
 from loadtests.results import ServerLatency
 
 DATA = Path(__file__).parent / "data"

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from loadtests.analysis.metrics import Snapshot
 from loadtests.kube.errors import ApiError
 from loadtests.kube.watch import ListPage
 from loadtests.measure import cluster_health as health
 from loadtests.measure.probes import StepProbes
-from loadtests.measure.prometheus import Snapshot
 from loadtests.results import ClusterHealth, HealthSample, RunResult, StepResult, from_dict, to_dict
 from tests.checks import recorded
 from tests.unit.test_measure_probes import unreachable_target

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loadtests.measure import etcd
-from loadtests.measure.prometheus import Snapshot
+from loadtests.analysis import etcd
+from loadtests.analysis.metrics import Snapshot
 from tests.checks import recorded
 
 

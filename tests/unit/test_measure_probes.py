@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from loadtests.analysis.metrics import Snapshot
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.access import ClusterAccess
 from loadtests.measure import probes as probes_module
 from loadtests.measure.probes import StepProbes
-from loadtests.measure.prometheus import Snapshot
 from loadtests.results import StepResult
 
 DATA = Path(__file__).parent / "data"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtests.measure.prometheus import (
+from loadtests.analysis.metrics import (
     Histogram,
     Snapshot,
     counter_delta,

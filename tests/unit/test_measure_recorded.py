@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from loadtests.measure import apiserver, etcd
-from loadtests.measure.prometheus import Snapshot
+from loadtests.analysis import etcd
+from loadtests.analysis import server as apiserver
+from loadtests.analysis.metrics import Snapshot
 from tests.checks import recorded
 
 PODS_CREATED = 10

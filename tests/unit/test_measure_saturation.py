@@ -11,13 +11,15 @@ from typing import Any
 
 import pytest
 
+from loadtests.analysis import figures
 from loadtests.kube.rest import RestClient
-from loadtests.load import WORKER_CPU_BOUND_PCT
+from loadtests.load.generator import WORKER_CPU_BOUND_PCT
 from loadtests.measure import probes as probes_module
 from loadtests.measure.probes import StepProbes
 from loadtests.measure.processes import HARNESS, ProcessSampler, harness_note
 from loadtests.measure.saturation import RampWitness
-from loadtests.report import charts, figures, write_report
+from loadtests.report import charts
+from loadtests.report.html import write_report
 from loadtests.results import ProcessStat, load
 from tests.unit.reportdata import SAMPLE, copy_run, edited_run
 from tests.unit.test_measure_probes import step, unreachable_target

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadtests.measure import apiserver, etcd
-from loadtests.measure.prometheus import Snapshot
-from loadtests.measure.scrapes import recompute, save_scrapes, scrape_path
+from loadtests.analysis import etcd
+from loadtests.analysis import server as apiserver
+from loadtests.analysis.metrics import Snapshot
+from loadtests.analysis.scrapes import recompute, save_scrapes, scrape_path
 from loadtests.results import StepResult
 
 DATA = Path(__file__).parent / "data"

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from benchmarks import noise_floor as bench
+from loadtests.analysis import noise
+from loadtests.analysis.samples import load_side
 from loadtests.errors import CompareError
-from loadtests.report import noise
-from loadtests.report.samples import load_side
 from tests.unit.noisedata import NOISE_RUNS, recorded_floor
 from tests.unit.reportdata import SAMPLE, edited_run, repeated_run
 

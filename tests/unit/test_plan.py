@@ -7,7 +7,7 @@ import math
 import pytest
 import yaml
 
-from loadtests import plan as plan_mod
+from loadtests.config import plan as plan_mod
 from loadtests.errors import PlanError
 
 GOOD = {

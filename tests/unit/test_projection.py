@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from benchmarks import projection_check
-from loadtests.plan import DEFAULT_PROJECT_TO
-from loadtests.report import projection, write_report
+from loadtests.config.plan import DEFAULT_PROJECT_TO
+from loadtests.report import projection
+from loadtests.report.html import write_report
 from loadtests.report.projection import LOO_LIMIT_PER_DOUBLING, NOT_PROJECTABLE, Abstention, fit, project
 from loadtests.results import (
     ClusterHealth,

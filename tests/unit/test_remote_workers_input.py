@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from loadtests.controlplane.processes import free_ports
-from loadtests.load import read_workers
-from loadtests.remote import RemoteWorkerError, check_local_address, parse_address
+from loadtests.load.generator import read_workers
+from loadtests.load.remote import RemoteWorkerError, check_local_address, parse_address
 from tests.cli import error_lines, loadtest
 
 NOT_HERE = "192.0.2.1"  # TEST-NET-1: never an address of this machine

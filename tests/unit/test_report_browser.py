@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtests.report import compare, write_report
+from loadtests.report.compare import compare
+from loadtests.report.html import write_report
 from loadtests.report.repeats import write_repeats_report
 from tests.browser import Chromium, Page, find_chromium
 from tests.unit.noisedata import recorded_floor

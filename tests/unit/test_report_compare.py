@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from loadtests.analysis.noise import NoiseFloor
 from loadtests.errors import CompareError, LoadTestError
-from loadtests.report import REGRESSION_DEFAULTS, compare
-from loadtests.report.compare import regressed
-from loadtests.report.noise import NoiseFloor
+from loadtests.report.compare import REGRESSION_DEFAULTS, compare, regressed
 from tests.unit.noisedata import recorded_floor
 from tests.unit.reportdata import ABORTED, SAMPLE, copy_run, edited_run, scale_latencies
 

@@ -6,8 +6,8 @@ import json
 import re
 from pathlib import Path
 
-from loadtests.report import write_report
-from loadtests.report.figures import health_rows
+from loadtests.analysis.figures import health_rows
+from loadtests.report.html import write_report
 from loadtests.results import load
 from tests.unit.reportdata import SAMPLE, copy_run, edited_run, with_health
 

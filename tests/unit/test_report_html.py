@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtests.report import write_report
+from loadtests.report.html import write_report
 from loadtests.report.redact import redact
 from tests.unit.reportdata import ABORTED, SAMPLE, copy_run, edited_run, with_audit
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from loadtests.report import verdicts, write_report
+from loadtests.analysis.slo import verdicts
+from loadtests.report.html import write_report
 from loadtests.results import load
 from tests.unit.reportdata import ABORTED, SAMPLE, copy_run, edited_run
 

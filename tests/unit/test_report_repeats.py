@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from loadtests.errors import LoadTestError
-from loadtests.report import write_report
+from loadtests.report.html import write_report
 from loadtests.report.repeats import context, write_repeats_report
 from tests.cli import error_lines, loadtest
 from tests.unit.reportdata import SAMPLE, edited_run, repeated_run, scale_latencies

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from loadtests.plan import DEFAULT_SLO
-from loadtests.plan import parse as parse_plan
-from loadtests.report import run_passed, verdicts, write_report
-from loadtests.report.html import banner
+from loadtests.analysis.slo import run_passed, verdicts
+from loadtests.config.plan import DEFAULT_SLO
+from loadtests.config.plan import parse as parse_plan
+from loadtests.report.html import banner, write_report
 from loadtests.results import Distribution, RunResult, ServerLatency, StepResult, load
 from tests.unit.reportdata import ABORTED, SAMPLE, edited_run
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from loadtests.report.stats import (
+from loadtests.analysis.stats import (
     EXACT_MAX_PAIRS,
     mann_whitney_u,
     min_p_value,

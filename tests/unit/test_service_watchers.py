@@ -8,15 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from loadtests import objects
-from loadtests import plan as plan_module
+from loadtests.config import plan as plan_module
 from loadtests.controlplane.kwok import POD_CIDR
 from loadtests.controlplane.local import SERVICE_CIDR
 from loadtests.errors import PlanError
+from loadtests.kube import objects
 from loadtests.kube.watch import WatchDecoder
-from loadtests.load import read_stats_csv
-from loadtests.results import ClientStat
-from loadtests.scenarios.catalog import (
+from loadtests.load.catalog import (
     RECEIVED,
     SERVICE_WATCH_RESOURCES,
     ServiceWatch,
@@ -25,6 +23,8 @@ from loadtests.scenarios.catalog import (
     scenario_params,
     user_plan,
 )
+from loadtests.load.generator import read_stats_csv
+from loadtests.results import ClientStat
 
 
 def service_params(**params: object) -> dict:

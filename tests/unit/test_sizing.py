@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtests import plan as plan_mod
-from loadtests import sizing
+from loadtests.config import plan as plan_mod
+from loadtests.config import sizing
 
 COSTS = {
     sizing.LEASE_CORES: {"cores": 0.35},

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadtests.plan import DEFAULT_SLO
+from loadtests.config.plan import DEFAULT_SLO
 from loadtests.results import (
     ClientStat,
     Distribution,

@@ -1,0 +1,311 @@
+"""Prometheus /metrics text: parse, and the counter and histogram arithmetic over a step (fetching is
+measure/prometheus.py: this module reads pages, live or kept, and never opens a connection).
+
+A step is measured as the difference between two scrapes (start and end): no Prometheus server is needed.
+Parsing is left to prometheus_client's parser; this module only does the maths Prometheus itself would do
+(`increase()` with counter resets, `histogram_quantile()` with linear interpolation inside a bucket).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+LabelSet = frozenset[tuple[str, str]]
+SeriesKey = tuple[str, LabelSet]  # (sample name as exposed, e.g. "apiserver_request_total", labels)
+Matcher = str | Callable[[str], bool]  # a label value to equal, or a predicate on the value
+
+INF = math.inf
+
+
+def labels_of(labels: Mapping[str, str]) -> LabelSet:
+    return frozenset(labels.items())
+
+
+def _matches(labels: LabelSet, match: Mapping[str, Matcher]) -> bool:
+    if not match:
+        return True
+    as_dict = dict(labels)
+    for key, want in match.items():
+        value = as_dict.get(key, "")  # Prometheus semantics: a missing label equals ""
+        if callable(want):
+            if not want(value):
+                return False
+        elif value != want:
+            return False
+    return True
+
+
+_SUFFIXES = ("", "_bucket", "_sum", "_count", "_total", "_created")
+
+
+def select_families(text: str, families: Collection[str]) -> str:
+    """The lines of the named families only, still exposition text for the parser to read.
+
+    Lines are kept by metric name alone (never by value), so the parser still does all the parsing; this only
+    spares it the families no probe reads, which are most of a kube-apiserver's page.
+    """
+    wanted = {family + suffix for family in families for suffix in _SUFFIXES}
+    kept = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and parts[2] in wanted:
+                kept.append(line)
+        elif line.split("{", 1)[0].strip().split(" ", 1)[0] in wanted:  # the sample's metric name
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+class Snapshot(Mapping[SeriesKey, float]):
+    """One scrape: every sample keyed by (sample name, frozenset of labels), plus when it was taken."""
+
+    def __init__(self, samples: Mapping[SeriesKey, float], taken_at: float | None = None, text: str = "") -> None:
+        self._samples = dict(samples)
+        self.taken_at = time.monotonic() if taken_at is None else taken_at
+        self.text = text  # the page as scraped (kept with the results, so its figures can be recomputed)
+        self._by_name: dict[str, list[tuple[LabelSet, float]]] = {}
+        for (name, labels), value in self._samples.items():
+            self._by_name.setdefault(name, []).append((labels, value))
+
+    @classmethod
+    def parse(cls, text: str, taken_at: float | None = None,
+              families: Collection[str] | None = None) -> Snapshot:
+        """Parse exposition text; with `families`, only those (a kube-apiserver page is mostly other ones)."""
+        page = text
+        if families is not None:
+            text = select_families(text, families)
+        samples: dict[SeriesKey, float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                samples[(sample.name, labels_of(sample.labels))] = float(sample.value)
+        return cls(samples, taken_at, page)
+
+    def __getitem__(self, key: SeriesKey) -> float:
+        return self._samples[key]
+
+    def __iter__(self) -> Iterator[SeriesKey]:
+        return iter(self._samples)
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def has(self, name: str) -> bool:
+        return name in self._by_name
+
+    def series(self, name: str, /, **match: Matcher) -> list[tuple[LabelSet, float]]:
+        """Samples of one name whose labels match (value equality or predicate per label)."""
+        return [(labels, value) for labels, value in self._by_name.get(name, ()) if _matches(labels, match)]
+
+    def select(self, name: str, /, **match: Matcher) -> list[tuple[dict[str, str], float]]:
+        return [(dict(labels), value) for labels, value in self.series(name, **match)]
+
+    def total(self, name: str, /, **match: Matcher) -> float | None:
+        """Sum of the matching samples; None when nothing matches (absent differs from zero)."""
+        found = self.series(name, **match)
+        return sum(value for _, value in found) if found else None
+
+    def sum_by(self, name: str, label: str, /, **match: Matcher) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for labels, value in self.series(name, **match):
+            key = dict(labels).get(label, "")
+            out[key] = out.get(key, 0.0) + value
+        return out
+
+
+# ---- counters ---------------------------------------------------------------------------------------------
+
+
+def _series_delta(start_value: float | None, end_value: float) -> float:
+    """increase() of one series: a counter that went down was restarted, so all of its end value is new."""
+    if start_value is None or end_value < start_value:
+        return end_value
+    return end_value - start_value
+
+
+def counter_deltas(start: Snapshot | None, end: Snapshot, name: str, /,
+                   **match: Matcher) -> dict[LabelSet, float]:
+    """Per-series increase between two scrapes (series that appeared during the step count from zero)."""
+    before = dict(start.series(name, **match)) if start is not None else {}
+    return {labels: _series_delta(before.get(labels), value) for labels, value in end.series(name, **match)}
+
+
+def counter_delta(start: Snapshot | None, end: Snapshot, name: str, /, **match: Matcher) -> float | None:
+    """Summed increase of the matching series; None when the end scrape has no such series."""
+    deltas = counter_deltas(start, end, name, **match)
+    return sum(deltas.values()) if deltas else None
+
+
+def counter_delta_by(start: Snapshot | None, end: Snapshot, name: str, label: str, /,
+                     **match: Matcher) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for labels, delta in counter_deltas(start, end, name, **match).items():
+        key = dict(labels).get(label, "")
+        out[key] = out.get(key, 0.0) + delta
+    return out
+
+
+# ---- histograms -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Cumulative buckets of one histogram (upper bound, count), sorted, the last one +Inf."""
+
+    buckets: tuple[tuple[float, float], ...]
+    sum: float = 0.0
+
+    @property
+    def count(self) -> float:
+        return self.buckets[-1][1] if self.buckets else 0.0
+
+    def minus(self, start: Histogram | None) -> Histogram:
+        """Observations made since `start`; a bucket that shrank means a restart, so all of self is new."""
+        if start is None:
+            return self
+        before = dict(start.buckets)
+        if self.count < start.count or any(count < before.get(bound, 0.0) for bound, count in self.buckets):
+            return self
+        return Histogram(tuple((bound, count - before.get(bound, 0.0)) for bound, count in self.buckets),
+                         self.sum - start.sum)
+
+    def plus(self, other: Histogram) -> Histogram:
+        """Merge two histograms of the same family (same bucket bounds), e.g. across API versions."""
+        counts = dict(self.buckets)
+        for bound, count in other.buckets:
+            counts[bound] = counts.get(bound, 0.0) + count
+        return Histogram(tuple(sorted(counts.items())), self.sum + other.sum)
+
+    def quantile(self, q: float) -> float | None:
+        return histogram_quantile(q, self.buckets)
+
+    def bounded_quantile(self, q: float) -> Quantile:
+        return bounded_quantile(q, self.buckets)
+
+
+@dataclass(frozen=True)
+class Quantile:
+    """A quantile of a histogram (Prometheus' interpolation), and whether the data says only a bound: "<" when
+    its rank falls in the first bucket (all it says is "under that bucket's upper bound"), ">" when it falls in
+    the open +Inf bucket ("at least the highest finite bound"); `limit` is that bound."""
+
+    value: float | None
+    bound: str = ""
+    limit: float | None = None
+
+    @property
+    def honest(self) -> float | None:
+        """The figure to show and compare: the bound itself where the data gives no more."""
+        return self.limit if self.bound else self.value
+
+
+def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
+    """Prometheus' histogram_quantile() on cumulative (upper bound, count) buckets; None where it gives NaN.
+
+    Linear interpolation inside the bucket holding the rank, 0 as the lower bound of the first bucket, and the
+    highest finite bound when the rank falls in the +Inf bucket.
+    """
+    return bounded_quantile(q, buckets).value
+
+
+def bounded_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> Quantile:
+    """histogram_quantile(), saying where the value is only a bound (the first bucket's upper bound, or the
+    highest finite bound for a rank in the +Inf bucket) rather than an interpolation between two bounds."""
+    if math.isnan(q):
+        return Quantile(None)
+    if q < 0:
+        return Quantile(-INF)
+    if q > 1:
+        return Quantile(INF)
+    if not buckets:
+        return Quantile(None)
+    ordered = sorted(buckets, key=lambda bucket: bucket[0])
+    if not math.isinf(ordered[-1][0]):
+        return Quantile(None)
+    # coalesce equal bounds (e.g. le="1" and le="1.0" from two sources)
+    merged: list[list[float]] = []
+    for bound, count in ordered:
+        if merged and merged[-1][0] == bound:
+            merged[-1][1] += count
+        else:
+            merged.append([bound, count])
+    # force monotonic counts, ignoring float noise, as Prometheus' ensureMonotonicAndIgnoreSmallDeltas does
+    previous = merged[0][1]
+    for bucket in merged[1:]:
+        current = bucket[1]
+        if current == previous:
+            continue
+        if math.isclose(previous, current, rel_tol=1e-12) or current < previous:
+            bucket[1] = previous
+            continue
+        previous = current
+    if len(merged) < 2:
+        return Quantile(None)
+    observations = merged[-1][1]
+    if observations == 0:
+        return Quantile(None)
+    rank = q * observations
+    # first bucket (excluding +Inf) whose count reaches the rank; len-1 (the +Inf bucket) when none does
+    b = next((i for i in range(len(merged) - 1) if merged[i][1] >= rank), len(merged) - 1)
+    if b == len(merged) - 1:
+        return Quantile(merged[-2][0], ">", merged[-2][0])
+    if b == 0 and merged[0][0] <= 0:
+        return Quantile(merged[0][0])
+    bucket_start, bucket_end, count = 0.0, merged[b][0], merged[b][1]
+    if b > 0:
+        bucket_start = merged[b - 1][0]
+        count -= merged[b - 1][1]
+        rank -= merged[b - 1][1]
+    value = bucket_start + (bucket_end - bucket_start) * (rank / count)
+    return Quantile(value, "<", bucket_end) if b == 0 else Quantile(value)
+
+
+def _histogram_series(snapshot: Snapshot, name: str,
+                      match: Mapping[str, Matcher]) -> dict[LabelSet, Histogram]:
+    """Every series of a histogram family, keyed by its labels without `le`."""
+    buckets: dict[LabelSet, list[tuple[float, float]]] = {}
+    for labels, value in snapshot.series(f"{name}_bucket", **match):
+        as_dict = dict(labels)
+        bound = float(as_dict.pop("le"))
+        buckets.setdefault(labels_of(as_dict), []).append((bound, value))
+    sums = dict(snapshot.series(f"{name}_sum", **match))
+    return {key: Histogram(tuple(sorted(found)), sums.get(key, 0.0)) for key, found in buckets.items()}
+
+
+def _group(histograms: Mapping[LabelSet, Histogram], by: Sequence[str] | None) -> dict[LabelSet, Histogram]:
+    if by is None:
+        return dict(histograms)
+    grouped: dict[LabelSet, Histogram] = {}
+    for labels, histogram in histograms.items():
+        as_dict = dict(labels)
+        key = labels_of({label: as_dict.get(label, "") for label in by})
+        grouped[key] = grouped[key].plus(histogram) if key in grouped else histogram
+    return grouped
+
+
+def histograms(snapshot: Snapshot, name: str, by: Sequence[str] | None = None, /,
+               **match: Matcher) -> dict[LabelSet, Histogram]:
+    """Cumulative histograms of a family, summed over every label not in `by` (all labels kept when None)."""
+    return _group(_histogram_series(snapshot, name, match), by)
+
+
+def histogram_deltas(start: Snapshot | None, end: Snapshot, name: str, by: Sequence[str] | None = None, /,
+                     **match: Matcher) -> dict[LabelSet, Histogram]:
+    """Observations made between two scrapes, per series (resets handled per series), then grouped by `by`."""
+    before = _histogram_series(start, name, match) if start is not None else {}
+    after = _histogram_series(end, name, match)
+    return _group({labels: histogram.minus(before.get(labels)) for labels, histogram in after.items()}, by)
+
+
+def histogram_delta(start: Snapshot | None, end: Snapshot, name: str, /,
+                    **match: Matcher) -> Histogram | None:
+    """All matching series of a family merged into one delta histogram; None when the family is absent."""
+    merged = histogram_deltas(start, end, name, (), **match)
+    return next(iter(merged.values()), None)
+
+
+# ---- fetching ---------------------------------------------------------------------------------------------

@@ -1,0 +1,244 @@
+"""The recorded noise floor: how far each compared figure moved between runs of one build, measured, not assumed.
+
+`benchmarks/noise_floor.py` runs a plan several times (or reads runs already made) and writes, per figure
+(chart, name), the largest run-to-run spread measured at any step: the largest value over the smallest among the
+runs of one step, as a relative spread (max / min - 1), and the largest absolute range (max - min) for figures
+whose smallest run was 0 (a relative spread is then infinite). A comparison whose runs cannot weigh the noise
+themselves (single runs, or too few for the U test) calls a change a regression only beyond that spread; a
+figure with no recorded spread is not noise-checked, and never a regression.
+
+A step's spread is recorded only where at least stats.MIN_SAMPLES runs gave a value and none of them was only a
+histogram bound ("< 50 ms" in every run is no measured spread). The file is package data,
+loadtests/data/noise_floor.json, or the file named by LOADTEST_NOISE_FLOOR.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loadtests import PACKAGE_DIR
+from loadtests.analysis import figures, formats, stats
+from loadtests.analysis.samples import Key, Side, readings
+from loadtests.errors import CompareError
+
+NOISE_FLOOR_FILE = PACKAGE_DIR / "data" / "noise_floor.json"
+NOISE_FLOOR_ENV = "LOADTEST_NOISE_FLOOR"  # another noise floor file, e.g. one measured on the CI machine
+EMPTY_NOTE = ("no noise floor recorded yet: run `.venv/bin/python benchmarks/noise_floor.py` (it runs the smoke plan "
+              "5 times) to measure it; until then every single-run comparison is not noise-checked")
+
+
+def key_text(key: Key) -> str:
+    """"chart: name", as figures.Series.key spells a figure."""
+    return f"{key[0]}: {key[1]}"
+
+
+def label(key: Key) -> str:
+    """"server p99 POST pods", as tables name a figure."""
+    chart = figures.CHARTS.get(key[0])
+    return f"{chart.short} {key[1]}" if chart else key_text(key)
+
+
+@dataclass(frozen=True)
+class StepSpread:
+    """One figure's values at one step across the noise runs."""
+
+    step_index: int
+    step_name: str
+    nodes: int
+    values: tuple[float, ...]
+    bound: str = ""  # "<" or ">" where a run's value was only a histogram bound: then no measured spread
+    bounds: int = 0  # how many of the runs' values were only a bound
+
+    @property
+    def bounded(self) -> bool:
+        return bool(self.bound)
+
+    @property
+    def measured(self) -> bool:
+        return not self.bounded and len(self.values) >= stats.MIN_SAMPLES
+
+    @property
+    def spread_pct(self) -> float:
+        """max / min - 1, in %: how much higher than the lowest run the highest one was (infinite past a 0)."""
+        low, high = min(self.values), max(self.values)
+        if high == low:
+            return 0.0
+        return math.inf if low <= 0 else (high / low - 1) * 100
+
+    @property
+    def spread_abs(self) -> float:
+        return max(self.values) - min(self.values)
+
+
+@dataclass(frozen=True)
+class NoiseRecord:
+    """A figure's largest measured run-to-run spread (over every step measured), and what it was measured on."""
+
+    chart: str
+    name: str
+    spread_pct: float | None  # None: infinite (a run gave 0 where another did not); spread_abs decides then
+    spread_abs: float  # the largest max - min of any measured step, in the figure's unit
+    runs: int  # the runs at the step of the largest spread
+    step: str  # that step's name
+    plan: str
+    date: str
+
+    @property
+    def unit(self) -> str:
+        chart = figures.CHARTS.get(self.chart)
+        return chart.unit if chart else "count"
+
+    def allows(self, a_high: float, b_low: float) -> bool:
+        """Whether B (at least b_low) over A (at most a_high) is within the recorded noise: no higher than the
+        highest run of the noise runs was over their lowest."""
+        if math.isinf(a_high):
+            return True
+        if self.spread_pct is None:
+            return b_low - a_high <= self.spread_abs
+        return b_low <= a_high * (1 + self.spread_pct / 100)
+
+    @property
+    def text(self) -> str:
+        """"run to run up to +38 % over 5 runs of plan smoke, 2026-12-01"."""
+        reach = (f"+{self.spread_pct:.0f} %" if self.spread_pct is not None
+                 else f"{formats.in_unit(self.spread_abs, self.unit)} apart, a run gave 0")
+        return f"run to run up to {reach} over {self.runs} runs of plan {self.plan}, {self.date}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class NoiseFloor:
+    """The recorded spread of every figure measured, and where it came from."""
+
+    records: dict[str, NoiseRecord] = field(default_factory=dict)  # key_text -> record
+    plan: str = ""
+    plan_digest: str = ""
+    runs: int = 0
+    date: str = ""
+    machine: str = ""
+    command: str = ""
+    note: str = EMPTY_NOTE
+    source: str = ""  # the file it was read from
+    unmeasured: dict[str, str] = field(default_factory=dict)  # key_text -> why no spread was recorded
+
+    def describe(self) -> str:
+        """Which measurement the noise floor is, in one phrase."""
+        if not self.records:
+            return f"no noise floor recorded ({self.source or 'none read'})"
+        where = f" on {self.machine}" if self.machine else ""
+        return f"{self.runs} runs of plan {self.plan}{where}, {self.date}: {self.source or 'noise floor'}"
+
+    def lookup(self, key: Key, plans: set[str]) -> tuple[NoiseRecord | None, str]:
+        """The figure's record for a comparison of these plans, or None and why there is none."""
+        if not self.records:
+            return None, f"no noise floor recorded in {self.source or 'loadtests/data/noise_floor.json'}"
+        if plans != {self.plan}:
+            return None, f"the noise floor was measured on plan {self.plan}, not {', '.join(sorted(plans))}"
+        found = self.records.get(key_text(key))
+        if found is None:
+            why = self.unmeasured.get(key_text(key), "not measured by the noise runs")
+            return None, f"no recorded noise for this figure ({why})"
+        return found, ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"note": self.note, "plan": self.plan, "plan_digest": self.plan_digest, "runs": self.runs,
+                "date": self.date, "machine": self.machine, "command": self.command,
+                "figures": {k: r.to_dict() for k, r in sorted(self.records.items())},
+                "unmeasured": dict(sorted(self.unmeasured.items()))}
+
+
+def _record(data: Any, where: str) -> NoiseRecord:
+    if not isinstance(data, dict):
+        raise CompareError(f"{where}: expected a mapping (chart, name, spread_pct, spread_abs, runs, ...)")
+    try:
+        spread = data.get("spread_pct")
+        return NoiseRecord(chart=str(data["chart"]), name=str(data["name"]),
+                           spread_pct=None if spread is None else float(spread),
+                           spread_abs=float(data["spread_abs"]), runs=int(data["runs"]), step=str(data.get("step", "")),
+                           plan=str(data["plan"]), date=str(data.get("date", "")))
+    except (KeyError, TypeError, ValueError) as error:
+        raise CompareError(f"{where}: not a noise record ({type(error).__name__}: {error}); rewrite it with "
+                           "benchmarks/noise_floor.py") from None
+
+
+def from_dict(data: Any, source: str = "") -> NoiseFloor:
+    """A noise floor from its JSON form; a malformed file is refused in one line."""
+    if not isinstance(data, dict) or not isinstance(data.get("figures", {}), dict):
+        raise CompareError(f"{source or 'noise floor'}: expected a mapping with a `figures` mapping")
+    records = {k: _record(v, f"{source or 'noise floor'}: figures.{k}") for k, v in data.get("figures", {}).items()}
+    unmeasured = data.get("unmeasured") if isinstance(data.get("unmeasured"), dict) else {}
+    return NoiseFloor(records=records, plan=str(data.get("plan", "")), plan_digest=str(data.get("plan_digest", "")),
+                      runs=int(data.get("runs") or 0), date=str(data.get("date", "")),
+                      machine=str(data.get("machine", "")), command=str(data.get("command", "")),
+                      note=str(data.get("note", "")), source=source,
+                      unmeasured={str(k): str(v) for k, v in unmeasured.items()})
+
+
+def load(path: Path | str | None = None) -> NoiseFloor:
+    """The noise floor of `path`, else of $LOADTEST_NOISE_FLOOR, else the package's; a missing package file is
+    an empty floor, a named file that cannot be read is one line."""
+    named = path if path is not None else os.environ.get(NOISE_FLOOR_ENV) or None
+    target = Path(named) if named else NOISE_FLOOR_FILE
+    try:
+        text = target.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if named:
+            raise CompareError(f"noise floor {target}: no such file") from None
+        return NoiseFloor(source=str(target))
+    except OSError as error:
+        raise CompareError(f"noise floor {target}: cannot read it ({error.strerror or error})") from None
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise CompareError(f"noise floor {target}: not JSON ({error})") from None
+    return from_dict(data, _shown(target))
+
+
+def _shown(path: Path) -> str:
+    """The package file by its path in the project; another file as named."""
+    return "loadtests/data/noise_floor.json" if path.resolve() == NOISE_FLOOR_FILE else str(path)
+
+
+def spreads(side: Side) -> dict[Key, list[StepSpread]]:
+    """Every compared figure's spread at every step across the side's runs."""
+    found, _ = readings(side)
+    steps = {s.index: s for s in side.steps}
+    return {key: [StepSpread(i, steps[i].name, steps[i].nodes, tuple(v for v, _ in got),
+                             bound=next((b for _, b in got if b), ""), bounds=sum(bool(b) for _, b in got))
+                  for i, got in sorted(per_step.items()) if i in steps]
+            for key, per_step in found.items()}
+
+
+def _unmeasured_reason(found: list[StepSpread]) -> str:
+    if found and all(s.bounded for s in found):
+        return "only a histogram bound in a run at every step"
+    return f"fewer than {stats.MIN_SAMPLES} runs with a value at every step"
+
+
+def measure(side: Side, date: str, machine: str = "", command: str = "", note: str = "") -> NoiseFloor:
+    """The noise floor of a side's runs (runs of one plan): per figure, its largest spread over the measured
+    steps."""
+    plan = str(side.first.plan.get("name", "")) if isinstance(side.first.plan, dict) else ""
+    records, unmeasured = {}, {}
+    for key, found in spreads(side).items():
+        measured = [s for s in found if s.measured]
+        if not measured:
+            unmeasured[key_text(key)] = _unmeasured_reason(found)
+            continue
+        widest = max(measured, key=lambda s: (s.spread_pct, s.spread_abs))
+        pct = widest.spread_pct
+        records[key_text(key)] = NoiseRecord(
+            chart=key[0], name=key[1], spread_pct=None if math.isinf(pct) else round(pct, 3),
+            spread_abs=round(max(s.spread_abs for s in measured), 9), runs=len(widest.values), step=widest.step_name,
+            plan=plan, date=date)
+    return NoiseFloor(records=records, plan=plan, plan_digest=side.plan_digest, runs=side.n, date=date,
+                      machine=machine, command=command, note=note or f"measured by benchmarks/noise_floor.py: "
+                      f"{side.n} runs of plan {plan}; see benchmarks/results/noise_floor.md", unmeasured=unmeasured)
+

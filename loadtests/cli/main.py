@@ -1,0 +1,210 @@
+"""`loadtest`: set up binaries, bring a control plane up/down, scale nodes, run plans, build and compare reports."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from loadtests.binaries import cache as binaries
+from loadtests.cli.flags import count_arg, factor_arg, port_arg
+from loadtests.errors import LoadTestError, write_error_log
+from loadtests.shutdown import SHUTDOWN, interrupt_reason
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def _local(args: argparse.Namespace) -> Any:
+    from loadtests.controlplane.local import LocalControlPlane, LocalOptions
+
+    return LocalControlPlane(LocalOptions(
+        name=args.name,
+        kube_version=getattr(args, "kube_version", None) or binaries.DEFAULT_KUBE_VERSION,
+        heartbeat_factor=getattr(args, "heartbeat_factor", 1.0),
+        events_etcd=getattr(args, "events_etcd", False),
+        apiserver_port=getattr(args, "port", None),
+    ))
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments are one line (what is wrong, and where to read more), not a usage dump."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    versions = [args.kube_version] + ([binaries.PREVIOUS_KUBE_VERSION] if args.previous else [])
+    for version in dict.fromkeys(versions):
+        binaries.provide(version, log=_say)
+    _say(f"ready: Kubernetes {', '.join(dict.fromkeys(versions))}, etcd {binaries.ETCD_VERSION}, "
+         f"kwok {binaries.KWOK_VERSION} in {binaries.cache_root() / 'bin'}")
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from loadtests.controlplane.local import leftover_lines
+
+    for line in sum(leftover_lines(), []):
+        _say(f"warning: {line}")
+    plane = _local(args)
+    info = plane.up(log=_say)
+    if args.nodes:
+        _scale(info.access, args.nodes)
+    _say(f"control plane {args.name!r} is up: {info.access.server} (Kubernetes {info.versions['kubernetes']})")
+    _say(f"kubectl --kubeconfig {info.access.kubeconfig} get nodes")
+    return 0
+
+
+def _scale(access: Any, nodes: int) -> None:
+    from loadtests.kube.rest import RestClient
+    from loadtests.run.fleet import FLEET_USER_AGENT, Fleet
+
+    client = RestClient(access, user_agent=FLEET_USER_AGENT)
+    try:
+        ramp = Fleet(client).scale_nodes(nodes, progress=_say)
+    finally:
+        client.close()
+    _say(f"{ramp.nodes} nodes Ready in {ramp.seconds:.1f} s (created {ramp.created}, deleted {ramp.deleted}; "
+         f"harness CPU {ramp.harness_cpu_s:.1f} s)")
+
+
+def cmd_nodes(args: argparse.Namespace) -> int:
+    plane = _local(args)
+    _scale(plane.access(), args.count)
+    return 0
+
+
+def _stopped_line(name: str, result: dict[str, Any]) -> str:
+    stopped = ", ".join(result["stopped"]) or "nothing was running"
+    killed = f" (killed after timeout: {', '.join(result['killed'])})" if result["killed"] else ""
+    return f"{name}: stopped: {stopped}{killed}"
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    """Stop one named cluster, or (--orphans) every cluster whose run was killed, and remove their keys."""
+    from loadtests.controlplane.local import LocalControlPlane, LocalOptions, orphaned_clusters, stale_clusters
+
+    if not args.orphans:
+        _say(_stopped_line(args.name, _local(args).down()))
+        return 0
+    found = orphaned_clusters() + stale_clusters()
+    for state in found:
+        plane = LocalControlPlane(LocalOptions(name=state.name, directory=Path(state.directory)))
+        _say(_stopped_line(state.name, plane.down()))
+    if not found:
+        _say("no orphaned clusters")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from loadtests.controlplane.local import leftover_lines
+
+    status = _local(args).status()
+    orphans, stale = leftover_lines()
+    if args.json:
+        print(json.dumps({**status, "orphans": orphans, "stale": stale}, indent=1))
+        return 0 if status["running"] else 1
+    for line in orphans + stale:
+        _say(line)
+    if not status["running"]:
+        _say(f"cluster {args.name!r}: not running")
+        return 1
+    _say(f"cluster {status['name']!r}: {'ready' if status['ready'] else 'starting'} at {status['server']}")
+    _say("versions: " + ", ".join(f"{k} {v}" for k, v in status["versions"].items()))
+    for comp in status["components"]:
+        _say(f"  {comp['component']:<24} pid {comp['pid']:<8} {'running' if comp['alive'] else 'STOPPED'}")
+    _say("ports: " + ", ".join(f"{k}={v}" for k, v in status["ports"].items()))
+    _say(f"etcd metrics: {status['etcd_metrics_url']}")
+    _say(f"kubeconfig: {status['kubeconfig']}")
+    return 0
+
+
+def cmd_kubeconfig(args: argparse.Namespace) -> int:
+    status = _local(args).status()
+    if not status.get("kubeconfig"):
+        raise LoadTestError(f"no cluster named {args.name!r}; start one: loadtest up --name {args.name}")
+    print(status["kubeconfig"])
+    return 0
+
+
+def _add_cluster_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", default=os.environ.get("LOADTEST_CLUSTER", "default"),
+                        help="name of the local control plane (default: default)")
+
+
+def _cluster_command(sub: Any, name: str, func: Any, help_text: str) -> argparse.ArgumentParser:
+    """A subcommand that acts on one named local control plane."""
+    parser = sub.add_parser(name, help=help_text)
+    _add_cluster_args(parser)
+    parser.set_defaults(func=func)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="loadtest", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+
+    p = sub.add_parser("setup", help="provide pinned control-plane binaries (cache, download, or Go build)")
+    p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or binaries.DEFAULT_KUBE_VERSION)
+    p.add_argument("--previous", action="store_true",
+                   help=f"also provide {binaries.PREVIOUS_KUBE_VERSION}, the other side of upgrade rehearsals")
+    p.set_defaults(func=cmd_setup)
+
+    p = sub.add_parser("up", help="start a local control plane on 127.0.0.1 (TLS, client-cert auth)")
+    _add_cluster_args(p)
+    p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or binaries.DEFAULT_KUBE_VERSION)
+    p.add_argument("--nodes", type=count_arg, default=0, help="fake nodes to create once it is up")
+    p.add_argument("--port", type=port_arg, default=None, help="apiserver port (default: a free one)")
+    p.add_argument("--heartbeat-factor", type=factor_arg, default=1.0,
+                   help="multiply node heartbeat/lease intervals (1 = like a real kubelet)")
+    p.add_argument("--events-etcd", action="store_true", help="store Events in a second etcd")
+    p.set_defaults(func=cmd_up)
+
+    _cluster_command(sub, "down", cmd_down, "stop every process of a local control plane and free its ports"
+                     ).add_argument("--orphans", action="store_true",
+                                    help="stop every cluster whose run is gone (killed outright), whatever its name")
+    _cluster_command(sub, "status", cmd_status, "what runs, where, which versions").add_argument(
+        "--json", action="store_true")
+    _cluster_command(sub, "kubeconfig", cmd_kubeconfig, "print the admin kubeconfig path (last line)")
+    _cluster_command(sub, "nodes", cmd_nodes, "scale the fake fleet to COUNT Ready nodes").add_argument(
+        "count", type=count_arg)
+
+    _add_run_commands(sub)
+    return parser
+
+
+def _add_run_commands(sub: Any) -> None:
+    from loadtests.cli import run as runcli
+    from loadtests.load import remote
+    runcli.add_commands(sub)
+    remote.add_worker_command(sub)
+
+
+def main(argv: list[str] | None = None) -> int:
+    SHUTDOWN.install()
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except LoadTestError as error:
+        print(f"loadtest: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt as interrupt:
+        print(f"loadtest: {interrupt_reason(interrupt)}; everything it started has been stopped", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as error:  # never a traceback: one line, and the details in a file
+        log = write_error_log(binaries.cache_root() / "logs", error)
+        print(f"loadtest: unexpected error: {type(error).__name__}: {error}; details in {log}", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

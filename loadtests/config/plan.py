@@ -1,0 +1,396 @@
+"""The plan: what a run does, validated before anything starts.
+
+A bad plan is refused with the path of the offending field and the reason, e.g.
+`plan.yaml: steps[1].nodes: must be an integer >= 1 (got 'many')`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from loadtests import PACKAGE_DIR
+from loadtests.config.versions import DEFAULT_KUBE_VERSION, check_kube_version
+from loadtests.errors import PlanError, SetupError
+from loadtests.load.catalog import SCENARIOS
+
+PLANS_DIR = PACKAGE_DIR / "plans"
+
+# SIG Scalability SLO thresholds (seconds). Namespace LISTs: 30 s since 2022 (ClusterLoader2 still flags > 5 s).
+DEFAULT_SLO = {
+    "mutating_p99_s": 1.0,
+    "read_resource_p99_s": 1.0,
+    "read_namespace_p99_s": 30.0,
+    "read_cluster_p99_s": 30.0,
+    "pod_startup_p99_s": 5.0,
+    # Below 100 samples a p99 is the slowest sample (pod startup's nearest rank) or that sample's histogram bucket
+    # (the rank 0.99 n is past the second slowest): one slow request would decide the verdict. A plan may set less.
+    "min_samples": 100,
+}
+
+# When `loadtest compare` calls B a regression of A (a plan's `compare:` section or --threshold overrides them).
+REGRESSION_DEFAULTS: dict[str, float] = {
+    "latency_pct": 25.0,  # p99 latency (server, client, pod startup, watch delay) worse by more than 25 % ...
+    "latency_abs_s": 0.050,  # ... and by more than 50 ms
+    "memory_pct": 20.0,  # apiserver RSS and etcd DB size larger by more than 20 %
+    "cpu_pct": 30.0,  # CPU of a component higher by more than 30 % ...
+    "cpu_abs_points": 5.0,  # ... and by more than 5 percentage points of a core
+    "errors_5xx_extra": 0,  # more 5xx responses than A: any new 5xx is a regression
+    "throttled_429_extra": 0,  # more 429 responses than A by more than this
+    "alpha": 0.05,  # repeated runs: a change past these thresholds must also be significant (Mann-Whitney U)
+}
+
+@dataclass
+class Target:
+    kind: str = "local"  # local | cluster
+    kube_version: str = DEFAULT_KUBE_VERSION
+    heartbeat_factor: float = 1.0
+    events_etcd: bool = False  # store Events in a second etcd, as large clusters do
+    unresponsive_s: float = 30.0  # a component failing its health check this long aborts the run
+    kubeconfig: str | None = None
+    context: str | None = None
+    # local control planes: extra flags per component (e.g. {"etcd": ["--quota-backend-bytes=67108864"]}),
+    # after the harness's own, so a flag given here wins; flags that bind, serve or authenticate are refused
+    component_args: dict[str, list[str]] = field(default_factory=dict)
+    etcd_storage: str = "disk"  # local: "disk" (the cluster folder) or "memory" (a tmpfs folder, /dev/shm)
+    # local: who kwok and the load are to the apiserver: "admin" (exempt from API Priority and Fairness) or
+    # "production" (kwok and joining nodes as kubelets, the load as an ordinary user; see controlplane/pki.py)
+    identities: str = "admin"
+
+
+# Components whose flags a plan may extend, and the flags it may not set: they decide where a component
+# listens, how it proves who it is, and who may talk to it (the harness binds loopback, with TLS and auth).
+COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
+OWNED_FLAGS = ("--bind-address", "--advertise-address", "--secure-port", "--listen-", "--advertise-client-urls",
+               "--initial-", "--tls-", "--cert-file", "--key-file", "--trusted-ca-file", "--client-cert-auth",
+               "--client-ca-file", "--anonymous-auth", "--authorization-mode", "--token-auth-file",
+               "--etcd-servers", "--etcd-cafile", "--etcd-certfile", "--etcd-keyfile", "--data-dir",
+               "--kubeconfig", "--authentication-kubeconfig", "--authorization-kubeconfig", "--config",
+               "--service-account-", "--cert-dir", "--audit-", "--insecure", "--name", "--server")
+ETCD_STORAGE = ("disk", "memory")
+IDENTITIES = ("admin", "production")  # who kwok and the load are to the apiserver (see controlplane/pki.py)
+MAX_PAYLOAD_BYTES = 200_000
+
+
+@dataclass
+class Join:
+    """Nodes that join while the step is measured (a burst when over_s is 0), on top of the step's own."""
+
+    nodes: int = 0
+    over_s: float = 0.0
+
+@dataclass
+class Step:
+    nodes: int
+    pods_per_node: int = 0
+    warmup_s: float = 5.0
+    duration_s: float = 60.0
+    name: str = ""
+    ramp_timeout_s: float = 300.0  # nodes Ready and pods Running within this, or the step is saturated
+    join: Join = field(default_factory=Join)
+
+
+@dataclass
+class Capacity:
+    """How `loadtest capacity` grows the fleet from the first step: by `growth` per step (or along the
+    plan's own steps, then at the ratio of its last two), up to `max_nodes`, then narrows the range between
+    the last scale that held and the first that did not until it is within `resolution` of the former."""
+
+    growth: float | None = None
+    max_nodes: int = 10_000
+    resolution: float = 0.1
+
+
+@dataclass
+class Audit:
+    """The apiserver's audit log, which attributes every request to its client (local control planes only).
+
+    Written at Metadata level into `dir` (default: the run folder's `audit/`), rotated at `max_size_mb` with
+    `max_backups` older files kept, so a long run cannot fill the disk."""
+
+    enabled: bool = True
+    dir: str | None = None
+    max_size_mb: int = 200
+    max_backups: int = 4
+
+
+# Scales the report projects each growing figure to, unless a plan names its own (`project_to:`).
+DEFAULT_PROJECT_TO = [2500, 7500]
+
+
+@dataclass
+class Plan:
+    name: str
+    target: Target
+    steps: list[Step]
+    load: dict[str, dict[str, Any]]
+    slo: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SLO))
+    gate: bool = True
+    workers: int = 0
+    repeat: int = 1  # runs of the whole plan, each on a fresh control plane (noise-aware comparisons need >= 4)
+    compare: dict[str, float] = field(default_factory=dict)
+    capacity: Capacity = field(default_factory=Capacity)
+    audit: Audit = field(default_factory=Audit)
+    project_to: list[int] = field(default_factory=lambda: list(DEFAULT_PROJECT_TO))
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("source")
+        for step in data["steps"]:  # a step without a join is written as before joins existed (same digest)
+            if not step["join"]["nodes"]:
+                step.pop("join")
+        return data
+
+    def on_kube_version(self, version: str) -> Plan:
+        """The same plan on another Kubernetes version (upgrade rehearsals, --kube-version)."""
+        try:
+            check_kube_version(version)
+        except SetupError as error:
+            raise _fail(self.source, "target.kube_version", str(error)) from None
+        other = copy.deepcopy(self)
+        other.target.kube_version = version
+        return other
+
+    def estimated_seconds(self) -> float:
+        return sum(s.warmup_s + s.duration_s for s in self.steps)
+
+
+def _fail(source: str, path: str, reason: str) -> PlanError:
+    return PlanError(f"{source}: {path}: {reason}")
+
+
+MAX_NUMBER = 1e9  # beyond any plan's use (a 30-year step, a billion nodes): a typo, or YAML's .inf
+
+
+def _number(source: str, path: str, value: Any, *, minimum: float, integer: bool = False) -> Any:
+    """A number of the plan, refused in one line unless it is finite and from `minimum` to MAX_NUMBER (YAML
+    reads `.inf` and `.nan` as floats, which would pass a bare `>=` and fail deep in a run)."""
+    ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not ok_type or (math.isfinite(value) and value < minimum):
+        raise _fail(source, path, f"must be {kind} >= {minimum:g} (got {value!r})")
+    if not math.isfinite(value) or value > MAX_NUMBER:
+        raise _fail(source, path, f"must be {'an integer' if integer else 'a finite number'} from {minimum:g} to "
+                                  f"{MAX_NUMBER:g} (got {value!r})")
+    return value
+
+
+def _mapping(source: str, path: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _fail(source, path, f"must be a mapping (got {type(value).__name__})")
+    return value
+
+
+def _no_unknown(source: str, path: str, data: dict[str, Any], known: set[str]) -> None:
+    unknown = sorted(set(data) - known)
+    if unknown:
+        where = f"{path}.{unknown[0]}" if path else unknown[0]
+        raise _fail(source, where, f"unknown field; expected one of: {', '.join(sorted(known))}")
+
+
+def parse(data: Any, source: str = "plan") -> Plan:
+    """Validate a plan mapping and fill in defaults."""
+    data = _mapping(source, "(top level)", data)
+    _no_unknown(source, "", data, {"name", "target", "steps", "load", "slo", "gate", "workers", "compare",
+                                   "capacity", "audit", "project_to", "repeat"})
+
+    name = data.get("name", Path(source).stem)
+    if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
+        raise _fail(source, "name", f"must be letters, digits, - or _ (got {name!r})")
+
+    target_data = _mapping(source, "target", data.get("target"))
+    _no_unknown(source, "target", target_data, set(Target.__dataclass_fields__))
+    target = Target(**target_data)
+    if target.kind not in ("local", "cluster"):
+        raise _fail(source, "target.kind", f"must be 'local' or 'cluster' (got {target.kind!r})")
+    try:
+        check_kube_version(str(target.kube_version))
+    except SetupError as error:
+        raise _fail(source, "target.kube_version", str(error)) from None
+    _number(source, "target.heartbeat_factor", target.heartbeat_factor, minimum=0.1)
+    _number(source, "target.unresponsive_s", target.unresponsive_s, minimum=1)
+    if target.kind == "cluster" and not target.kubeconfig:
+        raise _fail(source, "target.kubeconfig", "required when target.kind is 'cluster'")
+    target.component_args = _component_args(source, target.component_args)
+    if target.etcd_storage not in ETCD_STORAGE:
+        raise _fail(source, "target.etcd_storage", f"must be one of: {', '.join(ETCD_STORAGE)} "
+                                                   f"(got {target.etcd_storage!r})")
+    if target.identities not in IDENTITIES:
+        raise _fail(source, "target.identities", f"must be one of: {', '.join(IDENTITIES)} "
+                                                 f"(got {target.identities!r})")
+    local_only = [name for name, value, default in (("component_args", target.component_args, {}),
+                                                    ("etcd_storage", target.etcd_storage, "disk"),
+                                                    ("identities", target.identities, "admin")) if value != default]
+    if target.kind == "cluster" and local_only:
+        raise _fail(source, f"target.{local_only[0]}",
+                    "only a local control plane's components can be configured by a plan (on an existing cluster, "
+                    "its kubeconfig says who the load is)")
+
+    raw_steps = data.get("steps")
+    if not isinstance(raw_steps, list) or not raw_steps:
+        raise _fail(source, "steps", "must be a non-empty list of steps (each with at least `nodes`)")
+    steps = []
+    for i, raw in enumerate(raw_steps):
+        path = f"steps[{i}]"
+        raw = _mapping(source, path, raw)
+        _no_unknown(source, path, raw, set(Step.__dataclass_fields__))
+        if "nodes" not in raw:
+            raise _fail(source, f"{path}.nodes", "is required")
+        join = _mapping(source, f"{path}.join", raw.pop("join", None))
+        _no_unknown(source, f"{path}.join", join, set(Join.__dataclass_fields__))
+        step = Step(**raw, join=Join(**join))
+        _number(source, f"{path}.join.nodes", step.join.nodes, minimum=0, integer=True)
+        _number(source, f"{path}.join.over_s", step.join.over_s, minimum=0)
+        _number(source, f"{path}.nodes", step.nodes, minimum=1, integer=True)
+        _number(source, f"{path}.pods_per_node", step.pods_per_node, minimum=0, integer=True)
+        if step.pods_per_node > 110:
+            raise _fail(source, f"{path}.pods_per_node", "must be <= 110 (the Kubernetes per-node limit)")
+        _number(source, f"{path}.warmup_s", step.warmup_s, minimum=0)
+        _number(source, f"{path}.duration_s", step.duration_s, minimum=1)
+        _number(source, f"{path}.ramp_timeout_s", step.ramp_timeout_s, minimum=1)
+        step.name = str(step.name or f"{step.nodes} nodes")
+        steps.append(step)
+
+    load_data = _mapping(source, "load", data.get("load"))
+    _no_unknown(source, "load", load_data, {"scenarios"})
+    scenarios_data = _mapping(source, "load.scenarios", load_data.get("scenarios"))
+    load: dict[str, dict[str, Any]] = {}
+    for scenario, params in scenarios_data.items():
+        path = f"load.scenarios.{scenario}"
+        if scenario not in SCENARIOS:
+            raise _fail(source, path, f"unknown scenario; expected one of: {', '.join(sorted(SCENARIOS))}")
+        params = _mapping(source, path, params)
+        declared = SCENARIOS[scenario]
+        _no_unknown(source, path, params, set(declared.defaults))
+        merged = {**copy.deepcopy(declared.defaults), **params}
+        for key, default in declared.defaults.items():
+            value = merged[key]
+            if isinstance(default, bool):
+                if not isinstance(value, bool):
+                    raise _fail(source, f"{path}.{key}", f"must be true or false (got {value!r})")
+            elif isinstance(default, int | float):
+                _number(source, f"{path}.{key}", value, minimum=0, integer=isinstance(default, int))
+            elif isinstance(default, str) and not isinstance(value, str):
+                raise _fail(source, f"{path}.{key}", f"must be a string (got {value!r})")
+        if scenario == "pod_churn" and merged["payload_bytes"] > MAX_PAYLOAD_BYTES:
+            raise _fail(source, f"{path}.payload_bytes", f"must be <= {MAX_PAYLOAD_BYTES} (annotations of one "
+                                                        "object are limited to 256 KiB)")
+        for key, allowed in declared.choices.items():
+            if merged[key] not in allowed:
+                raise _fail(source, f"{path}.{key}", f"must be one of: {', '.join(sorted(allowed))}")
+        load[scenario] = merged
+
+    slo_data = _mapping(source, "slo", data.get("slo"))
+    _no_unknown(source, "slo", slo_data, set(DEFAULT_SLO))
+    slo = {**DEFAULT_SLO, **slo_data}
+    for key, value in slo.items():
+        _number(source, f"slo.{key}", value, minimum=0)
+
+    gate = data.get("gate", True)
+    if not isinstance(gate, bool):
+        raise _fail(source, "gate", f"must be true or false (got {gate!r})")
+    workers = _number(source, "workers", data.get("workers", 0), minimum=0, integer=True)
+    repeat = _number(source, "repeat", data.get("repeat", 1), minimum=1, integer=True)
+
+    compare = _mapping(source, "compare", data.get("compare"))
+    _no_unknown(source, "compare", compare, set(REGRESSION_DEFAULTS))
+    for key, value in compare.items():
+        _number(source, f"compare.{key}", value, minimum=0)
+
+    capacity_data = _mapping(source, "capacity", data.get("capacity"))
+    _no_unknown(source, "capacity", capacity_data, set(Capacity.__dataclass_fields__))
+    capacity = Capacity(**capacity_data)
+    if capacity.growth is not None:
+        _number(source, "capacity.growth", capacity.growth, minimum=1.05)
+    _number(source, "capacity.max_nodes", capacity.max_nodes, minimum=1, integer=True)
+    _number(source, "capacity.resolution", capacity.resolution, minimum=0.01)
+
+    audit_data = _mapping(source, "audit", data.get("audit"))
+    _no_unknown(source, "audit", audit_data, set(Audit.__dataclass_fields__))
+    audit = Audit(**audit_data)
+    if not isinstance(audit.enabled, bool):
+        raise _fail(source, "audit.enabled", f"must be true or false (got {audit.enabled!r})")
+    if audit.dir is not None and not isinstance(audit.dir, str):
+        raise _fail(source, "audit.dir", f"must be a folder path (got {audit.dir!r})")
+    _number(source, "audit.max_size_mb", audit.max_size_mb, minimum=1, integer=True)
+    _number(source, "audit.max_backups", audit.max_backups, minimum=0, integer=True)
+
+    largest = max(s.nodes for s in steps)
+    if "project_to" in data:
+        project_to = _project_to(source, data["project_to"], largest)
+    else:
+        project_to = default_project_to(largest)
+
+    return Plan(name=name, target=target, steps=steps, load=load, slo=slo, gate=gate, workers=workers,
+                repeat=repeat, capacity=capacity, audit=audit, project_to=project_to, compare=compare, source=source)
+
+
+def _component_args(source: str, value: Any) -> dict[str, list[str]]:
+    """Extra flags per component: lists of `--flag=value` strings, none that the harness owns."""
+    args = _mapping(source, "target.component_args", value)
+    _no_unknown(source, "target.component_args", args, set(COMPONENTS))
+    checked: dict[str, list[str]] = {}
+    for component, flags in args.items():
+        path = f"target.component_args.{component}"
+        if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+            raise _fail(source, path, "must be a list of flags, e.g. [\"--quota-backend-bytes=67108864\"]")
+        for i, flag in enumerate(flags):
+            if not flag.startswith("--"):
+                raise _fail(source, f"{path}[{i}]", f"must be a flag starting with -- (got {flag!r})")
+            name = flag.split("=", 1)[0]
+            if any(name == owned or (owned.endswith(("-", "_")) and name.startswith(owned))
+                   for owned in OWNED_FLAGS):
+                raise _fail(source, f"{path}[{i}]", f"{name} is set by the harness (it keeps every component on "
+                                                    "loopback with TLS and authentication); drop it")
+        checked[component] = list(flags)
+    return checked
+
+
+def default_project_to(largest_step: int) -> list[int]:
+    """The default scales to project to: those beyond what the plan measures itself."""
+    return [scale for scale in DEFAULT_PROJECT_TO if scale > largest_step]
+
+
+def _project_to(source: str, value: Any, largest_step: int) -> list[int]:
+    """Scales to project to: whole node counts beyond the largest step (a projection extrapolates; inside
+    the measured range the steps themselves answer)."""
+    if not isinstance(value, list):
+        value = [value]
+    scales = []
+    for i, scale in enumerate(value):
+        path = f"project_to[{i}]"
+        if (isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
+                or scale != int(scale) or scale > MAX_NUMBER):
+            raise _fail(source, path, f"must be a whole number of nodes (got {scale!r})")
+        if scale <= largest_step:
+            raise _fail(source, path, f"{int(scale):,} nodes is not beyond the measured range (steps up to "
+                                      f"{largest_step:,} nodes); name a larger scale or drop it")
+        scales.append(int(scale))
+    return sorted(set(scales))
+
+
+def load(path: str | Path) -> Plan:
+    """Read and validate a plan file; a name without a path is looked up among the bundled plans."""
+    candidate = Path(path)
+    if not candidate.exists() and (PLANS_DIR / f"{path}.yaml").exists():
+        candidate = PLANS_DIR / f"{path}.yaml"
+    try:
+        text = candidate.read_text()
+    except OSError as error:
+        bundled = ", ".join(sorted(p.stem for p in PLANS_DIR.glob("*.yaml")))
+        raise PlanError(f"{path}: cannot read the plan ({error.strerror}); bundled plans: {bundled}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "?"
+        raise PlanError(f"{candidate}: {where}: not valid YAML ({getattr(error, 'problem', error)})") from None
+    return parse(data, source=str(candidate))

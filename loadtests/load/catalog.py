@@ -1,0 +1,222 @@
+"""Every scenario, declared once: its parameters and their defaults, the values a parameter may take, what it
+demands of the load generator at a given scale (users per class, the rate or count it asks for), and the
+request whose successes measure what it achieved. The plan validates against this, the load generator sizes
+its users from it, and the report judges asked vs achieved from what it says.
+
+Nothing here imports Locust: the runner reads it, and importing Locust monkey-patches the whole process for
+gevent. Each scenario module (imported only inside the Locust processes) provides
+`build(config, params, counts) -> list[type[User]]`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadtests.kube.names import ListNames, WatchNames, request_name
+from loadtests.kube.objects import NS_CHURN, NS_FLEET
+from loadtests.results import ClientStat, RateResult
+
+# resources a LIST or WATCH scenario may name (each has a path in loadtests.kube.paths)
+LIST_RESOURCES = frozenset({"pods", "nodes", "configmaps", "services", "endpointslices", "leases", "events",
+                            "namespaces"})
+
+CREATE_PODS = request_name("POST", "pods")
+DELETE_PODS = request_name("DELETE", "pods")
+SCALE_DEPLOYMENT = request_name("PATCH", "deployments/scale")
+KUBELET_WATCH = WatchNames.of("pods", "", "node")
+# what a kube-proxy watches of a Service, and the namespaces whose harness pods a Service may select
+SERVICE_WATCH_RESOURCES = frozenset({"endpoints", "endpointslices"})
+SERVICE_NAMESPACES = frozenset({NS_CHURN, NS_FLEET})
+# the type of a client row that counts what watchers received: one per watch event, content_bytes its bytes
+RECEIVED = "RECV"
+
+
+def informer_names(params: dict[str, Any]) -> WatchNames:
+    return WatchNames.of(params["resource"], params["namespace"], "informer", list_rv="0")
+
+
+def poller_names(params: dict[str, Any]) -> ListNames:
+    return ListNames.of(params["resource"], params["namespace"], str(params["resource_version"]))
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What a scenario asks of the load generator for one step, and how to tell what it achieved."""
+
+    users: dict[str, int]  # user class name -> exact number of users (Locust fixed_count)
+    asked: float  # per second, or a number of watches when per_second is False
+    unit: str
+    counted_by: tuple[str, str]  # (Type, Name) of the client row whose successes are what was achieved
+    per_second: bool = True
+    received_by: tuple[str, str] | None = None  # (Type, Name) of the row counting what its watchers received
+
+    def achieved(self, scenario: str, client: list[ClientStat], duration_s: float) -> RateResult:
+        """Successes of the measuring request per second of the window (or watches established); for
+        watchers that count what they receive, the events and bytes they received in the window too."""
+        done = sum(s.count - s.failures for s in client if (s.type, s.name) == self.counted_by)
+        achieved = done / duration_s if self.per_second and duration_s > 0 else float(done)
+        result = RateResult(scenario=scenario, asked_per_s=self.asked, achieved_per_s=round(achieved, 3),
+                            unit=self.unit, per_second=self.per_second)
+        if self.received_by is not None:
+            rows = [s for s in client if (s.type, s.name) == self.received_by]
+            result.events = sum(s.count for s in rows)
+            result.received_bytes = sum(s.content_bytes or 0 for s in rows)
+        return result
+
+
+def _users_for(rate: float, users: int) -> int:
+    return max(1, int(users)) if rate > 0 else 0
+
+
+def _pod_churn(params: dict[str, Any], nodes: int) -> Demand:
+    users = {"PodChurn": _users_for(params["rate"], params["users"])}
+    if params["deployment_scale_every_s"] > 0:
+        users["DeploymentScaler"] = 1
+    return Demand(users=users, asked=float(params["rate"]), unit="creates", counted_by=("POST", CREATE_PODS))
+
+
+def kubelet_watcher_count(params: dict[str, Any], nodes: int) -> int:
+    """One watcher per node (times per_node), capped at max_watchers."""
+    return max(0, min(int(params["max_watchers"]), round(params["per_node"] * nodes)))
+
+
+def _kubelet_watchers(params: dict[str, Any], nodes: int) -> Demand:
+    count = kubelet_watcher_count(params, nodes)
+    return Demand(users={"KubeletWatcher": count}, asked=float(count), unit="watches",
+                  counted_by=("WATCH", KUBELET_WATCH.first), per_second=False)
+
+
+@dataclass(frozen=True)
+class ServiceWatch:
+    """What a kube-proxy-like watcher follows: the objects the controller-manager keeps for one Service (its
+    Endpoints, one object named like it; or its EndpointSlices, labelled with its name), and the client rows
+    that count its watches and what they received."""
+
+    resource: str
+    namespace: str
+    field_selector: str
+    label_selector: str
+    names: WatchNames
+    received: str  # name of the RECEIVED row
+
+    @classmethod
+    def of(cls, params: dict[str, Any]) -> ServiceWatch:
+        resource, namespace, service = params["resource"], params["namespace"], params["service"]
+        by_name = resource == "endpoints"
+        names = WatchNames.of(resource, namespace, "service", list_rv="0")
+        return cls(resource, namespace, field_selector=f"metadata.name={service}" if by_name else "",
+                   label_selector="" if by_name else f"kubernetes.io/service-name={service}", names=names,
+                   received=f"{names.first} events")
+
+
+def _service_watchers(params: dict[str, Any], nodes: int) -> Demand:
+    count = kubelet_watcher_count(params, nodes)  # one per node, like kubelets: kube-proxy runs beside each
+    watch = ServiceWatch.of(params)
+    return Demand(users={"ServiceWatcher": count}, asked=float(count), unit="watches",
+                  counted_by=("WATCH", watch.names.first), per_second=False,
+                  received_by=(RECEIVED, watch.received))
+
+
+def _informers(params: dict[str, Any], nodes: int) -> Demand:
+    count = int(params["count"])
+    return Demand(users={"Informer": count}, asked=float(count), unit="watches",
+                  counted_by=("WATCH", informer_names(params).first), per_second=False)
+
+
+def _list_pollers(params: dict[str, Any], nodes: int) -> Demand:
+    users = {"ListPoller": _users_for(params["rate"], params["users"])}
+    return Demand(users=users, asked=float(params["rate"]), unit="lists",
+                  counted_by=("LIST", poller_names(params).first))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario's declaration."""
+
+    name: str
+    summary: str
+    module: str  # the Locust-side module whose `build` makes its user classes
+    defaults: dict[str, Any]
+    demand: Callable[[dict[str, Any], int], Demand]
+    choices: dict[str, frozenset[str]] = field(default_factory=dict)  # parameter -> the values it may take
+
+    def factory(self) -> Callable[..., list[Any]]:
+        """The module's user class factory; imported only when asked, since it imports Locust."""
+        return importlib.import_module(self.module).build
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    Scenario(
+        "pod_churn", "bare pods created at `rate`/s and deleted after `lifetime_s`; optionally a Deployment "
+        "scaled every `deployment_scale_every_s` s between `deployment_min` and `deployment_max` (0 = off); "
+        "`payload_bytes` of annotation per pod (fills etcd faster); `anti_affinity`: the load's pods require "
+        "a node of their own (required pod anti-affinity on kubernetes.io/hostname); `namespace`: loadtest-churn, or "
+        "loadtest-fleet to churn pods beside the steady ones (behind one Service with them)",
+        "loadtests.load.locust.scenarios.pod_churn",
+        {"rate": 5.0, "lifetime_s": 10.0, "users": 2, "deployment_scale_every_s": 0.0, "deployment_min": 0,
+         "deployment_max": 10, "payload_bytes": 0, "anti_affinity": False, "namespace": NS_CHURN},
+        _pod_churn, {"namespace": SERVICE_NAMESPACES}),
+    Scenario(
+        "kubelet_watchers", "one WATCH on pods with fieldSelector=spec.nodeName=<node> per fake node (times "
+        "`per_node`), like kubelets; at most `max_watchers`",
+        "loadtests.load.locust.scenarios.kubelet_watchers", {"per_node": 1.0, "max_watchers": 2000}, _kubelet_watchers),
+    Scenario(
+        "service_watchers", "a ClusterIP Service `service` selecting the harness's pods of `namespace`, and one "
+        "LIST+WATCH of its `resource` (endpoints: the object named like it; endpointslices: its slices) per "
+        "fake node (times `per_node`), like kube-proxy; at most `max_watchers`; counts the events and bytes "
+        "the watchers received", "loadtests.load.locust.scenarios.service_watchers",
+        {"per_node": 1.0, "max_watchers": 2000, "resource": "endpointslices", "service": "loadtest-backends",
+         "namespace": NS_CHURN},
+        _service_watchers, {"resource": SERVICE_WATCH_RESOURCES, "namespace": SERVICE_NAMESPACES}),
+    Scenario(
+        "informers", "`count` informers: LIST then WATCH from its resourceVersion with bookmarks, re-LIST on "
+        "410 Gone", "loadtests.load.locust.scenarios.informers", {"count": 4, "resource": "pods", "namespace": ""},
+        _informers, {"resource": LIST_RESOURCES}),
+    Scenario(
+        "list_pollers", "periodic LISTs at `rate`/s; resource_version \"0\" is served from the watch cache, "
+        "\"\" is a consistent read", "loadtests.load.locust.scenarios.list_pollers",
+        {"rate": 1.0, "users": 2, "resource": "pods", "resource_version": "0", "namespace": "", "limit": 500},
+        _list_pollers, {"resource": LIST_RESOURCES}),
+)}
+
+
+def scenario_params(load: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The scenarios of a plan's load section, defaults filled in; accepts {"scenarios": {...}} or the
+    mapping itself. Unknown names are refused (the plan validation already does; this is for direct use)."""
+    scenarios = load["scenarios"] if isinstance(load.get("scenarios"), dict) else load
+    unknown = sorted(set(scenarios) - set(SCENARIOS))
+    if unknown:
+        raise ValueError(f"unknown load scenario {unknown[0]!r}; expected one of: {', '.join(sorted(SCENARIOS))}")
+    return {name: {**SCENARIOS[name].defaults, **(params or {})} for name, params in scenarios.items()}
+
+
+def demands(load: dict[str, Any], nodes: int) -> dict[str, Demand]:
+    """Every configured scenario's demand for a step with `nodes` nodes."""
+    return {name: SCENARIOS[name].demand(params, nodes) for name, params in scenario_params(load).items()}
+
+
+def achieved_rates(load: dict[str, Any], nodes: int, duration_s: float, client: list[ClientStat]) -> list[RateResult]:
+    """Asked vs achieved per scenario over the measured window."""
+    return [demand.achieved(name, client, duration_s) for name, demand in demands(load, nodes).items()]
+
+
+@dataclass
+class UserPlan:
+    """The exact user allocation of one step (Locust --users must be their sum)."""
+
+    by_class: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_class.values())
+
+
+def user_plan(load: dict[str, Any], nodes: int) -> UserPlan:
+    plan = UserPlan()
+    for demand in demands(load, nodes).values():
+        for cls, count in demand.users.items():
+            plan.by_class[cls] = plan.by_class.get(cls, 0) + count
+    return plan

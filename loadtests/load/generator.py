@@ -1,0 +1,482 @@
+"""Runs the Locust load of one step as child processes, and reads back what it measured and achieved.
+
+Locust runs as a subprocess (a master plus N workers when distributed), never in the runner's process:
+its CPU is then measured by pid, it can use more cores, and importing Locust would monkey-patch the
+runner for gevent. The users are allocated exactly (fixed_count per class, --users = their sum).
+
+Usage:
+    load = LoadGenerator(plan.load, access, nodes=step.nodes, out_dir=step_dir, duration_s=step.duration_s)
+    load.start()
+    ... load.pids() for process probes ...
+    outcome = load.wait()     # LoadOutcome: ClientStat per request kind, asked vs achieved, notes
+    load.stop()               # always (teardown, signal handlers): terminates only what it started
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import pandas as pd
+
+from loadtests.controlplane.processes import die_with_parent, free_ports, log_tail
+from loadtests.errors import LoadTestError
+from loadtests.kube.access import ClusterAccess
+from loadtests.load.catalog import achieved_rates, scenario_params, user_plan
+from loadtests.load.contract import (
+    CONFIG_ENV,
+    FINAL_FAILURES_SUFFIX,
+    FINAL_STATS_SUFFIX,
+    WINDOW_FAILURES_SUFFIX,
+    WINDOW_STATS_SUFFIX,
+    WINDOW_WORKERS_SUFFIX,
+    LoadConfig,
+)
+from loadtests.load.remote import MasterBind, cluster_identity
+from loadtests.results import ClientStat, RateResult, WorkerStat
+
+LOCUSTFILE = Path(__file__).resolve().parent / "locust" / "locustfile.py"
+CSV_PREFIX = "locust"
+WINDOW_FILE = "window-open"
+WINDOW_CLOSE_FILE = "window-closed"
+WINDOW_CAP_S = 180.0  # time allowed for start-up and spawning before the window opens
+STOP_SLACK_S = 60.0  # users end themselves this long after the run time, should Locust not stop them
+_CPU_WARNINGS = ("CPU usage above", "exceeded cpu threshold", "CPU usage was too high")
+LOCAL_MASTER_WAIT_S = 60.0  # local worker processes connect within seconds
+UI_HOST = "127.0.0.1"  # the live view (--ui) is served on loopback only
+WORKER_CPU_BOUND_PCT = 90.0  # a worker this busy (100 = one core) is the limit, not the control plane
+
+
+class LoadGeneratorError(LoadTestError):
+    """Locust could not run the load (it crashed, hung, or wrote no statistics)."""
+
+
+@dataclass
+class FailureStat:
+    """One distinct failure Locust recorded: which request kind, the message, how often."""
+
+    type: str
+    name: str
+    error: str
+    count: int
+
+
+@dataclass
+class LoadOutcome:
+    client: list[ClientStat]
+    rates: list[RateResult]
+    notes: list[str]
+    total: ClientStat | None = None  # Locust's Aggregated row
+    failures: list[FailureStat] = field(default_factory=list)  # most frequent first
+    users: dict[str, int] = field(default_factory=dict)  # user class -> users run
+    log: Path | None = None
+    workers: list[WorkerStat] = field(default_factory=list)  # each worker's share, as the master counted it
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def _content_bytes(row: dict[str, Any]) -> int | None:
+    """All the responses' bytes of a stats row: Locust writes their count and average size."""
+    average = _number(row.get("Average Content Size"))
+    return None if average is None else round(average * int(row["Request Count"]))
+
+
+def read_stats_csv(path: Path) -> tuple[list[ClientStat], ClientStat | None]:
+    """Locust's <prefix>_stats.csv as ClientStats (times in ms, as Locust reports) and its Aggregated row."""
+    frame = pd.read_csv(path, keep_default_na=False, na_values=["N/A", ""], dtype={"Type": str, "Name": str})
+    missing = {"Type", "Name", "Request Count", "Failure Count", "Requests/s", "50%", "90%", "99%",
+               "Max Response Time", "Average Response Time"} - set(frame.columns)
+    if missing:
+        raise LoadGeneratorError(f"{path}: not a Locust stats file (no column {sorted(missing)[0]!r})")
+    stats: list[ClientStat] = []
+    total = None
+    for row in frame.to_dict("records"):
+        stat = ClientStat(
+            type="" if pd.isna(row["Type"]) else str(row["Type"]),
+            name=str(row["Name"]),
+            count=int(row["Request Count"]),
+            failures=int(row["Failure Count"]),
+            rps=_number(row["Requests/s"]) or 0.0,
+            p50_ms=_number(row["50%"]),
+            p90_ms=_number(row["90%"]),
+            p99_ms=_number(row["99%"]),
+            max_ms=_number(row["Max Response Time"]),
+            avg_ms=_number(row["Average Response Time"]),
+            content_bytes=_content_bytes(row),
+        )
+        if stat.name == "Aggregated" and not stat.type:
+            total = stat
+        else:
+            stats.append(stat)
+    return stats, total
+
+
+def read_failures_csv(path: Path) -> list[FailureStat]:
+    """Locust's <prefix>_failures.csv, most frequent first (empty when the file is missing or empty)."""
+    if not path.exists() or not path.stat().st_size:
+        return []
+    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    failures = [FailureStat(type=row["Method"], name=row["Name"], error=row["Error"], count=int(row["Occurrences"]))
+                for row in frame.to_dict("records")]
+    return sorted(failures, key=lambda f: -f.count)
+
+
+def failure_note(total: ClientStat | None, failures: list[FailureStat]) -> list[str]:
+    """One line on failed requests: they are load the target refused or could not serve."""
+    if total is None or not total.failures:
+        return []
+    top = "; ".join(f"{f.name}: {f.error} x{f.count}" for f in failures[:3])
+    return [f"load: {total.failures} of {total.count} requests failed ({100 * total.failures / total.count:.1f}%)"
+            + (f"; most frequent: {top}" if top else "")]
+
+
+def read_workers(path: Path) -> tuple[list[WorkerStat], list[str], str | None]:
+    """The master's per-worker figures (loadtests/load/locust/worker_link.py): the workers, notes on refused and lost
+    ones, and why the step could not start, if it could not. Nothing when the file is missing."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return [], [], None
+    workers = [WorkerStat(**entry) for entry in data.get("workers") or []]
+    notes = [f"load: refused worker {line}" for line in data.get("refused") or []]
+    notes += [f"load: worker {w.worker} CPU-bound: {w.cpu_percent:.0f} % of a core over the window; its client-side "
+              "figures may be inflated and its rates capped by the load generator; add workers"
+              for w in workers if w.cpu_percent is not None and w.cpu_percent >= WORKER_CPU_BOUND_PCT]
+    lost = [w for w in workers if w.lost_after_s is not None]
+    for worker in lost:
+        notes.append(f"load: worker {worker.worker} was lost (disconnected or stopped answering; noticed "
+                     f"{worker.lost_after_s:g} s into the window); {worker.requests} of its requests were counted")
+    if lost:
+        notes.append(f"load: partial figures: the client-side counts and rates lack what {len(lost)} lost "
+                     "worker(s) sent after their last report, and the load fell short of the plan from then on")
+    return workers, notes, data.get("error")
+
+
+def locust_worker_command(python: str, master_host: str, master_port: int) -> list[str]:
+    """The command line of a Locust worker process joining the master at master_host:master_port."""
+    return [python, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host", master_host,
+            "--master-port", str(master_port), "--loglevel", "INFO"]
+
+
+def locust_env(extra: dict[str, str]) -> dict[str, str]:
+    """The environment of a Locust process: this package importable, output unbuffered, plus `extra`."""
+    env = {**os.environ, **extra, "PYTHONUNBUFFERED": "1"}
+    root = str(LOCUSTFILE.parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def locust_spawn(cmd: list[str], log: IO[bytes], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    """A Locust process in its own session (a Ctrl-C at the terminal reaches its parent, which stops it in
+    order), killed with the process that started it (a harness killed outright takes its load with it)."""
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                            cwd=cwd, start_new_session=True, preexec_fn=die_with_parent)
+
+
+class LoadGenerator:
+    """The Locust processes of one step. start() returns at once; wait() blocks until the run time is over."""
+
+    def __init__(self, plan_load: dict[str, Any], access: ClusterAccess, nodes: int, out_dir: Path,
+                 duration_s: float, workers: int = 0, run_id: str = "", spawn_rate: float | None = None,
+                 node_names: list[str] | None = None, python: str = sys.executable, windowed: bool = False,
+                 master: MasterBind | None = None, ui_port: int | None = None, final_step: bool = False) -> None:
+        self.scenarios = scenario_params(plan_load)
+        self.access = access
+        self.nodes = nodes
+        self.out_dir = Path(out_dir).resolve()  # Locust runs with this as its working directory
+        self.duration_s = float(duration_s)
+        self.window_file = self.out_dir / WINDOW_FILE
+        self.window_close_file = self.out_dir / WINDOW_CLOSE_FILE
+        self.windowed = windowed
+        self._window_opened: float | None = None
+        self._window_s: float | None = None  # how long the window was open, once the runner closed it
+        # with a measured window Locust's own run time is only a cap: the window ends the run
+        self.run_time_s = max(1, math.ceil(self.duration_s + (WINDOW_CAP_S if windowed else 0.0)))
+        self.workers = int(workers)  # local worker processes
+        self.master = master  # workers of other machines join at master.address; then no local ones
+        self.ui_port = ui_port  # Locust's web UI on UI_HOST:ui_port, read-only (--ui)
+        self.cluster_uid: str | None = None
+        self.final_step = final_step  # workers of other machines end after it
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.node_names = node_names
+        self.python = python
+        self.users = user_plan(self.scenarios, nodes)
+        total = self.users.total
+        # small counts at once, large ones within ~10 s: at most 200 new connections (TLS handshakes) per second
+        self.spawn_rate = spawn_rate or max(50.0, min(200.0, total / 5.0))
+        self.log_path = self.out_dir / "locust.log"
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._logs: list[IO[bytes]] = []
+        self._started_at: float | None = None
+        self._config_dir: Path | None = None
+
+    # --- processes ------------------------------------------------------------------------------------
+
+    def _write_config(self) -> Path:
+        config = LoadConfig(access=self.access, scenarios=self.scenarios, nodes=self.nodes,
+                            node_names=self.node_names, run_id=self.run_id, workers=self.expected_workers(),
+                            stop_at=time.time() + self.run_time_s + self.spawn_time_s() + STOP_SLACK_S,
+                            window_file=str(self.window_file) if self.windowed else None,
+                            window_s=self.duration_s if self.windowed else None,
+                            window_close_file=str(self.window_close_file) if self.windowed else None,
+                            cluster_uid=self.cluster_uid, remote_workers=self.master.workers if self.master else 0,
+                            remote_wait_s=self.master.wait_s if self.master else 0.0, final_step=self.final_step)
+        # it may hold a bearer token: kept in a private folder outside the results, removed when Locust is done
+        self._config_dir = Path(tempfile.mkdtemp(prefix="loadtest-load-"))
+        path = self._config_dir / "load-config.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(config.to_dict(), handle, indent=1)
+        return path
+
+    def expected_workers(self) -> int:
+        """Worker processes the master waits for: local ones, or those of other machines."""
+        return self.master.workers if self.master else self.workers
+
+    def ui_url(self) -> str | None:
+        return f"http://{UI_HOST}:{self.ui_port}" if self.ui_port else None
+
+    def spawn_time_s(self) -> float:
+        return self.users.total / self.spawn_rate if self.users.total else 0.0
+
+    def command(self, master_port: int | None = None) -> list[str]:
+        """The Locust command line of the master (or of the only process)."""
+        # with the live view Locust serves its UI and starts the plan's users by itself, as headless would
+        mode = ["--autostart", "--web-host", UI_HOST, "--web-port", str(self.ui_port)] if self.ui_port else [
+            "--headless"]
+        cmd = [
+            self.python, "-m", "locust", "-f", str(LOCUSTFILE), *mode,
+            "--users", str(self.users.total), "--spawn-rate", f"{self.spawn_rate:g}",
+            "--run-time", f"{self.run_time_s}s", "--csv", str(self.out_dir / CSV_PREFIX), "--only-summary",
+            "--exit-code-on-error", "0", "--loglevel", "INFO",
+        ]
+        if master_port is not None:
+            host = self.master.host if self.master else "127.0.0.1"
+            wait_s = self.master.wait_s if self.master else LOCAL_MASTER_WAIT_S
+            cmd += ["--master", "--master-bind-host", host, "--master-bind-port", str(master_port),
+                    "--expect-workers", str(self.expected_workers()), "--expect-workers-max-wait", f"{wait_s:g}"]
+        return cmd
+
+    def _spawn(self, cmd: list[str], log_path: Path, env: dict[str, str]) -> None:
+        log = open(log_path, "wb")  # noqa: SIM115 - closed in _close_logs once the process is gone
+        self._logs.append(log)
+        self._procs.append(locust_spawn(cmd, log, env, self.out_dir))
+
+    def start(self) -> None:
+        """Start Locust (master and workers when distributed); returns once the processes are started."""
+        if self._procs:
+            raise LoadGeneratorError("this load generator was already started")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._started_at = time.monotonic()
+        if not self.users.total:
+            return
+        if self.master is not None and self.cluster_uid is None:
+            self.cluster_uid = cluster_identity(self.access)  # what every worker of another machine must reach
+        env = locust_env({CONFIG_ENV: str(self._write_config())})
+        for suffix in ("_stats.csv", "_failures.csv", FINAL_STATS_SUFFIX, FINAL_FAILURES_SUFFIX,
+                       WINDOW_STATS_SUFFIX, WINDOW_FAILURES_SUFFIX, WINDOW_WORKERS_SUFFIX):
+            (self.out_dir / (CSV_PREFIX + suffix)).unlink(missing_ok=True)
+        self.window_file.unlink(missing_ok=True)
+        self.window_close_file.unlink(missing_ok=True)
+        if self.master is not None:  # the workers come from elsewhere, to the same address every step
+            self._spawn(self.command(self.master.port), self.log_path, env)
+            return
+        if self.workers <= 0:
+            self._spawn(self.command(), self.log_path, env)
+            return
+        port = free_ports(1)[0]
+        self._spawn(self.command(port), self.log_path, env)
+        for index in range(self.workers):
+            worker_cmd = locust_worker_command(self.python, "127.0.0.1", port)
+            self._spawn(worker_cmd, self.out_dir / f"locust-worker-{index}.log", env)
+
+    def open_window(self) -> None:
+        """Start the measured window now: Locust restarts its statistics."""
+        if not self.windowed:
+            raise LoadGeneratorError("open_window() needs windowed=True")
+        self.window_file.touch()
+        self._window_opened = time.monotonic()
+
+    def close_window(self) -> None:
+        """Close the measured window now: Locust writes its statistics as they stand, then stops its users and
+        quits (wait() then returns the window's figures; the stop is in none of them)."""
+        if not self.windowed:
+            raise LoadGeneratorError("close_window() needs windowed=True")
+        self.window_close_file.touch()
+        if self._window_opened is not None:
+            self._window_s = time.monotonic() - self._window_opened
+
+    def wait_spawned(self, timeout: float) -> bool:
+        """Block until Locust reports all users spawned (its start-up takes a few seconds), so a measurement
+        window can start with the full load. False on timeout or when Locust has already exited."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self._procs:
+                return True
+            try:
+                if "All users spawned" in self.log_path.read_text(errors="replace"):
+                    return True
+            except OSError:
+                pass
+            if self._procs[0].poll() is not None:
+                return False
+            time.sleep(0.1)
+        return False
+
+    def pids(self) -> list[int]:
+        """Master and workers (or the single process), for CPU and memory probes."""
+        return [proc.pid for proc in self._procs]
+
+    def running(self) -> bool:
+        return any(proc.poll() is None for proc in self._procs)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Terminate the processes this generator started, by pid: SIGTERM (Locust then stops its users and
+        writes its statistics) to the master first, which tells its workers and collects their last figures,
+        then to what is left; SIGKILL after timeout_s. Safe to call twice, and from a signal handler (it only
+        polls, so it cannot block on a wait() it interrupted)."""
+        deadline = time.monotonic() + timeout_s
+        for group in (self._procs[:1], self._procs[1:]):
+            alive = [proc for proc in group if proc.poll() is None]  # a reaped pid is never signalled again
+            for proc in alive:
+                self._signal(proc, signal.SIGTERM)
+            self._poll_until(alive, deadline)
+        leftovers = [proc for proc in self._procs if proc.poll() is None]
+        for proc in leftovers:
+            self._signal(proc, signal.SIGKILL)
+        self._poll_until(leftovers, time.monotonic() + 5.0)
+        self._close_logs()
+
+    @staticmethod
+    def _signal(proc: subprocess.Popen[bytes], signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    @staticmethod
+    def _poll_until(procs: list[subprocess.Popen[bytes]], deadline: float) -> bool:
+        while any(proc.poll() is None for proc in procs):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def _close_logs(self) -> None:
+        if any(proc.poll() is None for proc in self._procs):
+            return
+        config_dir, self._config_dir = self._config_dir, None
+        if config_dir is not None:
+            shutil.rmtree(config_dir, ignore_errors=True)
+        while True:  # list.pop is atomic: a stop() from another thread cannot close a log twice
+            try:
+                log = self._logs.pop()
+            except IndexError:
+                return
+            log.close()
+
+    def __enter__(self) -> LoadGenerator:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    # --- results ----------------------------------------------------------------------------------------
+
+    def wait(self, timeout: float | None = None) -> LoadOutcome:
+        """Wait for the run to end (run time + spawning + margin by default) and read its results."""
+        if self._started_at is None:
+            raise LoadGeneratorError("wait() before start()")
+        if not self._procs:
+            return LoadOutcome(client=[], rates=achieved_rates(self.scenarios, self.nodes, self.duration_s, []),
+                               notes=[], users={})
+        timeout = timeout if timeout is not None else self.run_time_s + self.spawn_time_s() + 90.0
+        master = self._procs[0]
+        try:
+            code = master.wait(timeout=max(0.0, self._started_at + timeout - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise LoadGeneratorError(
+                f"Locust did not finish within {timeout:.0f} s (run time {self.run_time_s} s); stopped it. "
+                f"Last lines of {self.log_path}:\n{log_tail(self.log_path, 25)}"
+            ) from None
+        for worker in self._procs[1:]:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.wait(timeout=15)
+        self.stop()  # workers that outlived their master
+        self._refuse_unstarted()
+        if code != 0:
+            raise LoadGeneratorError(
+                f"Locust exited with code {code}; last lines of {self.log_path}:\n{log_tail(self.log_path, 25)}"
+            )
+        return self.outcome()
+
+    def _refuse_unstarted(self) -> None:
+        """A master that gave up on its workers: one line saying how many came, not Locust's log."""
+        _, _, error = read_workers(self.out_dir / (CSV_PREFIX + WINDOW_WORKERS_SUFFIX))
+        try:
+            gave_up = "Gave up waiting for workers to connect" in self.log_path.read_text(errors="replace")
+        except OSError:
+            gave_up = False
+        if self.master is None or not (error or gave_up):
+            return
+        where = self.master.address
+        raise LoadGeneratorError(
+            (error or f"waited {self.master.wait_s:g} s for {self.master.workers} worker(s) to connect")
+            + f" at {where}; start them with `loadtest worker --master {where} --kubeconfig K --context C "
+            "--allow-context C` on their machines")
+
+    def _csv(self, *suffixes: str) -> Path:
+        """The first of the locustfile's files that it wrote (window close, then quit: complete), else
+        Locust's own (the last suffix; up to 1 s stale)."""
+        for suffix in suffixes[:-1]:
+            path = self.out_dir / (CSV_PREFIX + suffix)
+            if path.exists() and path.stat().st_size:
+                return path
+        return self.out_dir / (CSV_PREFIX + suffixes[-1])
+
+    def stats_path(self) -> Path:
+        return self._csv(WINDOW_STATS_SUFFIX, FINAL_STATS_SUFFIX, "_stats.csv")
+
+    def outcome(self) -> LoadOutcome:
+        path = self.stats_path()
+        if not path.exists() or not path.stat().st_size:
+            raise LoadGeneratorError(
+                f"Locust wrote no statistics ({path}); last lines of {self.log_path}:\n{log_tail(self.log_path, 25)}"
+            )
+        client, total = read_stats_csv(path)
+        failures = read_failures_csv(self._csv(WINDOW_FAILURES_SUFFIX, FINAL_FAILURES_SUFFIX, "_failures.csv"))
+        rates = achieved_rates(self.scenarios, self.nodes, self._window_s or self.duration_s, client)
+        workers, worker_notes, _ = read_workers(self.out_dir / (CSV_PREFIX + WINDOW_WORKERS_SUFFIX))
+        notes = failure_note(total, failures) + worker_notes + self._log_notes()
+        return LoadOutcome(client=client, rates=rates, notes=notes, total=total, failures=failures,
+                           users=dict(self.users.by_class), log=self.log_path, workers=workers)
+
+    def _log_notes(self) -> list[str]:
+        """Locust's own warnings that it ran out of CPU: then its figures understate the target."""
+        logs = [self.log_path, *sorted(self.out_dir.glob("locust-worker-*.log"))]
+        for log in logs:
+            try:
+                text = log.read_text(errors="replace")
+            except OSError:
+                continue
+            if any(marker in text for marker in _CPU_WARNINGS):
+                return [f"load: Locust reported its CPU above 90% ({log.name}): client-side figures may be "
+                        "inflated and rates capped by the load generator; use more workers"]
+        return []

@@ -1,0 +1,173 @@
+"""The fake fleet: kwok nodes scaled up or down concurrently, and a steady population of pods on them.
+
+Readiness is observed through a watch (not by re-LISTing thousands of nodes), and the ramp is timed so a
+report can say how long the control plane took to absorb the new nodes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+from loadtests.controlplane.processes import wait_for
+from loadtests.errors import Saturated, TargetError
+from loadtests.kube import objects
+from loadtests.kube.errors import ApiError
+from loadtests.kube.names import WatchNames
+from loadtests.kube.paths import resource_path
+from loadtests.kube.reflector import BackgroundReflector
+from loadtests.kube.rest import RestClient
+from loadtests.kube.watch import ListPage, WatchEvent
+
+CREATE_CONCURRENCY = 16  # enough to keep the apiserver busy, few enough to spread joins over seconds
+FLEET_USER_AGENT = "k8s-loadtest/fleet"  # the fleet's own requests, told apart from the load's and the probes'
+
+
+@dataclass
+class RampResult:
+    nodes: int
+    seconds: float  # from the first create to all nodes Ready
+    created: int
+    deleted: int
+    harness_cpu_s: float  # CPU the harness process spent during the ramp
+
+
+def _is_ready(node: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in node.get("status", {}).get("conditions", []))
+
+
+class NodeWatch:
+    """Keeps the set of Ready kwok nodes current from a LIST then WATCH, in a background thread."""
+
+    NAMES = WatchNames.of("nodes", "", "fleet", list_rv="0")
+
+    def __init__(self, client: RestClient) -> None:
+        self.ready: set[str] = set()
+        self.present: set[str] = set()
+        self._cond = threading.Condition()
+        self._watch = BackgroundReflector(client, "nodes", self.NAMES, label_selector=objects.NODE_SELECTOR,
+                                          on_list=self._replace, on_event=self._apply)
+
+    def start(self) -> NodeWatch:
+        try:
+            self._watch.start()
+        except ApiError as error:
+            raise TargetError(f"could not list nodes: {error}") from None
+        return self
+
+    def _replace(self, page: ListPage) -> None:
+        items: list[dict[str, Any]] = page.items or []
+        with self._cond:
+            self.present = {n["metadata"]["name"] for n in items}
+            self.ready = {n["metadata"]["name"] for n in items if _is_ready(n)}
+            self._cond.notify_all()
+
+    def _apply(self, event: WatchEvent) -> None:
+        if event.type not in ("ADDED", "MODIFIED", "DELETED"):
+            return
+        node = event.object
+        name = node["metadata"]["name"]
+        with self._cond:
+            if event.type == "DELETED":
+                self.present.discard(name)
+                self.ready.discard(name)
+            else:
+                self.present.add(name)
+                (self.ready.add if _is_ready(node) else self.ready.discard)(name)
+            self._cond.notify_all()
+
+    def wait(self, predicate: Callable[[NodeWatch], bool], timeout_s: float, what: str,
+             progress: Callable[[str], None] | None = None) -> None:
+        deadline = time.monotonic() + timeout_s
+        last_report = 0.0
+        with self._cond:
+            while not predicate(self):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise Saturated(what, f"not reached within {timeout_s:.0f} s ({len(self.ready)} Ready of "
+                                          f"{len(self.present)} nodes)")
+                self._cond.wait(min(remaining, 1.0))
+                if progress and time.monotonic() - last_report >= 2:
+                    last_report = time.monotonic()
+                    progress(f"{len(self.ready)}/{len(self.present)} nodes Ready")
+
+    def stop(self) -> None:
+        self._watch.stop()
+
+
+class Fleet:
+    """Scale the fake nodes and the steady pod population of a step."""
+
+    def __init__(self, client: RestClient) -> None:
+        self.client = client
+
+    def ensure_namespaces(self, timeout_s: float = 60.0) -> None:
+        """Create the harness's namespaces and wait for their default ServiceAccounts: pods created before
+        those exist are refused, and the ReplicaSet controller then backs off for many seconds."""
+        for name in objects.NAMESPACES:
+            self.client.create(resource_path("namespaces"), objects.namespace_manifest(name), exist_ok=True)
+        for name in objects.NAMESPACES:
+            path = resource_path("serviceaccounts", name, "default")
+            wait_for(lambda p=path: bool(self.client.request("GET", p, ok=(404,))), timeout_s,
+                     f"default ServiceAccount in namespace {name}", interval_s=0.1)
+
+    def scale_nodes(self, count: int, *, timeout_s: float = 300.0,
+                    progress: Callable[[str], None] | None = None) -> RampResult:
+        """Create or delete kwok nodes until exactly `count` exist, then wait until all are Ready."""
+        cpu_before = sum(psutil.Process().cpu_times()[:2])
+        watch = NodeWatch(self.client).start()
+        try:
+            started = time.monotonic()
+            indices = {objects.node_name(i): i for i in range(count)}  # a node's index gives its pod range
+            wanted = set(indices)
+            existing = set(watch.present)
+            to_create = sorted(wanted - existing)
+            to_delete = sorted(existing - wanted, reverse=True)
+            pool = ThreadPoolExecutor(CREATE_CONCURRENCY, thread_name_prefix="fleet")
+            try:
+                list(pool.map(lambda n: self.client.create(resource_path("nodes"),
+                                                           objects.node_manifest(n, indices[n]), exist_ok=True),
+                              to_create))
+                list(pool.map(lambda n: self.client.delete(resource_path("nodes", name=n)), to_delete))
+            finally:
+                # interrupted (a hung apiserver, Ctrl-C): the queued requests are dropped, not sent one by one
+                pool.shutdown(wait=False, cancel_futures=True)
+            watch.wait(lambda w: wanted <= w.ready and not (w.present - wanted), timeout_s,
+                       f"{count} nodes Ready", progress)
+            seconds = time.monotonic() - started
+        finally:
+            watch.stop()
+        cpu_after = sum(psutil.Process().cpu_times()[:2])
+        return RampResult(count, seconds, len(to_create), len(to_delete), cpu_after - cpu_before)
+
+    def scale_pods(self, replicas: int, *, timeout_s: float = 300.0,
+                   progress: Callable[[str], None] | None = None) -> float:
+        """Set the fleet Deployment to `replicas` Running pods; returns the seconds it took."""
+        started = time.monotonic()
+        path = resource_path("deployments", objects.NS_FLEET)
+        self.client.create(path, objects.deployment_manifest("fleet", objects.NS_FLEET, replicas), exist_ok=True)
+        self.client.patch(f"{path}/fleet", {"spec": {"replicas": replicas}})
+        deadline = started + timeout_s
+        last_report = 0.0
+        while True:
+            deployment = self.client.get(f"{path}/fleet")
+            status = deployment.get("status", {})
+            ready = status.get("readyReplicas", 0) or 0
+            total = status.get("replicas", 0) or 0
+            if (deployment["metadata"].get("generation") == status.get("observedGeneration")
+                    and ready == replicas and total == replicas):
+                return time.monotonic() - started
+            if time.monotonic() > deadline:
+                raise Saturated(f"{replicas} fleet pods Running", f"{ready} of {replicas} Running after "
+                                                                  f"{timeout_s:.0f} s")
+            if progress and time.monotonic() - last_report >= 2:
+                last_report = time.monotonic()
+                progress(f"{ready}/{replicas} fleet pods Running")
+            time.sleep(0.25)  # polling one small object; the condition above is what we wait on
