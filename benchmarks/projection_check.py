@@ -36,9 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import results_head  # noqa: E402
 from loadtests.analysis.figures import series  # noqa: E402
-from loadtests.config import sizing  # noqa: E402
-from loadtests.report import page  # noqa: E402
-from loadtests.report.projection import (  # noqa: E402
+from loadtests.analysis.projection import (  # noqa: E402
     CPU_BOUND_SHARE,
     CPU_SENSITIVE,
     NOT_PROJECTABLE,
@@ -51,6 +49,8 @@ from loadtests.report.projection import (  # noqa: E402
     project,
     share,
 )
+from loadtests.config import sizing  # noqa: E402
+from loadtests.report import page  # noqa: E402
 from loadtests.results import RESULTS_FILE, RunResult, from_dict, load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

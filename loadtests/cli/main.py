@@ -181,9 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_run_commands(sub: Any) -> None:
     from loadtests.cli import run as runcli
-    from loadtests.load import remote
+    from loadtests.cli import worker
     runcli.add_commands(sub)
-    remote.add_worker_command(sub)
+    worker.add_worker_command(sub)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,21 +7,22 @@ that `loadtest status` or `loadtest report` start quickly.
 from __future__ import annotations
 
 import argparse
-import os
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loadtests import results
+from loadtests.cli import worker
 from loadtests.cli.flags import count_arg
 from loadtests.config import plan as plan_mod
 from loadtests.config.plan import Plan
+from loadtests.controlplane.base import TargetRequest
 from loadtests.errors import MIN_FREE_BYTES, CompareError, LoadTestError, PlanError, UnreadableFile, disk_full
-from loadtests.load import remote
+from loadtests.load.remote import MasterBind
 
 if TYPE_CHECKING:
     from loadtests.analysis.samples import Side
-    from loadtests.controlplane.base import Target
     from loadtests.report.compare import CompareResult
     from loadtests.run.capacity import StepChooser
 
@@ -35,42 +36,36 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
+@dataclass(frozen=True)
+class RunRequest:
+    """What the command line asks of a run beyond its plan, built once, after every check has passed; the
+    rooms below the command line read this, never the parsed arguments."""
+
+    target: TargetRequest
+    workers: int | None = None  # None: the plan's value
+    master: MasterBind | None = None  # each step's master listens here for workers of other machines
+    ui: bool = False  # serve Locust's web UI (read-only) on 127.0.0.1
+    gate: bool = True  # False (--no-gate, lessons): failed SLOs do not fail the command
+
+
 def new_run_id(plan: Plan) -> str:
     return f"{plan.name}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
 
 
-def make_target(plan: Plan, run_id: str, out_dir: Path, args: argparse.Namespace) -> Target:
-    if plan.target.kind == "cluster" or getattr(args, "kubeconfig", None):
-        from loadtests.controlplane.existing import ExistingCluster
-        from loadtests.controlplane.local import KEPT_LOGS
-
-        return ExistingCluster.from_args(plan, args, log_dir=out_dir / KEPT_LOGS, log=_say)
-    from loadtests.controlplane.audit import AuditLog, audit_destination
-    from loadtests.controlplane.local import LocalOptions, RunControlPlane
-
-    audit = None
-    if plan.audit.enabled:  # checked before anything starts: a bad destination is one line, no run
-        audit = AuditLog(audit_destination(plan.audit.dir, out_dir), max_size_mb=plan.audit.max_size_mb,
-                         max_backups=plan.audit.max_backups)
-    return RunControlPlane(LocalOptions(
-        # two runs with the same folder name never share a cluster
-        name=f"run-{run_id}-{os.getpid()}", kube_version=plan.target.kube_version,
-        heartbeat_factor=plan.target.heartbeat_factor, events_etcd=plan.target.events_etcd, tied_to_owner=True,
-        audit=audit, component_args=plan.target.component_args, etcd_storage=plan.target.etcd_storage,
-        identities=plan.target.identities),
-        out_dir, _say)
-
-
-def execute(plan: Plan, out_dir: Path, args: argparse.Namespace,
-            chooser: StepChooser | None = None) -> tuple[results.RunResult | None, LoadTestError | None]:
+def execute(plan: Plan, out_dir: Path, request: RunRequest, chooser: StepChooser | None = None,
+            runs_follow: int = 0) -> tuple[results.RunResult | None, LoadTestError | None]:
     """Run a plan into out_dir and write its report; the results, and what stopped the run (said in one
     line already), if anything did."""
     from loadtests.report.html import write_report
     from loadtests.run.runner import Runner, RunOptions
 
     prepare_out_dir(out_dir)
-    runner = Runner(plan, RunOptions(out_dir=out_dir, workers=args.workers, progress=_say, **remote.run_options(args)),
-                    make_target(plan, out_dir.name, out_dir, args), chooser)
+    from loadtests.controlplane.factory import make_target
+    from loadtests.controlplane.processes import free_ports
+
+    options = RunOptions(out_dir=out_dir, workers=request.workers, progress=_say, master=request.master,
+                         ui_port=free_ports(1)[0] if request.ui else None, runs_follow=runs_follow)
+    runner = Runner(plan, options, make_target(plan, out_dir.name, out_dir, request.target, _say), chooser)
     failure: LoadTestError | None = None
     try:
         runner.run()
@@ -92,11 +87,11 @@ def execute(plan: Plan, out_dir: Path, args: argparse.Namespace,
     return run, failure
 
 
-def run_plan(plan: Plan, out_dir: Path, args: argparse.Namespace) -> int:
+def run_plan(plan: Plan, out_dir: Path, request: RunRequest, runs_follow: int = 0) -> int:
     """Run one plan into out_dir, write its report, and return the exit code its verdicts call for."""
     from loadtests.analysis.slo import run_passed, verdicts
 
-    run, failure = execute(plan, out_dir, args)
+    run, failure = execute(plan, out_dir, request, runs_follow=runs_follow)
     if failure is not None or run is None:
         return failure.exit_code if failure else EXIT_ABORTED
     for step in run.steps:
@@ -112,7 +107,7 @@ def run_plan(plan: Plan, out_dir: Path, args: argparse.Namespace) -> int:
     judged = sum(1 for v in found if v.passed is not None)
     _say(f"{'PASS' if passed else 'FAIL'}: {judged - len(failed)}/{judged} SLO checks passed over "
          f"{len(run.steps)} steps")
-    gate = plan.gate and not args.no_gate
+    gate = plan.gate and request.gate
     return EXIT_PASSED if passed or not gate else EXIT_SLO_FAILED
 
 
@@ -133,20 +128,28 @@ def prepare_out_dir(out_dir: Path) -> None:
         raise LoadTestError(f"--out {out_dir}: {full} (a run needs more than {MIN_FREE_BYTES >> 20} MiB)")
 
 
-def check_runnable(plan: Plan, args: argparse.Namespace, *, orphans: bool = True) -> None:
-    """Everything a run needs, checked before anything starts: binaries of its version, and a machine that
-    can hold it (unless --force). Warns about clusters of runs that were killed and left running (once per
-    command: `orphans` False for the second plan on)."""
+def check_runnable(plan: Plan, args: argparse.Namespace, *, orphans: bool = True, force: bool = False,
+                   gate: bool = True) -> RunRequest:
+    """Everything a run needs, checked before anything starts: the command line's options, binaries of its
+    version, and a machine that can hold it (unless --force); the run's request when all is well. Warns
+    about clusters of runs that were killed and left running (once per command: `orphans` False for the
+    second plan on)."""
     from loadtests.config import sizing
-    remote.check_run_options(plan, args)
-    if plan.target.kind == "local" and not getattr(args, "kubeconfig", None):
+
+    target = TargetRequest(kubeconfig=getattr(args, "kubeconfig", None), context=getattr(args, "context", None),
+                           allow_context=getattr(args, "allow_context", None),
+                           kwok_mode=getattr(args, "kwok_mode", None))
+    request = RunRequest(target=target, workers=args.workers, master=worker.master_bind(plan, args),
+                         ui=getattr(args, "ui", False), gate=gate and not getattr(args, "no_gate", False))
+    if plan.target.kind == "local" and not target.kubeconfig:
         from loadtests.binaries.cache import find
 
         find(plan.target.kube_version)
-        if not getattr(args, "force", False) and (beyond := sizing.beyond_this_machine(plan)):
+        if not (force or getattr(args, "force", False)) and (beyond := sizing.beyond_this_machine(plan)):
             raise LoadTestError(beyond)
     if orphans:
         warn_about_orphans()
+    return request
 
 
 def warn_about_orphans() -> None:
@@ -164,8 +167,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     repeat = repeats_of(plan, args)
     out_dir = (Path(args.out) if args.out else REPORTS_DIR / new_run_id(plan)).resolve()
     baseline = load_baseline(plan, args)
-    check_runnable(plan, args)
-    code = run_plan(plan, out_dir, args) if repeat == 1 else run_repeats(plan, out_dir, repeat, args)
+    request = check_runnable(plan, args)
+    code = run_plan(plan, out_dir, request) if repeat == 1 else run_repeats(plan, out_dir, repeat, request)
     return code if baseline is None else gate_on_baseline(baseline, out_dir, code, args.force_baseline)
 
 
@@ -238,7 +241,7 @@ def gate_on_baseline(baseline: Side, out_dir: Path, code: int, force: bool = Fal
     return EXIT_PASSED
 
 
-def run_repeats(plan: Plan, out_dir: Path, repeat: int, args: argparse.Namespace) -> int:
+def run_repeats(plan: Plan, out_dir: Path, repeat: int, request: RunRequest) -> int:
     """The plan `repeat` times into out_dir/repeat-<k>/, each on a fresh control plane, so a comparison can
     tell a change from run-to-run noise; the exit code is the worst of the runs'. An aborted run ends it."""
     from loadtests.report.repeats import write_repeats_report
@@ -247,8 +250,8 @@ def run_repeats(plan: Plan, out_dir: Path, repeat: int, args: argparse.Namespace
     codes = []
     for k in range(1, repeat + 1):
         _say(f"=== repeat {k}/{repeat} of {plan.name} ===")
-        args.runs_follow = repeat - k  # workers of other machines stay for the next repeat
-        code = run_plan(plan, out_dir / f"repeat-{k}", args)
+        # workers of other machines stay for the next repeat
+        code = run_plan(plan, out_dir / f"repeat-{k}", request, runs_follow=repeat - k)
         codes.append(code)
         if code in (EXIT_ABORTED, EXIT_ENVIRONMENT):
             _say(f"loadtest: repeat {k} was aborted; the {k - 1} finished repeats are kept in {out_dir}")
@@ -269,11 +272,10 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     if args.kube_version:
         plan = plan.on_kube_version(args.kube_version)
     search = CapacitySearch(plan, args.max_nodes)
-    args.force = True  # reaching what the machine can hold is the point of the search
-    check_runnable(plan, args)
+    request = check_runnable(plan, args, force=True)  # reaching what the machine can hold is the point
     out_dir = (Path(args.out) if args.out else REPORTS_DIR / f"capacity-{new_run_id(plan)}").resolve()
     plan.capacity.max_nodes = search.max_nodes  # recorded with the results, for the report
-    run, failure = execute(plan, out_dir, args, search)
+    run, failure = execute(plan, out_dir, request, search)
     if run is not None:
         _say(summarize(run, search.max_nodes if search.failed is None else None).line())
     return failure.exit_code if failure else EXIT_PASSED
@@ -400,14 +402,14 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
     folders = []
     plans = [plan_from.on_kube_version(v) for v in (args.from_version, args.to_version)]
     repeat = repeats_of(plan_from, args)  # each version as often: with 4 or more, the verdicts are noise-checked
-    for n, plan in enumerate(plans):  # every version provided, and the machine big enough, before the first run
-        check_runnable(plan, args, orphans=n == 0)
-    for plan in plans:
+    # every version provided, and the machine big enough, before the first run
+    requests = [check_runnable(plan, args, orphans=n == 0) for n, plan in enumerate(plans)]
+    for plan, request in zip(plans, requests, strict=True):
         version = plan.target.kube_version
         folder = base / version
         folders.append(folder)
         _say(f"=== rehearsal: {plan.name} on Kubernetes {version} ===")
-        codes.append(run_plan(plan, folder, args) if repeat == 1 else run_repeats(plan, folder, repeat, args))
+        codes.append(run_plan(plan, folder, request) if repeat == 1 else run_repeats(plan, folder, repeat, request))
     if failed := [code for code in codes if code in (EXIT_ABORTED, EXIT_ENVIRONMENT)]:
         _say("loadtest: a rehearsal run was aborted; compare skipped")
         return failed[0]
@@ -436,12 +438,11 @@ def cmd_lesson(args: argparse.Namespace) -> int:
         for variant in found.variants:
             planned = found.plan(variant, args.scale, args.kube_version)
             found.check_version(planned.target.kube_version)
-            check_runnable(planned, args, orphans=not plans)
-            plans[(found.name, variant.name)] = planned
+            # a lesson's warned setup is expected to fail SLOs: that is the lesson (gate off)
+            plans[(found.name, variant.name)] = planned, check_runnable(planned, args, orphans=not plans, gate=False)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     base = (Path(args.out) if args.out else REPORTS_DIR / (
         f"lesson-{wanted[0]}-{stamp}" if len(wanted) == 1 else f"lessons-{stamp}")).resolve()
-    args.no_gate = True  # a lesson's warned setup is expected to fail SLOs: that is the lesson
     aborted = False
     lines = []
     for found in lessons:
@@ -449,10 +450,10 @@ def cmd_lesson(args: argparse.Namespace) -> int:
         prepare_out_dir(folder)
         for variant in found.variants:
             _say(f"=== lesson {found.name}: {variant.name} ({variant.says}) ===")
-            plan = plans[(found.name, variant.name)]
+            plan, request = plans[(found.name, variant.name)]
             repeat = lesson_mod.DEFAULT_REPEAT if args.repeat is None else args.repeat
-            code = (run_plan(plan, folder / variant.name, args) if repeat == 1
-                    else run_repeats(plan, folder / variant.name, repeat, args))
+            code = (run_plan(plan, folder / variant.name, request) if repeat == 1
+                    else run_repeats(plan, folder / variant.name, repeat, request))
             if code in (EXIT_ABORTED, EXIT_ENVIRONMENT):  # a fault or Ctrl-C ends every lesson, as it ends a run
                 aborted = True
                 break
@@ -574,7 +575,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=count_arg, default=None, help="Locust worker processes (default: the plan's)")
     p.add_argument("--force", action="store_true", help="run a plan estimated to be beyond this machine")
     if p.prog.endswith(" lesson"):  # lessons configure local control planes of their own, and never gate
-        remote.add_run_options(p, distributed=False)
+        worker.add_run_options(p, distributed=False)
         return
     p.add_argument("--no-gate", action="store_true", help="exit 0 even when an SLO fails")
     p.add_argument("--kubeconfig", help="run against an existing cluster with this kubeconfig")
@@ -582,6 +583,6 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-context", help="confirm the context by repeating its name (safety guard)")
     p.add_argument("--kwok-mode", choices=("local", "in-cluster"),
                    help="existing cluster: run kwok here (default when its binary is cached) or in the cluster")
-    remote.add_run_options(p)
+    worker.add_run_options(p)
 
 

@@ -60,3 +60,13 @@ class Target(Protocol):
     def down(self) -> None:
         """Stop and remove everything up() started or created; safe to call twice and after a failed up."""
         ...
+
+
+@dataclass(frozen=True)
+class TargetRequest:
+    """What the command line said of the cluster (each field overrides the plan's target when set)."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    allow_context: str | None = None  # an existing cluster only runs when its context is repeated here
+    kwok_mode: str | None = None

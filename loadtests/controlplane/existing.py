@@ -21,7 +21,7 @@ from typing import Any
 
 from loadtests.binaries import cache as binaries_mod
 from loadtests.controlplane import kwok as kwok_mod
-from loadtests.controlplane.base import TargetInfo
+from loadtests.controlplane.base import TargetInfo, TargetRequest
 from loadtests.controlplane.health import HealthCheck, endpoint_check
 from loadtests.controlplane.processes import ClusterState, ProcessGroup, ProcessRecord, free_ports, wait_for
 from loadtests.errors import AccessRefused, TargetError
@@ -118,13 +118,12 @@ class ExistingCluster:
         self.deleted_nodes: list[str] = []  # the record of the nodes removed by the last down
 
     @classmethod
-    def from_args(cls, plan: Any, args: Any, *, log_dir: Path | None = None,
-                  log: Callable[[str], None] = print) -> ExistingCluster:
-        """From `loadtest run` arguments and the plan's target; the guard runs here, before anything starts."""
-        context = guard(getattr(args, "kubeconfig", None) or plan.target.kubeconfig,
-                        getattr(args, "context", None) or plan.target.context,
-                        getattr(args, "allow_context", None))
-        return cls(ClusterOptions(context=context, kwok_mode=getattr(args, "kwok_mode", None),
+    def from_request(cls, plan: Any, request: TargetRequest, *, log_dir: Path | None = None,
+                     log: Callable[[str], None] = print) -> ExistingCluster:
+        """From what the command line said and the plan's target; the guard runs here, before anything starts."""
+        context = guard(request.kubeconfig or plan.target.kubeconfig, request.context or plan.target.context,
+                        request.allow_context)
+        return cls(ClusterOptions(context=context, kwok_mode=request.kwok_mode,
                                   heartbeat_factor=plan.target.heartbeat_factor, log_dir=log_dir), log)
 
     @property

@@ -31,9 +31,10 @@ from typing import IO, Any
 
 import pandas as pd
 
-from loadtests.controlplane.processes import die_with_parent, free_ports, log_tail
+from loadtests.controlplane.processes import free_ports, log_tail
 from loadtests.errors import LoadTestError
 from loadtests.kube.access import ClusterAccess
+from loadtests.kube.identity import cluster_identity
 from loadtests.load.catalog import achieved_rates, scenario_params, user_plan
 from loadtests.load.contract import (
     CONFIG_ENV,
@@ -44,10 +45,10 @@ from loadtests.load.contract import (
     WINDOW_WORKERS_SUFFIX,
     LoadConfig,
 )
-from loadtests.load.remote import MasterBind, cluster_identity
+from loadtests.load.processes import LOCUSTFILE, locust_env, locust_spawn, locust_worker_command
+from loadtests.load.remote import MasterBind
 from loadtests.results import ClientStat, RateResult, WorkerStat
 
-LOCUSTFILE = Path(__file__).resolve().parent / "locust" / "locustfile.py"
 CSV_PREFIX = "locust"
 WINDOW_FILE = "window-open"
 WINDOW_CLOSE_FILE = "window-closed"
@@ -168,27 +169,6 @@ def read_workers(path: Path) -> tuple[list[WorkerStat], list[str], str | None]:
         notes.append(f"load: partial figures: the client-side counts and rates lack what {len(lost)} lost "
                      "worker(s) sent after their last report, and the load fell short of the plan from then on")
     return workers, notes, data.get("error")
-
-
-def locust_worker_command(python: str, master_host: str, master_port: int) -> list[str]:
-    """The command line of a Locust worker process joining the master at master_host:master_port."""
-    return [python, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host", master_host,
-            "--master-port", str(master_port), "--loglevel", "INFO"]
-
-
-def locust_env(extra: dict[str, str]) -> dict[str, str]:
-    """The environment of a Locust process: this package importable, output unbuffered, plus `extra`."""
-    env = {**os.environ, **extra, "PYTHONUNBUFFERED": "1"}
-    root = str(LOCUSTFILE.parent.parent)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
-def locust_spawn(cmd: list[str], log: IO[bytes], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
-    """A Locust process in its own session (a Ctrl-C at the terminal reaches its parent, which stops it in
-    order), killed with the process that started it (a harness killed outright takes its load with it)."""
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                            cwd=cwd, start_new_session=True, preexec_fn=die_with_parent)
 
 
 class LoadGenerator:

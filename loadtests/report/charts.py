@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from loadtests.analysis.figures import CHARTS, Chart, HealthLine, HealthRow, Series
 
 if TYPE_CHECKING:
+    from loadtests.analysis.projection import Projection
     from loadtests.analysis.stats import Summary
-    from loadtests.report.projection import Projection
 
 # Colour-blind-safe palette (Okabe-Ito, then Tableau), assigned per chart by series name, so A and B match.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",

@@ -464,7 +464,7 @@ def growth_shape(points: list[tuple[int, list[float]]]) -> tuple[float | None, t
 
 def growth(measure: Measure, runs: VariantRuns, claim: dict[str, Any]) -> tuple[Growth, Comparison]:
     """The sweep's growth of one measure; its comparison is the last step's runs against the first step's."""
-    from loadtests.report.projection import NOT_PROJECTABLE, fit
+    from loadtests.analysis.projection import NOT_PROJECTABLE, fit
 
     per_step = runs.per_step(measure)
     points = [(nodes, statistics.median(values)) for nodes, values in per_step]

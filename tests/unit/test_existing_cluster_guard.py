@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import base64
 import os
 from pathlib import Path
@@ -14,6 +13,7 @@ import yaml
 from loadtests.binaries import cache as binaries
 from loadtests.config import plan as plan_mod
 from loadtests.controlplane import kwok as kwok_mod
+from loadtests.controlplane.base import TargetRequest
 from loadtests.controlplane.existing import KWOK_NAMESPACE, ClusterOptions, ExistingCluster, guard
 from loadtests.controlplane.kwok import in_cluster_manifests
 from loadtests.controlplane.pki import create_cluster_pki
@@ -73,13 +73,13 @@ def cluster_plan(kubeconfig: Path | None = None, context: str | None = None) -> 
     return plan_mod.parse({"name": "t", "target": target, "steps": [{"nodes": 1}]})
 
 
-def run_args(**values: Any) -> argparse.Namespace:
-    return argparse.Namespace(**{"kubeconfig": None, "context": None, "allow_context": None, **values})
+def run_args(**values: Any) -> TargetRequest:
+    return TargetRequest(**values)
 
 
-def refusal(plan: plan_mod.Plan, args: argparse.Namespace) -> str:
+def refusal(plan: plan_mod.Plan, args: TargetRequest) -> str:
     with pytest.raises(TargetError) as caught:
-        ExistingCluster.from_args(plan, args)
+        ExistingCluster.from_request(plan, args)
     message = str(caught.value)
     assert "\n" not in message
     return message
@@ -117,9 +117,9 @@ def test_unknown_context_names_the_ones_that_exist(tmp_path: Path) -> None:
 
 def test_plan_names_kubeconfig_and_context_and_the_command_line_wins(tmp_path: Path) -> None:
     kubeconfig = write_kubeconfig(tmp_path)
-    from_plan = ExistingCluster.from_args(cluster_plan(kubeconfig, context="files"), run_args(allow_context="files"))
+    from_plan = ExistingCluster.from_request(cluster_plan(kubeconfig, context="files"), run_args(allow_context="files"))
     assert from_plan.context.name == "files"
-    overridden = ExistingCluster.from_args(cluster_plan(kubeconfig, context="files"),
+    overridden = ExistingCluster.from_request(cluster_plan(kubeconfig, context="files"),
                                            run_args(context="inline", allow_context="inline"))
     assert overridden.context.name == "inline"
     # confirming the plan's context does not confirm another one given on the command line
@@ -228,7 +228,7 @@ def test_unreachable_cluster_is_one_line_and_leaves_no_files(tmp_path: Path) -> 
 
 def test_down_before_up_does_nothing(tmp_path: Path) -> None:
     kubeconfig = write_kubeconfig(tmp_path)
-    target = ExistingCluster.from_args(cluster_plan(kubeconfig), run_args(context="inline", allow_context="inline"))
+    target = ExistingCluster.from_request(cluster_plan(kubeconfig), run_args(context="inline", allow_context="inline"))
     target.down()
     target.down()
     assert target.dead_components() == []

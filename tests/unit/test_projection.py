@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from benchmarks import projection_check
+from loadtests.analysis import projection
+from loadtests.analysis.projection import LOO_LIMIT_PER_DOUBLING, NOT_PROJECTABLE, Abstention, fit, project
 from loadtests.config.plan import DEFAULT_PROJECT_TO
-from loadtests.report import projection
 from loadtests.report.html import write_report
-from loadtests.report.projection import LOO_LIMIT_PER_DOUBLING, NOT_PROJECTABLE, Abstention, fit, project
 from loadtests.results import (
     ClusterHealth,
     Distribution,
