@@ -36,7 +36,7 @@ from loadtests.load.contract import (
     WINDOW_WORKERS_SUFFIX,
     LoadConfig,
 )
-from loadtests.load.generator.locust import worker_link
+from loadtests.load.locust import worker_link
 from loadtests.load.locust.scenarios.pod_churn import CLEANUP_S
 
 WIND_DOWN = "loadtest_wind_down"
