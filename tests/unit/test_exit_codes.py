@@ -1,5 +1,6 @@
-"""The README's exit-code table is the one source: its codes are the CLI's, every error class exits with one of
-them, and each row is exercised by the tests named here (a renamed or removed test fails this one)."""
+"""The exit-code table of docs/faults.md (the README links it) is the one source: its codes are the CLI's,
+every error class exits with one of them, and each row is exercised by the tests named here (a renamed or
+removed test fails this one)."""
 
 from __future__ import annotations
 
@@ -32,9 +33,9 @@ EXERCISED = {
 
 
 def readme_codes() -> dict[int, str]:
-    """The rows of the README's "Exit codes" table: code -> meaning."""
-    text = (ROOT / "README.md").read_text()
-    table = text.split("### Exit codes", 1)[1].split("\n\n", 2)[1]
+    """The rows of the "Exit codes" table in docs/faults.md: code -> meaning."""
+    text = (ROOT / "docs" / "faults.md").read_text()
+    table = text.split("## Exit codes", 1)[1].split("\n\n", 2)[1]
     return {int(m.group(1)): m.group(2) for m in re.finditer(r"^\| (\d) \| ([^|]+) \|", table, re.MULTILINE)}
 
 
