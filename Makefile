@@ -17,12 +17,13 @@ BASELINE ?=
 GATE_REPEAT = $$($(BIN)/python -c 'from loadtests.config.plan import REGRESSION_DEFAULTS as d; from loadtests.analysis.stats import samples_needed; print(samples_needed(d["alpha"]))')
 RUN_FLAGS := $(if $(OUT),--out $(OUT),) $(if $(REPEAT),--repeat $(REPEAT),$(if $(BASELINE),--repeat $(GATE_REPEAT),)) $(if $(BASELINE),--baseline $(BASELINE),)
 
-.PHONY: setup venv binaries browser load-test capacity lessons test unit-test lint benchmark upgrade-rehearsal report clean-clusters
+.PHONY: setup venv binaries browser load-test capacity lessons test unit-test quick-test lint benchmark upgrade-rehearsal report clean-clusters
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing the Python dependencies into $(VENV) (quiet; it takes a while the first time)"
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $@
@@ -62,6 +63,10 @@ test: setup browser
 
 unit-test: venv
 	$(BIN)/pytest tests/unit
+
+# Quick feedback before a commit: the unit tests, then one end-to-end run of the smoke plan on a real control plane.
+quick-test: setup
+	$(BIN)/pytest tests/unit tests/integration/test_run.py::test_smoke_plan_end_to_end
 
 lint: venv
 	$(BIN)/ruff check loadtests tests benchmarks

@@ -491,7 +491,8 @@ def _build_kube(binary_set: BinarySet, dest: Path, log: Callable[[str], None]) -
             f"-X {pkg}.gitMinor={minor}",
             f"-X {pkg}.gitTreeState=clean",
         ]
-    log(f"kube {version}: compiling {', '.join(binary_set.binaries)} (about 10-20 minutes on 2 cores)")
+    log(f"kube {version}: compiling {', '.join(binary_set.binaries)} (minutes on 2 cores; the progress lines "
+        "estimate what is left)")
     _go_build(f"kube {version}", ["-trimpath", "-tags=notest", "-ldflags", " ".join(ldflags)], packages,
               str(dest) + "/", work, log)
 

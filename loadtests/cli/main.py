@@ -109,12 +109,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     orphans, stale = leftover_lines()
     if args.json:
         print(json.dumps({**status, "orphans": orphans, "stale": stale}, indent=1))
-        return 0 if status["running"] else 1
+        return 0  # an answer either way ("running" says which), not an error
     for line in orphans + stale:
         _say(line)
     if not status["running"]:
         _say(f"cluster {args.name!r}: not running")
-        return 1
+        return 0
     _say(f"cluster {status['name']!r}: {'ready' if status['ready'] else 'starting'} at {status['server']}")
     _say("versions: " + ", ".join(f"{k} {v}" for k, v in status["versions"].items()))
     for comp in status["components"]:

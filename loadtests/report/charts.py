@@ -97,8 +97,13 @@ def _page_style() -> dict[str, Any]:
             "plot_bgcolor": "#ffffff", "hovermode": "closest"}
 
 
+# A log axis labels its powers of ten only; the 2s and 5s between them are unlabelled minor grid lines (labelled,
+# they read as "1000, 5, 2, 100").
+_LOG_TICKS = {"dtick": 1, "minor": {"dtick": "D2", "showgrid": True, "gridcolor": "#f2f4f6"}}
+
+
 def _y_axis(label: str, log_y: bool) -> dict[str, Any]:
-    return {"title": {"text": label}, "type": "log" if log_y else "linear", **({"dtick": "D2"} if log_y else {}),
+    return {"title": {"text": label}, "type": "log" if log_y else "linear", **(_LOG_TICKS if log_y else {}),
             "rangemode": "tozero", **_AXIS}
 
 

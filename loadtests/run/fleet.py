@@ -84,7 +84,9 @@ class NodeWatch:
             self._cond.notify_all()
 
     def wait(self, predicate: Callable[[NodeWatch], bool], timeout_s: float, what: str,
-             progress: Callable[[str], None] | None = None) -> None:
+             progress: Callable[[str], None] | None = None, goal: int | None = None) -> None:
+        """Until `predicate` holds; progress every 2 s counts Ready nodes against the `goal` asked for (not
+        against the nodes that happen to exist so far)."""
         deadline = time.monotonic() + timeout_s
         last_report = 0.0
         with self._cond:
@@ -96,7 +98,9 @@ class NodeWatch:
                 self._cond.wait(min(remaining, 1.0))
                 if progress and time.monotonic() - last_report >= 2:
                     last_report = time.monotonic()
-                    progress(f"{len(self.ready)}/{len(self.present)} nodes Ready")
+                    seen = len(self.present)
+                    of = f"{goal} ({seen} created so far)" if goal is not None and seen != goal else str(seen)
+                    progress(f"{len(self.ready)}/{of} nodes Ready")
 
     def stop(self) -> None:
         self._watch.stop()
@@ -140,7 +144,7 @@ class Fleet:
                 # interrupted (a hung apiserver, Ctrl-C): the queued requests are dropped, not sent one by one
                 pool.shutdown(wait=False, cancel_futures=True)
             watch.wait(lambda w: wanted <= w.ready and not (w.present - wanted), timeout_s,
-                       f"{count} nodes Ready", progress)
+                       f"{count} nodes Ready", progress, goal=count)
             seconds = time.monotonic() - started
         finally:
             watch.stop()
