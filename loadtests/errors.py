@@ -12,11 +12,13 @@ import tempfile
 import traceback
 from pathlib import Path
 
+# The one table of exit codes (docs/faults.md shows it; the CLI and every error class use these names)
+EXIT_PASSED, EXIT_SLO_FAILED, EXIT_BAD_INPUT, EXIT_ABORTED, EXIT_ENVIRONMENT = 0, 1, 2, 3, 4
 
 class LoadTestError(Exception):
     """Base of every error the CLI prints as one line and exits non-zero on, without a traceback."""
 
-    exit_code = 2
+    exit_code = EXIT_BAD_INPUT
 
 
 class SetupError(LoadTestError):
@@ -36,7 +38,7 @@ class AccessRefused(TargetError):
     plugin that fails, a token the cluster rejects, certificates that do not load) or its rights (a user who
     may not list nodes). The user's input to fix, exit 2, even when the runner found it."""
 
-    exit_code = 2
+    exit_code = EXIT_BAD_INPUT
 
 
 class Saturated(TargetError):
@@ -52,7 +54,7 @@ class Saturated(TargetError):
 class RunAborted(LoadTestError):
     """A run stopped before its last step (a component died, or the user interrupted)."""
 
-    exit_code = 3
+    exit_code = EXIT_ABORTED
 
 
 class CompareError(LoadTestError):
@@ -75,7 +77,7 @@ def unreadable(path: Path, what: str, error: BaseException, fix: str = "") -> Un
 class EnvironmentProblem(LoadTestError):
     """The machine refused: the disk is full, memory ran out. Not the control plane's doing."""
 
-    exit_code = 4
+    exit_code = EXIT_ENVIRONMENT
 
 
 MIN_FREE_BYTES = 1 << 20  # below this a folder's filesystem counts as full

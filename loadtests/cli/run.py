@@ -18,7 +18,18 @@ from loadtests.cli.flags import count_arg
 from loadtests.config import plan as plan_mod
 from loadtests.config.plan import Plan
 from loadtests.controlplane.base import TargetRequest
-from loadtests.errors import MIN_FREE_BYTES, CompareError, LoadTestError, PlanError, UnreadableFile, disk_full
+from loadtests.errors import (
+    EXIT_ABORTED,
+    EXIT_ENVIRONMENT,
+    EXIT_PASSED,
+    EXIT_SLO_FAILED,
+    MIN_FREE_BYTES,
+    CompareError,
+    LoadTestError,
+    PlanError,
+    UnreadableFile,
+    disk_full,
+)
 from loadtests.load.remote import MasterBind
 
 if TYPE_CHECKING:
@@ -28,7 +39,6 @@ if TYPE_CHECKING:
 
 REPORTS_DIR = Path("reports")
 
-EXIT_PASSED, EXIT_SLO_FAILED, EXIT_BAD_INPUT, EXIT_ABORTED, EXIT_ENVIRONMENT = 0, 1, 2, 3, 4
 GATE_JUNIT_FILE = "gate-junit.xml"  # with --baseline: the run's SLO verdicts and the comparison, one file for CI
 
 
