@@ -25,7 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import keep_raw, results_head  # noqa: E402
 from loadtests.binaries import cache as binaries  # noqa: E402
-from loadtests.config import sizing  # noqa: E402
+from loadtests.config import (
+    sizing,  # noqa: E402
+    versions,  # noqa: E402
+)
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
 from loadtests.kube import objects  # noqa: E402
 from loadtests.kube.rest import RestClient  # noqa: E402
@@ -93,7 +96,7 @@ def main() -> int:
     parser.add_argument("--interval-s", type=float, default=10.0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "fleet_hold.md")
     args = parser.parse_args()
-    bins = binaries.find(os.environ.get("KUBE_VERSION") or binaries.DEFAULT_KUBE_VERSION)
+    bins = binaries.find(os.environ.get("KUBE_VERSION") or versions.DEFAULT_KUBE_VERSION)
     rows = []
     for size in args.sizes:
         row = hold_once(size, args.hold_s, args.interval_s, bins)

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import keep_raw, results_head  # noqa: E402
 from loadtests.binaries import cache as binaries  # noqa: E402
+from loadtests.config import versions  # noqa: E402
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
 from loadtests.kube.rest import RestClient  # noqa: E402
 from loadtests.run.fleet import Fleet  # noqa: E402
@@ -64,7 +65,7 @@ def main() -> int:
                         help="1 = leases renewed every 10 s like kubelets; 5 = kwokctl's default")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "node_ramp.md")
     args = parser.parse_args()
-    bins = binaries.find(os.environ.get("KUBE_VERSION") or binaries.DEFAULT_KUBE_VERSION)
+    bins = binaries.find(os.environ.get("KUBE_VERSION") or versions.DEFAULT_KUBE_VERSION)
     rows = []
     for factor in args.heartbeat_factors:
         for size in args.sizes:
@@ -75,7 +76,7 @@ def main() -> int:
     components = ["etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok", "harness"]
     lines = results_head(
         "Node ramp: fresh control plane to N Ready nodes",
-        f"Kubernetes {bins.kube_version}, etcd {binaries.ETCD_VERSION}, kwok {binaries.KWOK_VERSION}.",
+        f"Kubernetes {bins.kube_version}, etcd {versions.ETCD_VERSION}, kwok {versions.KWOK_VERSION}.",
         f".venv/bin/python benchmarks/node_ramp.py --sizes {' '.join(map(str, args.sizes))} "
         f"--heartbeat-factors {' '.join(f'{f:g}' for f in args.heartbeat_factors)}",
         ["nodes", "heartbeat factor", "ramp to all Ready (s)", "nodes/s", *(f"{c} CPU s" for c in components),

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head  # noqa: E402
 from loadtests.analysis.samples import load_side, repeat_folders  # noqa: E402
-from loadtests.binaries import cache as binaries  # noqa: E402
+from loadtests.config.versions import DEFAULT_KUBE_VERSION, PREVIOUS_KUBE_VERSION  # noqa: E402
 from loadtests.report.compare import compare_sides  # noqa: E402
 from loadtests.results import RESULTS_FILE  # noqa: E402
 
@@ -86,8 +86,8 @@ def significant(sides: dict[str, list[Path]], versions: tuple[str, str], out: Pa
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plan", default="smoke")
-    parser.add_argument("--from", dest="a", default=binaries.PREVIOUS_KUBE_VERSION)
-    parser.add_argument("--to", dest="b", default=binaries.DEFAULT_KUBE_VERSION)
+    parser.add_argument("--from", dest="a", default=PREVIOUS_KUBE_VERSION)
+    parser.add_argument("--to", dest="b", default=DEFAULT_KUBE_VERSION)
     parser.add_argument("--repeat", type=int, default=4)
     parser.add_argument("--from-raw", action="store_true", help="compare the kept runs again")
     args = parser.parse_args()

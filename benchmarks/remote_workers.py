@@ -31,6 +31,7 @@ from benchmarks.markdown import keep_raw, results_head  # noqa: E402
 from loadtests import results  # noqa: E402
 from loadtests.analysis.scrapes import step_folder  # noqa: E402
 from loadtests.binaries import cache as binaries  # noqa: E402
+from loadtests.config import versions  # noqa: E402
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
 from loadtests.controlplane.processes import free_ports  # noqa: E402
 
@@ -203,7 +204,7 @@ def main() -> int:
     parser.add_argument("--watchers", type=int, default=400, help="kubelet-like watches asked")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "remote_workers.md")
     args = parser.parse_args()
-    bins = binaries.find(os.environ.get("KUBE_VERSION") or binaries.DEFAULT_KUBE_VERSION)
+    bins = binaries.find(os.environ.get("KUBE_VERSION") or versions.DEFAULT_KUBE_VERSION)
     rows = []
     with tempfile.TemporaryDirectory(prefix="remote-workers-") as tmp:
         folder = Path(tmp)

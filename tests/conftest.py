@@ -12,6 +12,7 @@ import os
 import pytest
 
 from loadtests.binaries import cache as binaries
+from loadtests.config import versions
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -23,4 +24,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def bins() -> binaries.Binaries:
     """The pinned binaries; `make test` provides them before pytest starts."""
-    return binaries.find(os.environ.get("KUBE_VERSION") or binaries.DEFAULT_KUBE_VERSION)
+    return binaries.find(os.environ.get("KUBE_VERSION") or versions.DEFAULT_KUBE_VERSION)

@@ -11,6 +11,7 @@ from typing import Any
 
 from loadtests.binaries import cache as binaries
 from loadtests.cli.flags import count_arg, factor_arg, port_arg
+from loadtests.config import versions
 from loadtests.errors import LoadTestError, write_error_log
 from loadtests.shutdown import SHUTDOWN, interrupt_reason
 
@@ -24,7 +25,7 @@ def _local(args: argparse.Namespace) -> Any:
 
     return LocalControlPlane(LocalOptions(
         name=args.name,
-        kube_version=getattr(args, "kube_version", None) or binaries.DEFAULT_KUBE_VERSION,
+        kube_version=getattr(args, "kube_version", None) or versions.DEFAULT_KUBE_VERSION,
         heartbeat_factor=getattr(args, "heartbeat_factor", 1.0),
         events_etcd=getattr(args, "events_etcd", False),
         apiserver_port=getattr(args, "port", None),
@@ -39,11 +40,13 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
-    versions = [args.kube_version] + ([binaries.PREVIOUS_KUBE_VERSION] if args.previous else [])
-    for version in dict.fromkeys(versions):
-        binaries.provide(version, log=_say)
-    _say(f"ready: Kubernetes {', '.join(dict.fromkeys(versions))}, etcd {binaries.ETCD_VERSION}, "
-         f"kwok {binaries.KWOK_VERSION} in {binaries.cache_root() / 'bin'}")
+    from loadtests.binaries.provide import provide
+
+    wanted = [args.kube_version] + ([versions.PREVIOUS_KUBE_VERSION] if args.previous else [])
+    for version in dict.fromkeys(wanted):
+        provide(version, log=_say)
+    _say(f"ready: Kubernetes {', '.join(dict.fromkeys(wanted))}, etcd {versions.ETCD_VERSION}, "
+         f"kwok {versions.KWOK_VERSION} in {binaries.cache_root() / 'bin'}")
     return 0
 
 
@@ -151,14 +154,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     p = sub.add_parser("setup", help="provide pinned control-plane binaries (cache, download, or Go build)")
-    p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or binaries.DEFAULT_KUBE_VERSION)
+    p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or versions.DEFAULT_KUBE_VERSION)
     p.add_argument("--previous", action="store_true",
-                   help=f"also provide {binaries.PREVIOUS_KUBE_VERSION}, the other side of upgrade rehearsals")
+                   help=f"also provide {versions.PREVIOUS_KUBE_VERSION}, the other side of upgrade rehearsals")
     p.set_defaults(func=cmd_setup)
 
     p = sub.add_parser("up", help="start a local control plane on 127.0.0.1 (TLS, client-cert auth)")
     _add_cluster_args(p)
-    p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or binaries.DEFAULT_KUBE_VERSION)
+    p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or versions.DEFAULT_KUBE_VERSION)
     p.add_argument("--nodes", type=count_arg, default=0, help="fake nodes to create once it is up")
     p.add_argument("--port", type=port_arg, default=None, help="apiserver port (default: a free one)")
     p.add_argument("--heartbeat-factor", type=factor_arg, default=1.0,

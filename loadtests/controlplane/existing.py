@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtests.binaries import cache as binaries_mod
+from loadtests.config import versions
 from loadtests.controlplane import kwok as kwok_mod
 from loadtests.controlplane.base import TargetInfo, TargetRequest
 from loadtests.controlplane.health import HealthCheck, endpoint_check
@@ -74,7 +75,7 @@ def _cluster_scoped(obj: dict[str, Any]) -> bool:
 
 
 def _local_kwok_binary() -> Path | None:
-    kwok_set = binaries_mod.BinarySet("kwok", binaries_mod.KWOK_VERSION, binaries_mod.KWOK_BINARIES)
+    kwok_set = binaries_mod.BinarySet("kwok", versions.KWOK_VERSION, binaries_mod.KWOK_BINARIES)
     return kwok_set.path("kwok") if kwok_set.is_cached() else None
 
 
@@ -151,7 +152,7 @@ class ExistingCluster:
             raise
         assert self.access is not None
         self._info = TargetInfo(access=self.access, etcd_metrics_url=None,
-                                versions={"kubernetes": version, "kwok": binaries_mod.KWOK_VERSION},
+                                versions={"kubernetes": version, "kwok": versions.KWOK_VERSION},
                                 pids=self._pids(), kind="cluster")
         return self._info
 
@@ -246,7 +247,7 @@ class ExistingCluster:
         assert self.workdir is not None and self.access is not None
         binary = _local_kwok_binary()
         if binary is None:
-            raise TargetError(f"kwok {binaries_mod.KWOK_VERSION} is not in {binaries_mod.cache_root()}/bin; "
+            raise TargetError(f"kwok {versions.KWOK_VERSION} is not in {binaries_mod.cache_root()}/bin; "
                               "run `make setup`, or use kwok_mode in-cluster")
         port = free_ports(1)[0]
         config = kwok_mod.write_config(self.workdir / "kwok.yaml", self.options.heartbeat_factor)
@@ -257,7 +258,7 @@ class ExistingCluster:
             binary, Path(self.access.kubeconfig), config, port, self.options.heartbeat_factor))
         group, record = self._group, self._kwok
         wait_for(lambda: kwok_mod.healthy(port), 60, "kwok healthy", abort=lambda: group.exited(record))
-        self.log(f"kwok {binaries_mod.KWOK_VERSION} runs here (pid {record.pid}, 127.0.0.1:{port}) against "
+        self.log(f"kwok {versions.KWOK_VERSION} runs here (pid {record.pid}, 127.0.0.1:{port}) against "
                  f"{self._where}")
 
     def _install_in_cluster_kwok(self) -> None:

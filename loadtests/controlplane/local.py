@@ -19,6 +19,7 @@ import yaml
 
 from loadtests.binaries import cache as binaries_mod
 from loadtests.binaries.cache import Binaries
+from loadtests.config import versions
 from loadtests.controlplane import kwok as kwok_mod
 from loadtests.controlplane.audit import AuditLog
 from loadtests.controlplane.base import TargetInfo
@@ -110,7 +111,7 @@ def leftover_lines() -> tuple[list[str], list[str]]:
 @dataclass
 class LocalOptions:
     name: str = "default"
-    kube_version: str = binaries_mod.DEFAULT_KUBE_VERSION
+    kube_version: str = versions.DEFAULT_KUBE_VERSION
     heartbeat_factor: float = 1.0
     events_etcd: bool = False
     apiserver_port: int | None = None  # None: choose a free port
@@ -276,7 +277,7 @@ class LocalControlPlane:
     def _start_etcd(self, bins: Binaries, pki: ClusterPki, component: str, client: int, peer: int, metrics: int,
                     log: Any) -> None:
         assert self.group is not None
-        log(f"starting {component} {binaries_mod.ETCD_VERSION} on https://{LOOPBACK}:{client}")
+        log(f"starting {component} {versions.ETCD_VERSION} on https://{LOOPBACK}:{client}")
         record = self.group.start(component, self._argv("etcd", [
             str(bins.etcd), f"--name={component}", f"--data-dir={self._etcd_data_dir(component)}",
             f"--listen-client-urls=https://{LOOPBACK}:{client}",

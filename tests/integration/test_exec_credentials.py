@@ -24,6 +24,7 @@ import yaml
 
 from loadtests import results
 from loadtests.binaries import cache as binaries
+from loadtests.config import versions
 from loadtests.controlplane.existing import guard
 from loadtests.controlplane.local import LocalControlPlane
 from loadtests.kube.errors import ApiError
@@ -224,7 +225,7 @@ def test_proxy_url_carries_every_client_of_the_harness(eks_like: LocalControlPla
         access = guard(str(kubeconfig), CONTEXT, CONTEXT).materialize(workdir)
         client = RestClient(access)
         try:
-            assert client.get("/version")["gitVersion"] == binaries.DEFAULT_KUBE_VERSION
+            assert client.get("/version")["gitVersion"] == versions.DEFAULT_KUBE_VERSION
         finally:
             client.close()
         assert "apiserver_request_total" in fetch_metrics_text(access.server + "/metrics", access)
@@ -242,7 +243,7 @@ def test_tls_server_name_is_the_name_asked_for_and_verified(eks_like: LocalContr
     assert access.tls_server_name == "kubernetes.default"
     client = RestClient(access)
     try:
-        assert client.get("/version")["gitVersion"] == binaries.DEFAULT_KUBE_VERSION
+        assert client.get("/version")["gitVersion"] == versions.DEFAULT_KUBE_VERSION
     finally:
         client.close()
     elsewhere = RestClient(dataclasses.replace(access, tls_server_name="elsewhere.example"))

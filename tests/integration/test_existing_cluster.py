@@ -20,6 +20,7 @@ import yaml
 
 from loadtests import results
 from loadtests.binaries import cache as binaries
+from loadtests.config import versions
 from loadtests.controlplane.existing import KWOK_NAMESPACE, ClusterOptions, ExistingCluster, guard
 from loadtests.controlplane.local import LocalControlPlane
 from loadtests.controlplane.processes import wait_for
@@ -143,7 +144,7 @@ def test_up_runs_our_kwok_on_loopback_and_down_removes_only_ours(their_plane: Lo
     info = target.up()
     try:
         assert info.kind == "cluster" and info.etcd_metrics_url is None
-        assert info.versions == {"kubernetes": binaries.DEFAULT_KUBE_VERSION, "kwok": binaries.KWOK_VERSION}
+        assert info.versions == {"kubernetes": versions.DEFAULT_KUBE_VERSION, "kwok": versions.KWOK_VERSION}
         [kwok_pid] = info.pids["kwok"]
         addresses = {c.laddr.ip for c in psutil.net_connections("tcp")
                      if c.pid == kwok_pid and c.status == psutil.CONN_LISTEN}
@@ -187,7 +188,7 @@ def test_a_run_against_the_existing_cluster_leaves_it_as_it_was(their_plane: Loc
     assert len(run.steps) == 1
     assert run.steps[0].client and sum(c.count for c in run.steps[0].client) > 0
     assert run.environment["server"] == "existing cluster"
-    assert run.environment["versions"]["kubernetes"] == binaries.DEFAULT_KUBE_VERSION
+    assert run.environment["versions"]["kubernetes"] == versions.DEFAULT_KUBE_VERSION
 
     match = KWOK_PID.search(result.stdout)
     assert match, result.stdout

@@ -6,11 +6,12 @@ from pathlib import Path
 
 from loadtests import results
 from loadtests.binaries import cache as binaries
+from loadtests.config import versions
 from tests.cli import loadtest, write_tiny_plan
 
 
 def test_rehearsal_runs_both_versions_and_compares(bins, tmp_path: Path) -> None:
-    old, new = binaries.PREVIOUS_KUBE_VERSION, binaries.DEFAULT_KUBE_VERSION
+    old, new = versions.PREVIOUS_KUBE_VERSION, versions.DEFAULT_KUBE_VERSION
     binaries.find(old)  # `make test` provides both
     plan = write_tiny_plan(tmp_path / "plan.yaml", "rehearsal-check", (10, 10))
     out = tmp_path / "rehearsal"

@@ -9,8 +9,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from loadtests.binaries import cache as binaries
-from loadtests.binaries.cache import (
+from loadtests.binaries import build, progress
+from loadtests.binaries.progress import (
     BuildScope,
     estimate_remaining_s,
     format_duration,
@@ -19,6 +19,7 @@ from loadtests.binaries.cache import (
     run_counting,
     scope_line,
 )
+from loadtests.errors import SetupError
 
 GO_LIST = (
     "internal/goarch\ttrue\tbuild ID mismatch\n"
@@ -136,18 +137,18 @@ def test_run_counting_returns_the_failure_and_its_lines(tmp_path: Path) -> None:
 def test_go_build_reports_progress_through_log_and_fails_in_one_error(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The one path all three builds (kube, etcd, kwok) take, with go list and go build replaced."""
-    monkeypatch.setattr(binaries, "PROGRESS_INTERVAL_S", 0.25)
-    monkeypatch.setattr(binaries, "_build_scope", lambda *_a: parse_go_list(GO_LIST))
-    real = binaries.run_counting
+    monkeypatch.setattr(build, "PROGRESS_INTERVAL_S", 0.25)
+    monkeypatch.setattr(build, "_build_scope", lambda *_a: parse_go_list(GO_LIST))
+    real = progress.run_counting
 
     def fake_run(argv: list[str], cwd: Path, env: dict[str, str], **kwargs):
         assert argv[:3] == ["go", "build", "-v"] and argv[-1] == "./cmd/hello" and env["CGO_ENABLED"] == "0"
         return real([sys.executable, "-c", FAKE_GO_BUILD, "1"], cwd, env, **kwargs)
 
-    monkeypatch.setattr(binaries, "run_counting", fake_run)
+    monkeypatch.setattr(build, "run_counting", fake_run)
     lines: list[str] = []
-    with pytest.raises(binaries.SetupError) as error:
-        binaries._go_build("hello v1", ["-trimpath"], ["./cmd/hello"], str(tmp_path / "out"), tmp_path, lines.append)
+    with pytest.raises(SetupError) as error:
+        build._go_build("hello v1", ["-trimpath"], ["./cmd/hello"], str(tmp_path / "out"), tmp_path, lines.append)
     assert lines[0].startswith("hello v1: up to 2 of 5 packages to compile (3 in Go's build cache)")
     assert any(line.startswith("hello v1: 2 packages compiled") and "linking" in line for line in lines[1:]), lines
     assert str(error.value).startswith("`go build` of hello v1 failed") and "syntax error" in str(error.value)

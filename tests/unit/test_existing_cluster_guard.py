@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from loadtests.binaries import cache as binaries
 from loadtests.config import plan as plan_mod
+from loadtests.config import versions
 from loadtests.controlplane import kwok as kwok_mod
 from loadtests.controlplane.base import TargetRequest
 from loadtests.controlplane.existing import KWOK_NAMESPACE, ClusterOptions, ExistingCluster, guard
@@ -262,7 +262,7 @@ def test_in_cluster_manifests_render_kwok_with_the_shared_configuration() -> Non
 
     pod = by_kind["Deployment"]["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    assert container["image"] == f"registry.k8s.io/kwok/kwok:{binaries.KWOK_VERSION}"
+    assert container["image"] == f"registry.k8s.io/kwok/kwok:{versions.KWOK_VERSION}"
     assert "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake" in container["args"]
     assert "--manage-all-nodes=false" in container["args"]
     assert "--config=/etc/kwok/kwok.yaml" in container["args"]
