@@ -11,13 +11,10 @@ from typing import Any
 
 from loadtests.binaries import cache as binaries
 from loadtests.cli.flags import count_arg, factor_arg, port_arg
+from loadtests.cli.output import say
 from loadtests.config import versions
 from loadtests.errors import LoadTestError, write_error_log
 from loadtests.shutdown import SHUTDOWN, interrupt_reason
-
-
-def _say(message: str) -> None:
-    print(message, flush=True)
 
 
 def _local(args: argparse.Namespace) -> Any:
@@ -44,8 +41,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
     wanted = [args.kube_version] + ([versions.PREVIOUS_KUBE_VERSION] if args.previous else [])
     for version in dict.fromkeys(wanted):
-        provide(version, log=_say)
-    _say(f"ready: Kubernetes {', '.join(dict.fromkeys(wanted))}, etcd {versions.ETCD_VERSION}, "
+        provide(version, log=say)
+    say(f"ready: Kubernetes {', '.join(dict.fromkeys(wanted))}, etcd {versions.ETCD_VERSION}, "
          f"kwok {versions.KWOK_VERSION} in {binaries.cache_root() / 'bin'}")
     return 0
 
@@ -54,13 +51,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     from loadtests.controlplane.local import leftover_lines
 
     for line in sum(leftover_lines(), []):
-        _say(f"warning: {line}")
+        say(f"warning: {line}")
     plane = _local(args)
-    info = plane.up(log=_say)
+    info = plane.up(log=say)
     if args.nodes:
         _scale(info.access, args.nodes)
-    _say(f"control plane {args.name!r} is up: {info.access.server} (Kubernetes {info.versions['kubernetes']})")
-    _say(f"kubectl --kubeconfig {info.access.kubeconfig} get nodes")
+    say(f"control plane {args.name!r} is up: {info.access.server} (Kubernetes {info.versions['kubernetes']})")
+    say(f"kubectl --kubeconfig {info.access.kubeconfig} get nodes")
     return 0
 
 
@@ -70,10 +67,10 @@ def _scale(access: Any, nodes: int) -> None:
 
     client = RestClient(access, user_agent=FLEET_USER_AGENT)
     try:
-        ramp = Fleet(client).scale_nodes(nodes, progress=_say)
+        ramp = Fleet(client).scale_nodes(nodes, progress=say)
     finally:
         client.close()
-    _say(f"{ramp.nodes} nodes Ready in {ramp.seconds:.1f} s (created {ramp.created}, deleted {ramp.deleted}; "
+    say(f"{ramp.nodes} nodes Ready in {ramp.seconds:.1f} s (created {ramp.created}, deleted {ramp.deleted}; "
          f"harness CPU {ramp.harness_cpu_s:.1f} s)")
 
 
@@ -94,14 +91,14 @@ def cmd_down(args: argparse.Namespace) -> int:
     from loadtests.controlplane.local import LocalControlPlane, LocalOptions, orphaned_clusters, stale_clusters
 
     if not args.orphans:
-        _say(_stopped_line(args.name, _local(args).down()))
+        say(_stopped_line(args.name, _local(args).down()))
         return 0
     found = orphaned_clusters() + stale_clusters()
     for state in found:
         plane = LocalControlPlane(LocalOptions(name=state.name, directory=Path(state.directory)))
-        _say(_stopped_line(state.name, plane.down()))
+        say(_stopped_line(state.name, plane.down()))
     if not found:
-        _say("no orphaned clusters")
+        say("no orphaned clusters")
     return 0
 
 
@@ -114,17 +111,17 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps({**status, "orphans": orphans, "stale": stale}, indent=1))
         return 0  # an answer either way ("running" says which), not an error
     for line in orphans + stale:
-        _say(line)
+        say(line)
     if not status["running"]:
-        _say(f"cluster {args.name!r}: not running")
+        say(f"cluster {args.name!r}: not running")
         return 0
-    _say(f"cluster {status['name']!r}: {'ready' if status['ready'] else 'starting'} at {status['server']}")
-    _say("versions: " + ", ".join(f"{k} {v}" for k, v in status["versions"].items()))
+    say(f"cluster {status['name']!r}: {'ready' if status['ready'] else 'starting'} at {status['server']}")
+    say("versions: " + ", ".join(f"{k} {v}" for k, v in status["versions"].items()))
     for comp in status["components"]:
-        _say(f"  {comp['component']:<24} pid {comp['pid']:<8} {'running' if comp['alive'] else 'STOPPED'}")
-    _say("ports: " + ", ".join(f"{k}={v}" for k, v in status["ports"].items()))
-    _say(f"etcd metrics: {status['etcd_metrics_url']}")
-    _say(f"kubeconfig: {status['kubeconfig']}")
+        say(f"  {comp['component']:<24} pid {comp['pid']:<8} {'running' if comp['alive'] else 'STOPPED'}")
+    say("ports: " + ", ".join(f"{k}={v}" for k, v in status["ports"].items()))
+    say(f"etcd metrics: {status['etcd_metrics_url']}")
+    say(f"kubeconfig: {status['kubeconfig']}")
     return 0
 
 
@@ -183,9 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_run_commands(sub: Any) -> None:
-    from loadtests.cli import run as runcli
-    from loadtests.cli import worker
-    runcli.add_commands(sub)
+    from loadtests.cli import compare, lessons, run, worker
+
+    for room in (run, compare, lessons):
+        room.add_commands(sub)
     worker.add_worker_command(sub)
 
 

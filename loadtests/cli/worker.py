@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtests.cli.flags import seconds_arg
+from loadtests.cli.output import say
 from loadtests.kube.identity import cluster_identity
 from loadtests.load.remote import (
     CONNECT_TIMEOUT_S,
@@ -87,8 +88,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     try:
         access = context.materialize(workdir)
         uid = cluster_identity(access, f"context {context.name!r} ({context.server})")
-        worker = RemoteWorker(host, port, access, uid, workdir, log_dir, source=args.bind, say=_say)
-        _say(f"worker {worker.label}: cluster {context.server} (kube-system uid {uid}); joining the run at "
+        worker = RemoteWorker(host, port, access, uid, workdir, log_dir, source=args.bind, say=say)
+        say(f"worker {worker.label}: cluster {context.server} (kube-system uid {uid}); joining the run at "
              f"{worker.master}; logs in {log_dir}")
         worker.serve(args.connect_timeout, args.idle_timeout)
     finally:
@@ -98,8 +99,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def _say(message: str) -> None:
-    print(message, flush=True)
 
 
 def add_worker_command(sub: Any) -> None:

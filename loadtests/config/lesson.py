@@ -20,7 +20,7 @@ import yaml
 
 from loadtests import PACKAGE_DIR
 from loadtests.config import plan as plan_mod
-from loadtests.config.plan import Plan
+from loadtests.config.plan import Plan, field_error
 from loadtests.errors import PlanError
 
 LESSONS_DIR = PACKAGE_DIR / "lessons"
@@ -127,38 +127,34 @@ def deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _fail(source: str, path: str, reason: str) -> PlanError:
-    return PlanError(f"{source}: {path}: {reason}")
-
-
 def _text(source: str, data: dict[str, Any], key: str, path: str = "") -> str:
     value = data.get(key)
     if not isinstance(value, str) or not value.strip():
-        raise _fail(source, f"{path}{key}", "is required (a line of text)")
+        raise field_error(source, f"{path}{key}", "is required (a line of text)")
     return " ".join(value.split())
 
 
 def _measure(source: str, path: str, data: Any) -> Measure:
     if not isinstance(data, dict):
-        raise _fail(source, path, "must be a mapping with name, unit, source and one of figure, scrape, audit")
+        raise field_error(source, path, "must be a mapping with name, unit, source and one of figure, scrape, audit")
     known = {"name", "unit", "source", "expect", "min_effect", "check", *READ_KINDS}
     if "noise" in data:
-        raise _fail(source, f"{path}.noise", "a lesson declares no noise: it is measured from repeated runs "
+        raise field_error(source, f"{path}.noise", "a lesson declares no noise: it is measured from repeated runs "
                                              "(loadtest lesson --repeat 3); remove the field")
     unknown = sorted(set(data) - known)
     if unknown:
-        raise _fail(source, f"{path}.{unknown[0]}", f"unknown field; expected one of: {', '.join(sorted(known))}")
+        raise field_error(source, f"{path}.{unknown[0]}", f"unknown field; expected one of: {', '.join(sorted(known))}")
     reads = [kind for kind in READ_KINDS if kind in data]
     if len(reads) != 1:
-        raise _fail(source, path, f"needs exactly one of {', '.join(READ_KINDS)}")
+        raise field_error(source, path, f"needs exactly one of {', '.join(READ_KINDS)}")
     expect = data.get("expect", "higher")
     if expect not in EXPECT:
-        raise _fail(source, f"{path}.expect", f"must be one of: {', '.join(EXPECT)}")
+        raise field_error(source, f"{path}.expect", f"must be one of: {', '.join(EXPECT)}")
     min_effect, check = data.get("min_effect", 1.5), data.get("check", False)
     if isinstance(min_effect, bool) or not isinstance(min_effect, int | float) or not 1 <= min_effect < math.inf:
-        raise _fail(source, f"{path}.min_effect", f"must be a finite ratio >= 1 (got {min_effect!r})")
+        raise field_error(source, f"{path}.min_effect", f"must be a finite ratio >= 1 (got {min_effect!r})")
     if not isinstance(check, bool):
-        raise _fail(source, f"{path}.check", f"must be true or false (got {check!r})")
+        raise field_error(source, f"{path}.check", f"must be true or false (got {check!r})")
     return Measure(name=_text(source, data, "name", f"{path}."), unit=str(data.get("unit", "count")),
                    source=_text(source, data, "source", f"{path}."), read={reads[0]: data[reads[0]]},
                    expect=expect, min_effect=float(min_effect), check=check)
@@ -172,40 +168,41 @@ def parse(data: Any, source: str) -> Lesson:
              "features"}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise _fail(source, unknown[0], f"unknown field; expected one of: {', '.join(sorted(known))}")
+        raise field_error(source, unknown[0], f"unknown field; expected one of: {', '.join(sorted(known))}")
     claim = data.get("field_report") or {}
     if not isinstance(claim, dict):
-        raise _fail(source, "field_report", "must be a mapping with said and source")
+        raise field_error(source, "field_report", "must be a mapping with said and source")
     figure = claim.get("figure") or {}
     if not isinstance(figure, dict):
-        raise _fail(source, "field_report.figure", "must be a mapping (nodes, value, measure)")
+        raise field_error(source, "field_report.figure", "must be a mapping (nodes, value, measure)")
     for key in ("nodes", "value"):
         value = figure.get(key)
         if key in figure and (isinstance(value, bool) or not isinstance(value, int | float)
                               or not 0 < value < math.inf):
-            raise _fail(source, f"field_report.figure.{key}", f"must be a finite number > 0 (got {value!r})")
+            raise field_error(source, f"field_report.figure.{key}", f"must be a finite number > 0 (got {value!r})")
     scales = data.get("scales") or {}
     if not isinstance(scales, dict) or set(scales) != set(SCALES):
-        raise _fail(source, "scales", f"must give steps for each of: {', '.join(SCALES)}")
+        raise field_error(source, "scales", f"must give steps for each of: {', '.join(SCALES)}")
     variants = []
     for i, raw in enumerate(data.get("variants") or []):
         path = f"variants[{i}]"
         if not isinstance(raw, dict):
-            raise _fail(source, path, "must be a mapping with name, role, says and plan")
+            raise field_error(source, path, "must be a mapping with name, role, says and plan")
         role = raw.get("role")
         if role not in ROLES:
-            raise _fail(source, f"{path}.role", f"must be one of: {', '.join(ROLES)}")
+            raise field_error(source, f"{path}.role", f"must be one of: {', '.join(ROLES)}")
         variants.append(Variant(name=_text(source, raw, "name", f"{path}."), role=role,
                                 says=_text(source, raw, "says", f"{path}."), plan=raw.get("plan") or {},
                                 every_step=raw.get("every_step") or {},
                                 min_kube_version=raw.get("min_kube_version")))
     roles = [v.role for v in variants]
     if roles != ["sweep"] and not (roles.count("warned") == 1 and roles.count("fix") >= 1 and "sweep" not in roles):
-        raise _fail(source, "variants", "needs one `warned` variant and one or more `fix` variants, or one `sweep`")
+        raise field_error(source, "variants",
+                          "needs one `warned` variant and one or more `fix` variants, or one `sweep`")
     effect = data.get("effect") or {}
     measures = [_measure(source, f"effect.measures[{i}]", m) for i, m in enumerate(effect.get("measures") or [])]
     if not [m for m in measures if not m.check]:
-        raise _fail(source, "effect.measures", "needs at least one figure that shows the effect and is not a "
+        raise field_error(source, "effect.measures", "needs at least one figure that shows the effect and is not a "
                                                "`check` (the first such figure decides the verdict)")
     lesson = Lesson(
         name=_text(source, data, "name"), title=_text(source, data, "title"), summary=_text(source, data, "summary"),

@@ -152,7 +152,7 @@ class Plan:
         try:
             check_kube_version(version)
         except SetupError as error:
-            raise _fail(self.source, "target.kube_version", str(error)) from None
+            raise field_error(self.source, "target.kube_version", str(error)) from None
         other = copy.deepcopy(self)
         other.target.kube_version = version
         return other
@@ -161,7 +161,8 @@ class Plan:
         return sum(s.warmup_s + s.duration_s for s in self.steps)
 
 
-def _fail(source: str, path: str, reason: str) -> PlanError:
+def field_error(source: str, path: str, reason: str) -> PlanError:
+    """The one-line refusal of a plan (or lesson) field: `plan.yaml: steps[1].nodes: must be ...`."""
     return PlanError(f"{source}: {path}: {reason}")
 
 
@@ -174,9 +175,9 @@ def _number(source: str, path: str, value: Any, *, minimum: float, integer: bool
     ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
     kind = "an integer" if integer else "a number"
     if isinstance(value, bool) or not ok_type or (math.isfinite(value) and value < minimum):
-        raise _fail(source, path, f"must be {kind} >= {minimum:g} (got {value!r})")
+        raise field_error(source, path, f"must be {kind} >= {minimum:g} (got {value!r})")
     if not math.isfinite(value) or value > MAX_NUMBER:
-        raise _fail(source, path, f"must be {'an integer' if integer else 'a finite number'} from {minimum:g} to "
+        raise field_error(source, path, f"must be {'an integer' if integer else 'a finite number'} from {minimum:g} to "
                                   f"{MAX_NUMBER:g} (got {value!r})")
     return value
 
@@ -185,7 +186,7 @@ def _mapping(source: str, path: str, value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise _fail(source, path, f"must be a mapping (got {type(value).__name__})")
+        raise field_error(source, path, f"must be a mapping (got {type(value).__name__})")
     return value
 
 
@@ -193,7 +194,7 @@ def _no_unknown(source: str, path: str, data: dict[str, Any], known: set[str]) -
     unknown = sorted(set(data) - known)
     if unknown:
         where = f"{path}.{unknown[0]}" if path else unknown[0]
-        raise _fail(source, where, f"unknown field; expected one of: {', '.join(sorted(known))}")
+        raise field_error(source, where, f"unknown field; expected one of: {', '.join(sorted(known))}")
 
 
 def parse(data: Any, source: str = "plan") -> Plan:
@@ -204,46 +205,46 @@ def parse(data: Any, source: str = "plan") -> Plan:
 
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
-        raise _fail(source, "name", f"must be letters, digits, - or _ (got {name!r})")
+        raise field_error(source, "name", f"must be letters, digits, - or _ (got {name!r})")
 
     target_data = _mapping(source, "target", data.get("target"))
     _no_unknown(source, "target", target_data, set(Target.__dataclass_fields__))
     target = Target(**target_data)
     if target.kind not in ("local", "cluster"):
-        raise _fail(source, "target.kind", f"must be 'local' or 'cluster' (got {target.kind!r})")
+        raise field_error(source, "target.kind", f"must be 'local' or 'cluster' (got {target.kind!r})")
     try:
         check_kube_version(str(target.kube_version))
     except SetupError as error:
-        raise _fail(source, "target.kube_version", str(error)) from None
+        raise field_error(source, "target.kube_version", str(error)) from None
     _number(source, "target.heartbeat_factor", target.heartbeat_factor, minimum=0.1)
     _number(source, "target.unresponsive_s", target.unresponsive_s, minimum=1)
     if target.kind == "cluster" and not target.kubeconfig:
-        raise _fail(source, "target.kubeconfig", "required when target.kind is 'cluster'")
+        raise field_error(source, "target.kubeconfig", "required when target.kind is 'cluster'")
     target.component_args = _component_args(source, target.component_args)
     if target.etcd_storage not in ETCD_STORAGE:
-        raise _fail(source, "target.etcd_storage", f"must be one of: {', '.join(ETCD_STORAGE)} "
+        raise field_error(source, "target.etcd_storage", f"must be one of: {', '.join(ETCD_STORAGE)} "
                                                    f"(got {target.etcd_storage!r})")
     if target.identities not in IDENTITIES:
-        raise _fail(source, "target.identities", f"must be one of: {', '.join(IDENTITIES)} "
+        raise field_error(source, "target.identities", f"must be one of: {', '.join(IDENTITIES)} "
                                                  f"(got {target.identities!r})")
     local_only = [name for name, value, default in (("component_args", target.component_args, {}),
                                                     ("etcd_storage", target.etcd_storage, "disk"),
                                                     ("identities", target.identities, "admin")) if value != default]
     if target.kind == "cluster" and local_only:
-        raise _fail(source, f"target.{local_only[0]}",
+        raise field_error(source, f"target.{local_only[0]}",
                     "only a local control plane's components can be configured by a plan (on an existing cluster, "
                     "its kubeconfig says who the load is)")
 
     raw_steps = data.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps:
-        raise _fail(source, "steps", "must be a non-empty list of steps (each with at least `nodes`)")
+        raise field_error(source, "steps", "must be a non-empty list of steps (each with at least `nodes`)")
     steps = []
     for i, raw in enumerate(raw_steps):
         path = f"steps[{i}]"
         raw = _mapping(source, path, raw)
         _no_unknown(source, path, raw, set(Step.__dataclass_fields__))
         if "nodes" not in raw:
-            raise _fail(source, f"{path}.nodes", "is required")
+            raise field_error(source, f"{path}.nodes", "is required")
         join = _mapping(source, f"{path}.join", raw.pop("join", None))
         _no_unknown(source, f"{path}.join", join, set(Join.__dataclass_fields__))
         step = Step(**raw, join=Join(**join))
@@ -252,7 +253,7 @@ def parse(data: Any, source: str = "plan") -> Plan:
         _number(source, f"{path}.nodes", step.nodes, minimum=1, integer=True)
         _number(source, f"{path}.pods_per_node", step.pods_per_node, minimum=0, integer=True)
         if step.pods_per_node > 110:
-            raise _fail(source, f"{path}.pods_per_node", "must be <= 110 (the Kubernetes per-node limit)")
+            raise field_error(source, f"{path}.pods_per_node", "must be <= 110 (the Kubernetes per-node limit)")
         _number(source, f"{path}.warmup_s", step.warmup_s, minimum=0)
         _number(source, f"{path}.duration_s", step.duration_s, minimum=1)
         _number(source, f"{path}.ramp_timeout_s", step.ramp_timeout_s, minimum=1)
@@ -266,7 +267,7 @@ def parse(data: Any, source: str = "plan") -> Plan:
     for scenario, params in scenarios_data.items():
         path = f"load.scenarios.{scenario}"
         if scenario not in SCENARIOS:
-            raise _fail(source, path, f"unknown scenario; expected one of: {', '.join(sorted(SCENARIOS))}")
+            raise field_error(source, path, f"unknown scenario; expected one of: {', '.join(sorted(SCENARIOS))}")
         params = _mapping(source, path, params)
         declared = SCENARIOS[scenario]
         _no_unknown(source, path, params, set(declared.defaults))
@@ -275,17 +276,17 @@ def parse(data: Any, source: str = "plan") -> Plan:
             value = merged[key]
             if isinstance(default, bool):
                 if not isinstance(value, bool):
-                    raise _fail(source, f"{path}.{key}", f"must be true or false (got {value!r})")
+                    raise field_error(source, f"{path}.{key}", f"must be true or false (got {value!r})")
             elif isinstance(default, int | float):
                 _number(source, f"{path}.{key}", value, minimum=0, integer=isinstance(default, int))
             elif isinstance(default, str) and not isinstance(value, str):
-                raise _fail(source, f"{path}.{key}", f"must be a string (got {value!r})")
+                raise field_error(source, f"{path}.{key}", f"must be a string (got {value!r})")
         if scenario == "pod_churn" and merged["payload_bytes"] > MAX_PAYLOAD_BYTES:
-            raise _fail(source, f"{path}.payload_bytes", f"must be <= {MAX_PAYLOAD_BYTES} (annotations of one "
+            raise field_error(source, f"{path}.payload_bytes", f"must be <= {MAX_PAYLOAD_BYTES} (annotations of one "
                                                         "object are limited to 256 KiB)")
         for key, allowed in declared.choices.items():
             if merged[key] not in allowed:
-                raise _fail(source, f"{path}.{key}", f"must be one of: {', '.join(sorted(allowed))}")
+                raise field_error(source, f"{path}.{key}", f"must be one of: {', '.join(sorted(allowed))}")
         load[scenario] = merged
 
     slo_data = _mapping(source, "slo", data.get("slo"))
@@ -296,7 +297,7 @@ def parse(data: Any, source: str = "plan") -> Plan:
 
     gate = data.get("gate", True)
     if not isinstance(gate, bool):
-        raise _fail(source, "gate", f"must be true or false (got {gate!r})")
+        raise field_error(source, "gate", f"must be true or false (got {gate!r})")
     workers = _number(source, "workers", data.get("workers", 0), minimum=0, integer=True)
     repeat = _number(source, "repeat", data.get("repeat", 1), minimum=1, integer=True)
 
@@ -317,9 +318,9 @@ def parse(data: Any, source: str = "plan") -> Plan:
     _no_unknown(source, "audit", audit_data, set(Audit.__dataclass_fields__))
     audit = Audit(**audit_data)
     if not isinstance(audit.enabled, bool):
-        raise _fail(source, "audit.enabled", f"must be true or false (got {audit.enabled!r})")
+        raise field_error(source, "audit.enabled", f"must be true or false (got {audit.enabled!r})")
     if audit.dir is not None and not isinstance(audit.dir, str):
-        raise _fail(source, "audit.dir", f"must be a folder path (got {audit.dir!r})")
+        raise field_error(source, "audit.dir", f"must be a folder path (got {audit.dir!r})")
     _number(source, "audit.max_size_mb", audit.max_size_mb, minimum=1, integer=True)
     _number(source, "audit.max_backups", audit.max_backups, minimum=0, integer=True)
 
@@ -341,14 +342,14 @@ def _component_args(source: str, value: Any) -> dict[str, list[str]]:
     for component, flags in args.items():
         path = f"target.component_args.{component}"
         if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
-            raise _fail(source, path, "must be a list of flags, e.g. [\"--quota-backend-bytes=67108864\"]")
+            raise field_error(source, path, "must be a list of flags, e.g. [\"--quota-backend-bytes=67108864\"]")
         for i, flag in enumerate(flags):
             if not flag.startswith("--"):
-                raise _fail(source, f"{path}[{i}]", f"must be a flag starting with -- (got {flag!r})")
+                raise field_error(source, f"{path}[{i}]", f"must be a flag starting with -- (got {flag!r})")
             name = flag.split("=", 1)[0]
             if any(name == owned or (owned.endswith(("-", "_")) and name.startswith(owned))
                    for owned in OWNED_FLAGS):
-                raise _fail(source, f"{path}[{i}]", f"{name} is set by the harness (it keeps every component on "
+                raise field_error(source, f"{path}[{i}]", f"{name} is set by the harness (it keeps every component on "
                                                     "loopback with TLS and authentication); drop it")
         checked[component] = list(flags)
     return checked
@@ -369,9 +370,9 @@ def _project_to(source: str, value: Any, largest_step: int) -> list[int]:
         path = f"project_to[{i}]"
         if (isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
                 or scale != int(scale) or scale > MAX_NUMBER):
-            raise _fail(source, path, f"must be a whole number of nodes (got {scale!r})")
+            raise field_error(source, path, f"must be a whole number of nodes (got {scale!r})")
         if scale <= largest_step:
-            raise _fail(source, path, f"{int(scale):,} nodes is not beyond the measured range (steps up to "
+            raise field_error(source, path, f"{int(scale):,} nodes is not beyond the measured range (steps up to "
                                       f"{largest_step:,} nodes); name a larger scale or drop it")
         scales.append(int(scale))
     return sorted(set(scales))
