@@ -12,9 +12,10 @@ import psutil
 import pytest
 
 from loadtests import results
+from loadtests.analysis.lesson import LESSON_RESULTS, scrape_reading
 from loadtests.analysis.scrapes import step_folder
 from loadtests.controlplane.local import MEMORY_ROOT, clusters_root
-from loadtests.report.lesson import LESSON_PAGE, LESSON_RESULTS, scrape_reading
+from loadtests.report.lesson import LESSON_PAGE
 from tests.cli import start_loadtest
 
 

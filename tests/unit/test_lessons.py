@@ -11,21 +11,11 @@ from typing import Any
 
 import pytest
 
+from loadtests.analysis.lesson import LESSON_RESULTS, bias, compare, figure_reading, figure_value, ratio, read, reading
 from loadtests.analysis.scrapes import scrape_path
 from loadtests.config import lesson as lesson_mod
 from loadtests.errors import PlanError
-from loadtests.report.lesson import (
-    LESSON_RESULTS,
-    bias,
-    compare,
-    figure_reading,
-    figure_value,
-    lessons_table,
-    ratio,
-    read,
-    reading,
-    write_lesson_page,
-)
+from loadtests.report.lesson import lessons_table, write_lesson_page
 from loadtests.results import (
     AuditRow,
     AuditSummary,
