@@ -47,7 +47,7 @@ from loadtests.load.contract import (
 )
 from loadtests.load.processes import LOCUSTFILE, locust_env, locust_spawn, locust_worker_command
 from loadtests.load.remote import MasterBind
-from loadtests.results import ClientStat, RateResult, WorkerStat
+from loadtests.results import CPU_BOUND_PERCENT, ClientStat, RateResult, WorkerStat
 
 CSV_PREFIX = "locust"
 WINDOW_FILE = "window-open"
@@ -57,7 +57,6 @@ STOP_SLACK_S = 60.0  # users end themselves this long after the run time, should
 _CPU_WARNINGS = ("CPU usage above", "exceeded cpu threshold", "CPU usage was too high")
 LOCAL_MASTER_WAIT_S = 60.0  # local worker processes connect within seconds
 UI_HOST = "127.0.0.1"  # the live view (--ui) is served on loopback only
-WORKER_CPU_BOUND_PCT = 90.0  # a worker this busy (100 = one core) is the limit, not the control plane
 
 
 class LoadGeneratorError(LoadTestError):
@@ -160,7 +159,7 @@ def read_workers(path: Path) -> tuple[list[WorkerStat], list[str], str | None]:
     notes = [f"load: refused worker {line}" for line in data.get("refused") or []]
     notes += [f"load: worker {w.worker} CPU-bound: {w.cpu_percent:.0f} % of a core over the window; its client-side "
               "figures may be inflated and its rates capped by the load generator; add workers"
-              for w in workers if w.cpu_percent is not None and w.cpu_percent >= WORKER_CPU_BOUND_PCT]
+              for w in workers if w.cpu_percent is not None and w.cpu_percent >= CPU_BOUND_PERCENT]
     lost = [w for w in workers if w.lost_after_s is not None]
     for worker in lost:
         notes.append(f"load: worker {worker.worker} was lost (disconnected or stopped answering; noticed "

@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from loadtests.load.generator import WORKER_CPU_BOUND_PCT
 from loadtests.measure.cluster_health import _busy_seconds
-from loadtests.results import ProcessStat
+from loadtests.results import CPU_BOUND_PERCENT, ProcessStat
 
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
 HARNESS = "harness"  # the component name of the harness's own process (this one)
@@ -32,10 +31,10 @@ HARNESS = "harness"  # the component name of the harness's own process (this one
 def harness_limit(cpu_percent: float | None, over: str) -> str | None:
     """A sentence when the harness ran at its limit (one Python process: one core, the load generator's
     threshold), else None; `over` says the interval ("the step", "the ramp")."""
-    if cpu_percent is None or cpu_percent < WORKER_CPU_BOUND_PCT:
+    if cpu_percent is None or cpu_percent < CPU_BOUND_PERCENT:
         return None
     return (f"harness at its CPU limit: {cpu_percent:.0f} % of one core over {over} (one Python process; "
-            f"limit {WORKER_CPU_BOUND_PCT:.0f} %): what it drives and times itself (node creation and join, "
+            f"limit {CPU_BOUND_PERCENT:.0f} %): what it drives and times itself (node creation and join, "
             "pod startup, watch delay, health samples) may show the harness's pace, not the control plane's")
 
 

@@ -18,13 +18,12 @@ from loadtests.analysis.slo import Verdict, classify, resource_label, thresholds
 from loadtests.report import audit, charts, junit, page, projection
 from loadtests.report.health import HealthCell, health_cells, health_details, health_panel, health_warnings
 from loadtests.report.redact import REDACTED_NOTE, redact
-from loadtests.results import RunResult, StepResult, load
+from loadtests.results import CPU_BOUND_PERCENT, RunResult, StepResult, load
 
 REPORT_FILE = "report.html"
 
 # A Locust process is single-threaded: past this share of its one core the load generator, not the
 # system under test, sets the pace.
-LOADGEN_CPU_BOUND_PERCENT = 90.0
 # A scenario achieving less than this share of its asked rate did not deliver the load the plan describes.
 RATE_SHORTFALL = 0.9
 ETCD_QUOTA_WARNING = 0.8
@@ -58,16 +57,22 @@ class StepView:
     client_costs: list[audit.ClientCost] = field(default_factory=list)  # empty: no audit log read
 
 
+RECORDED_LOADGEN_NOTE = "load generator CPU-bound"
+
+
 def step_warnings(step: StepResult) -> list[StepWarning]:
     """The step's recorded notes, then what its numbers show even when no note was recorded."""
     found = [StepWarning(step.name, note, "note") for note in step.notes]
-    noted_cpu_bound = any("cpu-bound" in note.lower() for note in step.notes)
+    # a worker at its limit is a note of the run already (the load's own figures), as is, in files written
+    # before workers were recorded, the runner's note that began with these words
+    noted_cpu_bound = (any(w.cpu_percent is not None and w.cpu_percent >= CPU_BOUND_PERCENT for w in step.workers)
+                       or any(note.startswith(RECORDED_LOADGEN_NOTE) for note in step.notes))
     for proc in step.processes:
         if proc.component != "loadgen" or noted_cpu_bound:
             continue
         cores = max(1, len(proc.pids))
         per_process = proc.cpu_percent / cores
-        if per_process >= LOADGEN_CPU_BOUND_PERCENT:
+        if per_process >= CPU_BOUND_PERCENT:
             found.append(StepWarning(step.name, (
                 f"load generator CPU-bound: {proc.cpu_percent:.0f} % CPU over {cores} process(es) "
                 f"({per_process:.0f} % of a core each); achieved rates and client-side latencies show the load "

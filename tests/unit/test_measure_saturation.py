@@ -13,14 +13,13 @@ import pytest
 
 from loadtests.analysis import figures
 from loadtests.kube.rest import RestClient
-from loadtests.load.generator import WORKER_CPU_BOUND_PCT
 from loadtests.measure import probes as probes_module
 from loadtests.measure.probes import StepProbes
 from loadtests.measure.processes import HARNESS, ProcessSampler, harness_note
 from loadtests.measure.saturation import RampWitness
 from loadtests.report import charts
 from loadtests.report.html import write_report
-from loadtests.results import ProcessStat, load
+from loadtests.results import CPU_BOUND_PERCENT, ProcessStat, load
 from tests.unit.reportdata import SAMPLE, copy_run, edited_run
 from tests.unit.test_measure_probes import step, unreachable_target
 
@@ -33,7 +32,7 @@ def stat(component: str, cpu_percent: float, pids: int = 1) -> ProcessStat:
 # ---- the step's note ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("harness", "shown"), [(WORKER_CPU_BOUND_PCT, "90 %"), (97.4, "97 %"), (131.0, "131 %")])
+@pytest.mark.parametrize(("harness", "shown"), [(CPU_BOUND_PERCENT, "90 %"), (97.4, "97 %"), (131.0, "131 %")])
 def test_the_harness_at_its_limit_is_named_with_its_figure(harness: float, shown: str) -> None:
     note = harness_note([stat("kube-apiserver", 60.0), stat(HARNESS, harness)])
     assert note is not None
@@ -42,7 +41,7 @@ def test_the_harness_at_its_limit_is_named_with_its_figure(harness: float, shown
 
 
 @pytest.mark.parametrize("processes", [
-    [stat(HARNESS, WORKER_CPU_BOUND_PCT - 0.5)],  # just below the limit
+    [stat(HARNESS, CPU_BOUND_PERCENT - 0.5)],  # just below the limit
     [stat("loadgen", 185.0, pids=2), stat(HARNESS, 40.0)],  # a busy load generator is not the harness
     [stat("loadgen", 99.0)],  # an older step without the harness row: nothing said about it
     [],
@@ -85,7 +84,7 @@ def test_the_ramp_witness_samples_the_harness(witness: RampWitness) -> None:
     assert "cpu.harness" in witness.cpu.read()  # this process, beside the target's components
 
 
-@pytest.mark.parametrize(("harness", "named"), [(98.0, True), (WORKER_CPU_BOUND_PCT, True), (55.0, False)])
+@pytest.mark.parametrize(("harness", "named"), [(98.0, True), (CPU_BOUND_PERCENT, True), (55.0, False)])
 def test_the_ramp_evidence_names_the_harness_at_its_limit(witness: RampWitness, monkeypatch: pytest.MonkeyPatch,
                                                           harness: float, named: bool) -> None:
     recorded = {"cpu.machine": 180.0, "cpu.iowait": 1.0, "cpu.kwok": 60.0, "cpu.harness": harness}
