@@ -39,6 +39,7 @@ from loadtests.kube.names import WatchNames
 from loadtests.kube.reflector import BackgroundReflector
 from loadtests.kube.rest import TRANSPORT_ERRORS, RestClient, pool_manager, short_error
 from loadtests.kube.watch import ListPage, WatchEvent
+from loadtests.measure.processes import CpuMeter
 from loadtests.results import ClusterHealth, HealthSample
 
 Json = dict[str, Any]
@@ -511,75 +512,6 @@ def metrics_sources(info: TargetInfo, timeout_s: float) -> tuple[list[MetricsSou
     else:
         notes.append("etcd /metrics: not reachable on this target, its figures are missing")
     return sources, notes
-
-
-# ---- CPU --------------------------------------------------------------------------------------------------
-
-
-def _busy_seconds(times: Any) -> tuple[float, float]:
-    """(busy, iowait) CPU seconds of the whole machine, summed over its cores (guest time is inside user)."""
-    busy = sum(getattr(times, part, 0.0) for part in ("user", "nice", "system", "irq", "softirq", "steal"))
-    return busy, getattr(times, "iowait", 0.0)
-
-
-class CpuMeter:
-    """CPU of the machine and of each component over each interval, in % of one core (as ProcessStat)."""
-
-    MIN_INTERVAL_S = 1.0
-
-    def __init__(self, pids: Mapping[str, Iterable[int]]) -> None:
-        self._processes: dict[str, list[psutil.Process]] = {}
-        self._last_seconds: dict[int, float] = {}  # per pid: a process that exits keeps what it used
-        self._previous: tuple[float, dict[str, float]] | None = None
-        self.first: tuple[float, float] | None = None  # (time, machine busy seconds) at the first reading
-        self.last: tuple[float, float] | None = None
-        for component, found in pids.items():
-            self.add(component, found)
-
-    def add(self, component: str, pids: Iterable[int]) -> None:
-        entry = self._processes.setdefault(component, [])
-        known = {p.pid for p in entry}
-        for pid in pids:
-            if pid in known:
-                continue
-            try:
-                entry.append(psutil.Process(pid))
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-
-    def _seconds(self, process: psutil.Process) -> float:
-        try:
-            times = process.cpu_times()
-            self._last_seconds[process.pid] = times.user + times.system
-        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-            pass
-        return self._last_seconds.get(process.pid, 0.0)
-
-    def read(self) -> Figures:
-        """CPU since the previous reading; None at the first one, and over less than MIN_INTERVAL_S (a final
-        sample right after the last one would show a burst of a fraction of a second as the step's peak)."""
-        now = time.monotonic()
-        busy, iowait = _busy_seconds(psutil.cpu_times())
-        totals = {"machine": busy, "iowait": iowait}
-        for component, processes in list(self._processes.items()):
-            totals[component] = sum(self._seconds(p) for p in processes)
-        if self.first is None:
-            self.first = (now, busy)
-        self.last = (now, busy)
-        previous = self._previous
-        if previous is None or now - previous[0] < self.MIN_INTERVAL_S:
-            self._previous = previous or (now, totals)
-            return {f"cpu.{name}": None for name in totals}
-        self._previous = (now, totals)
-        wall = now - previous[0]
-        return {f"cpu.{name}": round(max(0.0, value - previous[1].get(name, value)) / wall * 100.0, 1)
-                for name, value in totals.items()}
-
-    def average(self) -> float | None:
-        """The machine's CPU over the whole window, in % of one core."""
-        if self.first is None or self.last is None or self.last[0] <= self.first[0]:
-            return None
-        return round((self.last[1] - self.first[1]) / (self.last[0] - self.first[0]) * 100.0, 1)
 
 
 # ---- the sampler ------------------------------------------------------------------------------------------

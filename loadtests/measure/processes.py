@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from loadtests.measure.cluster_health import _busy_seconds
 from loadtests.results import CPU_BOUND_PERCENT, ProcessStat
 
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
@@ -44,8 +43,15 @@ def harness_note(stats: Iterable[ProcessStat]) -> str | None:
     return harness_limit(sum(found), "the step") if found else None
 
 
+def machine_busy_seconds() -> tuple[float, float]:
+    """(busy, iowait) CPU seconds of the whole machine so far, summed over its cores (guest time is inside user)."""
+    times = psutil.cpu_times()
+    busy = sum(getattr(times, part, 0.0) for part in ("user", "nice", "system", "irq", "softirq", "steal"))
+    return busy, getattr(times, "iowait", 0.0)
+
+
 def _machine_busy_s() -> float:
-    return _busy_seconds(psutil.cpu_times())[0]
+    return machine_busy_seconds()[0]
 
 
 @dataclass
@@ -88,7 +94,8 @@ class ProcessSampler:
         self.machine_cpu_seconds: float | None = None
         self.machine_cpu_percent: float | None = None
 
-    def start(self) -> None:
+    def start(self, *, background: bool = True) -> None:
+        """Count from now; `background` samples every interval_s in a thread (else only when asked)."""
         self._started_mono = time.monotonic()
         self._started_wall = time.time()
         self._machine_start_s = _machine_busy_s()
@@ -96,8 +103,9 @@ class ProcessSampler:
         for component, pids in pending.items():
             self.add(component, pids)
         self.sample()
-        self._thread = threading.Thread(target=self._run, name="process-sampler", daemon=True)
-        self._thread.start()
+        if background:
+            self._thread = threading.Thread(target=self._run, name="process-sampler", daemon=True)
+            self._thread.start()
 
     def add(self, component: str, pids: Iterable[int]) -> None:
         """Track more pids (e.g. the load generator, which starts after the probes)."""
@@ -146,6 +154,10 @@ class ProcessSampler:
             entry = self._components.get(component)
             return sum(t.last_cpu - t.base_cpu for t in entry.tracked) if entry else 0.0
 
+    def components(self) -> list[str]:
+        with self._lock:
+            return list(self._components)
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             self.sample()
@@ -178,3 +190,48 @@ class ProcessSampler:
                                        rss_max_bytes=entry.rss_max, rss_end_bytes=entry.rss_end,
                                        pids=[t.pid for t in entry.tracked]))
         return out
+
+
+class CpuMeter:
+    """CPU of the machine and of each component over each interval, in % of one core (as ProcessStat): the
+    same per-process counters as a step's ProcessSampler (a process that exits keeps what it used, one added
+    later counts from when it is added), read as rates between two readings."""
+
+    MIN_INTERVAL_S = 1.0
+
+    def __init__(self, pids: Mapping[str, Iterable[int]]) -> None:
+        self._sampler = ProcessSampler(pids)
+        self._sampler.start(background=False)
+        self._previous: tuple[float, dict[str, float]] | None = None
+        self.first: tuple[float, float] | None = None  # (time, machine busy seconds) at the first reading
+        self.last: tuple[float, float] | None = None
+
+    def add(self, component: str, pids: Iterable[int]) -> None:
+        self._sampler.add(component, pids)
+
+    def read(self) -> dict[str, float | None]:
+        """CPU since the previous reading; None at the first one, and over less than MIN_INTERVAL_S (a final
+        sample right after the last one would show a burst of a fraction of a second as the step's peak)."""
+        now = time.monotonic()
+        busy, iowait = machine_busy_seconds()
+        self._sampler.sample()
+        totals = {"machine": busy, "iowait": iowait}
+        for component in self._sampler.components():
+            totals[component] = self._sampler.cpu_seconds(component)
+        if self.first is None:
+            self.first = (now, busy)
+        self.last = (now, busy)
+        previous = self._previous
+        if previous is None or now - previous[0] < self.MIN_INTERVAL_S:
+            self._previous = previous or (now, totals)
+            return {f"cpu.{name}": None for name in totals}
+        self._previous = (now, totals)
+        wall = now - previous[0]
+        return {f"cpu.{name}": round(max(0.0, value - previous[1].get(name, value)) / wall * 100.0, 1)
+                for name, value in totals.items()}
+
+    def average(self) -> float | None:
+        """The machine's CPU over the whole window, in % of one core."""
+        if self.first is None or self.last is None or self.last[0] <= self.first[0]:
+            return None
+        return round((self.last[1] - self.first[1]) / (self.last[0] - self.first[0]) * 100.0, 1)

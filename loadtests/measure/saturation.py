@@ -17,8 +17,8 @@ from loadtests.controlplane.base import TargetInfo
 from loadtests.kube import objects
 from loadtests.kube.errors import ApiError
 from loadtests.kube.rest import RestClient
-from loadtests.measure.cluster_health import CpuMeter, LeaseLists, name_of, node_figures, node_state
-from loadtests.measure.processes import HARNESS, harness_limit
+from loadtests.measure.cluster_health import LeaseLists, name_of, node_figures, node_state
+from loadtests.measure.processes import HARNESS, CpuMeter, harness_limit
 
 
 def _state(pid: int) -> str:

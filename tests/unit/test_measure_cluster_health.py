@@ -15,6 +15,7 @@ from loadtests.analysis.metrics import Snapshot
 from loadtests.kube.errors import ApiError
 from loadtests.kube.watch import ListPage
 from loadtests.measure import cluster_health as health
+from loadtests.measure import processes
 from loadtests.measure.probes import StepProbes
 from loadtests.results import ClusterHealth, HealthSample, RunResult, StepResult, from_dict, to_dict
 from tests.checks import recorded
@@ -210,7 +211,7 @@ def test_pods_pending_not_running_and_evicted() -> None:
 
 
 def test_an_unreachable_target_is_noted_and_never_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(health.CpuMeter, "MIN_INTERVAL_S", 0.0)
+    monkeypatch.setattr(processes.CpuMeter, "MIN_INTERVAL_S", 0.0)
     sampler = health.ClusterHealthSampler(unreachable_target({"harness": [os.getpid()]}), interval_s=0.1)
     sampler.start()
     result = sampler.gather()
