@@ -32,7 +32,7 @@ from loadtests.config import (
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
 from loadtests.kube import objects  # noqa: E402
 from loadtests.kube.rest import RestClient  # noqa: E402
-from loadtests.measure.cluster_health import LeaseLists, name_of, node_figures, node_state  # noqa: E402
+from loadtests.measure.cluster_objects import LeaseLists, name_of, node_figures, node_state  # noqa: E402
 from loadtests.measure.processes import CpuMeter  # noqa: E402
 from loadtests.run.fleet import Fleet  # noqa: E402
 

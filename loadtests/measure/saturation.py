@@ -17,7 +17,7 @@ from loadtests.controlplane.base import TargetInfo
 from loadtests.kube import objects
 from loadtests.kube.errors import ApiError
 from loadtests.kube.rest import RestClient
-from loadtests.measure.cluster_health import LeaseLists, name_of, node_figures, node_state
+from loadtests.measure.cluster_objects import LeaseLists, name_of, node_figures, node_state
 from loadtests.measure.processes import HARNESS, CpuMeter, harness_limit
 
 

@@ -15,7 +15,7 @@ from loadtests.analysis.metrics import Snapshot
 from loadtests.kube.errors import ApiError
 from loadtests.kube.watch import ListPage
 from loadtests.measure import cluster_health as health
-from loadtests.measure import processes
+from loadtests.measure import cluster_objects, component_metrics, processes
 from loadtests.measure.probes import StepProbes
 from loadtests.results import ClusterHealth, HealthSample, RunResult, StepResult, from_dict, to_dict
 from tests.checks import recorded
@@ -35,7 +35,7 @@ def pair(prefix: str) -> tuple[Snapshot, Snapshot]:
 def test_scheduler_queues_and_attempts() -> None:
     start, end = pair("kube-scheduler_v1.37.2")
     used: dict[str, str] = {}
-    figures = health.scheduler_figures(start, end, used)
+    figures = component_metrics.scheduler_figures(start, end, used)
     assert figures["scheduler_attempts.scheduled"] == PODS_CREATED
     assert figures["scheduler_attempts.error"] == 0 and figures["scheduler_attempts.unschedulable"] == 0
     # the pod no node can take waits in the unschedulable queue; v1.37.2 also has pod-group queues
@@ -48,16 +48,17 @@ def test_scheduler_queues_and_attempts() -> None:
 
 def test_first_scrape_gives_gauges_but_no_increase() -> None:
     _, end = pair("kube-scheduler_v1.37.2")
-    figures = health.scheduler_figures(None, end, {})
+    figures = component_metrics.scheduler_figures(None, end, {})
     assert figures["scheduler_pending_pods"] == 1
     assert not any(k.startswith("scheduler_attempts.") for k in figures)
-    assert health.etcd_figures(None, recorded("etcd_v3.6.16_health_end.txt"), {})["etcd_slow_applies"] is None
+    etcd_end = recorded("etcd_v3.6.16_health_end.txt")
+    assert component_metrics.etcd_figures(None, etcd_end, {})["etcd_slow_applies"] is None
 
 
 def test_controller_manager_work_queues() -> None:
     start, end = pair("kube-controller-manager_v1.37.2")
     used: dict[str, str] = {}
-    queues = health.controller_manager_figures(start, end, used)
+    queues = component_metrics.controller_manager_figures(start, end, used)
     assert len(queues.depth) > 40  # one per controller queue
     assert "node_lifecycle_controller" in queues.depth
     assert queues.figures["workqueue_depth"] == sum(queues.depth.values())
@@ -74,7 +75,7 @@ def test_controller_manager_work_queues() -> None:
 def test_apiserver_inflight_and_priority_and_fairness() -> None:
     start, end = pair("apiserver-health_v1.37.2")
     used: dict[str, str] = {}
-    figures = health.apiserver_figures(start, end, used)
+    figures = component_metrics.apiserver_figures(start, end, used)
     assert {"apiserver_inflight.mutating", "apiserver_inflight.readOnly"} <= set(figures)
     assert figures["apf_inqueue"] == 0
     # nothing was rejected: the counter has no series yet, which counts as 0 and says so
@@ -87,7 +88,7 @@ def test_apiserver_inflight_and_priority_and_fairness() -> None:
 def test_etcd_slow_applies_leader_changes_and_disk() -> None:
     start, end = pair("etcd_v3.6.16_health")
     used: dict[str, str] = {}
-    figures = health.etcd_figures(start, end, used)
+    figures = component_metrics.etcd_figures(start, end, used)
     assert figures["etcd_slow_applies"] == 0 and figures["etcd_leader_changes"] == 0
     assert 0 < figures["etcd_wal_fsync_p99_s"] < 1 and 0 < figures["etcd_backend_commit_p99_s"] < 1
     assert used["etcd_slow_applies"] == "etcd_server_slow_apply_total"
@@ -100,7 +101,7 @@ def test_an_older_metric_name_is_found_and_recorded() -> None:
                               f'node_collector_evictions_number{{zone=""}} {value}\n')
 
     used: dict[str, str] = {}
-    figures = health.controller_manager_figures(page(1), page(4), used).figures
+    figures = component_metrics.controller_manager_figures(page(1), page(4), used).figures
     assert figures["evictions_node_collector"] == 3
     assert used["evictions_node_collector"] == "node_collector_evictions_number"
     assert "workqueue_depth" not in figures  # not on the page: missing, not zero
@@ -129,9 +130,9 @@ def lease(name: str, renewed: float, duration: int = 40) -> dict[str, Any]:
 
 
 NODES = [node("kwok-node-00000"), node("kwok-node-00001"),
-         node("kwok-node-00002", "False", (health.TAINT_NOT_READY,)),
-         node("kwok-node-00003", "Unknown", (health.TAINT_UNREACHABLE,)),
-         node("kwok-node-00004", "Unknown", (health.TAINT_UNREACHABLE, health.TAINT_NOT_READY))]
+         node("kwok-node-00002", "False", (cluster_objects.TAINT_NOT_READY,)),
+         node("kwok-node-00003", "Unknown", (cluster_objects.TAINT_UNREACHABLE,)),
+         node("kwok-node-00004", "Unknown", (cluster_objects.TAINT_UNREACHABLE, cluster_objects.TAINT_NOT_READY))]
 LEASES = [lease("kwok-node-00000", NOW - 2.5), lease("kwok-node-00001", NOW - 9.75),
           lease("kwok-node-00002", NOW - 30.0), lease("kwok-node-00003", NOW - 41.5),
           lease("kwok-node-00004", NOW - 55.0),
@@ -144,20 +145,20 @@ def states(items: list[dict[str, Any]], reduce: Any) -> dict[str, Any]:
 
 
 def test_not_ready_unreachable_and_taints_are_counted() -> None:
-    figures = health.node_figures(states(NODES, health.node_state), None, now=NOW)
+    figures = cluster_objects.node_figures(states(NODES, cluster_objects.node_state), None, now=NOW)
     assert figures == {"nodes": 5, "nodes_not_ready": 3, "nodes_unreachable": 2, "taint_not_ready": 2,
                        "taint_unreachable": 2}
 
 
 def test_lease_lag_is_the_oldest_renewal_of_present_nodes() -> None:
-    nodes, leases = states(NODES, health.node_state), states(LEASES, health.lease_state)
-    figures = health.node_figures(nodes, leases, now=NOW)
+    nodes, leases = states(NODES, cluster_objects.node_state), states(LEASES, cluster_objects.lease_state)
+    figures = cluster_objects.node_figures(nodes, leases, now=NOW)
     assert figures["leases"] == 5
     assert figures["lease_lag_s"] == pytest.approx(55.0, abs=1e-3)
     assert figures["leases_expired"] == 2  # 41.5 s and 55 s against 40 s
     healthy = {name: state for name, state in nodes.items() if name in ("kwok-node-00000", "kwok-node-00001")}
-    assert health.node_figures(healthy, leases, now=NOW)["lease_lag_s"] == pytest.approx(9.75, abs=1e-3)
-    assert health.node_figures(healthy, {}, now=NOW)["lease_lag_s"] is None
+    assert cluster_objects.node_figures(healthy, leases, now=NOW)["lease_lag_s"] == pytest.approx(9.75, abs=1e-3)
+    assert cluster_objects.node_figures(healthy, {}, now=NOW)["lease_lag_s"] is None
 
 
 class FakeLeaseApi:
@@ -178,19 +179,19 @@ class FakeLeaseApi:
 def test_a_renewal_between_samples_counts_as_lag() -> None:
     """A Lease renewed 12 s after its previous renewal was 12 s old just before, whenever the sample came."""
     name = "kwok-node-00000"
-    leases = health.LeaseLists(FakeLeaseApi([lease(name, NOW - 13.0)], [lease(name, NOW - 1.0)],
+    leases = cluster_objects.LeaseLists(FakeLeaseApi([lease(name, NOW - 13.0)], [lease(name, NOW - 1.0)],
                                             None, [lease(name, NOW - 1.0)]))
-    nodes = states([node(name)], health.node_state)
+    nodes = states([node(name)], cluster_objects.node_state)
     first = leases.refresh()
     assert first is not None and first[1] == {}
-    assert health.node_figures(nodes, *first, now=NOW)["lease_lag_s"] == pytest.approx(13.0)
+    assert cluster_objects.node_figures(nodes, *first, now=NOW)["lease_lag_s"] == pytest.approx(13.0)
     second = leases.refresh()
     assert second is not None and second[1] == {name: pytest.approx(12.0)}
-    assert health.node_figures(nodes, *second, now=NOW)["lease_lag_s"] == pytest.approx(12.0)
+    assert cluster_objects.node_figures(nodes, *second, now=NOW)["lease_lag_s"] == pytest.approx(12.0)
     assert leases.refresh() is None and "1 of 3 failed" in (leases.note() or "")
     unchanged = leases.refresh()
     assert unchanged is not None and unchanged[1] == {}  # not renewed again: its age alone counts
-    assert health.node_figures(nodes, *unchanged, now=NOW)["lease_lag_s"] == pytest.approx(1.0)
+    assert cluster_objects.node_figures(nodes, *unchanged, now=NOW)["lease_lag_s"] == pytest.approx(1.0)
 
 
 def test_pods_pending_not_running_and_evicted() -> None:
@@ -201,9 +202,9 @@ def test_pods_pending_not_running_and_evicted() -> None:
             pod("e", "Running", conditions=[{"type": "DisruptionTarget", "status": "True",
                                              "reason": "DeletionByTaintManager"}]),
             pod("f", "Failed", reason="Evicted")]
-    found = {p["metadata"]["uid"]: health.pod_state(p) for p in pods}
+    found = {p["metadata"]["uid"]: cluster_objects.pod_state(p) for p in pods}
     assert [uid for uid, state in found.items() if state.evicted] == ["e", "f"]
-    assert health.pod_figures(found, evicted=2) == {"pods": 6, "pods_pending": 2, "pods_not_running": 4,
+    assert cluster_objects.pod_figures(found, evicted=2) == {"pods": 6, "pods_pending": 2, "pods_not_running": 4,
                                                     "pods_evicted": 2}
 
 

@@ -1,0 +1,244 @@
+"""The API's view of a cluster's health, reduced to what a sample needs: kwok nodes (Ready, the taints the node
+lifecycle controller puts on them), their Leases' renewals, and the harness's pods (Running, evicted), kept
+current by watches (one LIST per step, then only the changes) or, for Leases, one LIST per sample."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from loadtests.kube.errors import ApiError
+from loadtests.kube.names import WatchNames
+from loadtests.kube.reflector import BackgroundReflector
+from loadtests.kube.rest import RestClient
+from loadtests.kube.watch import ListPage, WatchEvent
+from loadtests.measure.component_metrics import Figures
+
+Json = dict[str, Any]
+
+
+S = TypeVar("S")
+
+
+LEASE_NAMESPACE = "kube-node-lease"
+
+
+TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+
+
+TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
+
+
+@dataclass(frozen=True)
+class NodeState:
+    ready: str  # the Ready condition's status: "True", "False", "Unknown" ("" when it has none yet)
+    taints: frozenset[str]  # keys of the node lifecycle controller's taints it carries
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    renewed_at: float | None  # renewTime as epoch seconds
+    duration_s: float | None
+
+
+@dataclass(frozen=True)
+class PodState:
+    phase: str
+    evicted: bool
+
+
+def _epoch(stamp: Any) -> float | None:
+    """An API timestamp (RFC 3339, MicroTime included) as epoch seconds."""
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return None
+
+
+def node_state(node: Json) -> NodeState:
+    conditions = (node.get("status") or {}).get("conditions") or ()
+    ready = next((str(c.get("status", "")) for c in conditions if c.get("type") == "Ready"), "")
+    keys = {t.get("key") for t in (node.get("spec") or {}).get("taints") or ()}
+    return NodeState(ready, frozenset(keys & {TAINT_NOT_READY, TAINT_UNREACHABLE}))
+
+
+def lease_state(lease: Json) -> LeaseState:
+    spec = lease.get("spec") or {}
+    duration = spec.get("leaseDurationSeconds")
+    return LeaseState(_epoch(spec.get("renewTime")), float(duration) if duration is not None else None)
+
+
+def pod_state(pod: Json) -> PodState:
+    """Evicted: the kubelet's reason, or the DisruptionTarget condition the API and the taint manager set."""
+    status = pod.get("status") or {}
+    disrupted = any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+                    for c in status.get("conditions") or ())
+    return PodState(str(status.get("phase", "")), status.get("reason") == "Evicted" or disrupted)
+
+
+def node_figures(nodes: Mapping[str, NodeState], leases: Mapping[str, LeaseState] | None,
+                 renewal_gaps: Mapping[str, float] | None = None, *, now: float) -> Figures:
+    """NotReady, unreachable and tainted kwok nodes; how far behind their Leases' renewals fell (None: no leases).
+
+    A Lease's lag is its age now or, if larger, the gap between its last two renewals when it was renewed since
+    the previous sample (`renewal_gaps`): renewals come every 10 s, so ages read every 5 s alone would miss most
+    peaks.
+    Only the Leases of nodes present count: a deleted node's Lease waits for the garbage collector and would
+    read as a node that stopped renewing.
+    """
+    figures: Figures = {
+        "nodes": len(nodes),
+        "nodes_not_ready": sum(n.ready != "True" for n in nodes.values()),
+        "nodes_unreachable": sum(n.ready == "Unknown" for n in nodes.values()),
+        "taint_not_ready": sum(TAINT_NOT_READY in n.taints for n in nodes.values()),
+        "taint_unreachable": sum(TAINT_UNREACHABLE in n.taints for n in nodes.values()),
+    }
+    if leases is None:
+        return figures
+    gaps = renewal_gaps or {}
+    lags = [(max(0.0, now - lease.renewed_at, gaps.get(name, 0.0)), lease.duration_s)
+            for name, lease in leases.items() if name in nodes and lease.renewed_at is not None]
+    figures["leases"] = len(lags)
+    figures["lease_lag_s"] = round(max(lag for lag, _ in lags), 3) if lags else None
+    figures["leases_expired"] = sum(duration is not None and lag > duration for lag, duration in lags)
+    return figures
+
+
+def pod_figures(pods: Mapping[str, PodState], evicted: int) -> Figures:
+    return {
+        "pods": len(pods),
+        "pods_pending": sum(p.phase == "Pending" for p in pods.values()),
+        "pods_not_running": sum(p.phase != "Running" for p in pods.values()),
+        "pods_evicted": evicted,
+    }
+
+
+def name_of(obj: Json) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def uid_of(obj: Json) -> str:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("uid") or meta.get("name") or "")
+
+
+class _NoListFirst(BackgroundReflector):
+    """A BackgroundReflector whose first LIST runs in its thread: 5,000 nodes must not hold up the step's start."""
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"health {self.reflector.resource}", daemon=True)
+        self._thread.start()
+
+
+class Watched(Generic[S]):
+    """One collection kept current by LIST+WATCH, each object reduced to the little the samples read.
+
+    `flag` marks states worth remembering after the object is gone (an evicted pod is deleted soon after).
+    """
+
+    def __init__(self, client: RestClient, resource: str, reduce: Callable[[Json], S], *, namespace: str = "",
+                 label_selector: str = "", key: Callable[[Json], str] | None = None,
+                 flag: Callable[[S], bool] | None = None) -> None:
+        self.resource, self.namespace = resource, namespace
+        self._reduce, self._flag = reduce, flag
+        self._key = key or name_of
+        self._lock = threading.Lock()
+        self._items: dict[str, S] = {}
+        self.flagged: set[str] = set()
+        self.synced = False
+        names = WatchNames.of(resource, namespace, "health", list_rv="0")
+        self._watch = _NoListFirst(client, resource, names, namespace=namespace, label_selector=label_selector,
+                                   on_list=self._replace, on_event=self._apply)
+
+    @property
+    def label(self) -> str:
+        return f"{self.resource} in {self.namespace}" if self.namespace else self.resource
+
+    def _store(self, key: str, state: S) -> None:
+        self._items[key] = state
+        if self._flag is not None and self._flag(state):
+            self.flagged.add(key)
+
+    def _replace(self, page: ListPage) -> None:
+        with self._lock:
+            self._items = {}
+            for obj in page.items or ():
+                self._store(self._key(obj), self._reduce(obj))
+            self.synced = True
+
+    def _apply(self, event: WatchEvent) -> None:
+        if event.type not in ("ADDED", "MODIFIED", "DELETED"):
+            return
+        key = self._key(event.object)
+        with self._lock:
+            if event.type == "DELETED":
+                self._items.pop(key, None)
+            else:
+                self._store(key, self._reduce(event.object))
+
+    def items(self) -> dict[str, S] | None:
+        """A copy of the current states; None until the first LIST arrived."""
+        with self._lock:
+            return dict(self._items) if self.synced else None
+
+    def note(self) -> str | None:
+        """What went wrong with the watch, if anything did."""
+        reflector = self._watch.reflector
+        if reflector.errors or reflector.lists > 1 or not self.synced:
+            state = "never listed" if not self.synced else f"{reflector.lists - 1} relists"
+            return (f"watch of {self.label}: {state}, {reflector.errors} errors"
+                    + (f" (last: {reflector.last_error})" if reflector.last_error else ""))
+        return None
+
+    def start(self) -> None:
+        self._watch.start()
+
+    def stop(self) -> None:
+        self._watch.stop()
+
+
+class LeaseLists:
+    """The node Leases, LISTed (from the apiserver's watch cache) at every sample rather than watched: 5,000 nodes
+    renew 500 times a second, which a watch would hand over one event at a time, for figures needed every 5 s.
+
+    Two consecutive LISTs give each renewed Lease's gap between renewals, i.e. how old it got before it was
+    renewed; exact as long as renewals come no more often than the samples (kubelets and kwok: every 10 s).
+    """
+
+    def __init__(self, client: RestClient) -> None:
+        self.client = client
+        self.states: dict[str, LeaseState] | None = None
+        self.lists = 0
+        self.errors = 0
+        self.last_error = ""
+
+    def refresh(self) -> tuple[dict[str, LeaseState], dict[str, float]] | None:
+        """The Leases now and the renewal gaps since the previous LIST; None when the LIST failed."""
+        try:
+            page = self.client.list_all("leases", LEASE_NAMESPACE, resource_version="0", limit=0)
+        except ApiError as error:
+            self.errors += 1
+            self.last_error = str(error)
+            return None
+        self.lists += 1
+        states = {name_of(lease): lease_state(lease) for lease in page.items or ()}
+        before = self.states or {}
+        gaps = {}
+        for name, state in states.items():
+            old = before.get(name)
+            renewed, previous = state.renewed_at, old.renewed_at if old is not None else None
+            if renewed is not None and previous is not None and renewed > previous:
+                gaps[name] = renewed - previous
+        self.states = states
+        return states, gaps
+
+    def note(self) -> str | None:
+        if not self.errors:
+            return None
+        return (f"LIST leases in {LEASE_NAMESPACE}: {self.errors} of {self.errors + self.lists} failed, the lease "
+                f"figures are missing there (last: {self.last_error})")

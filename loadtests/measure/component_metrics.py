@@ -1,0 +1,268 @@
+"""What each component's own /metrics page says of its health, per interval between two scrapes: the
+scheduler's queues and attempts, the controller-manager's work queues and evictions, the apiserver's in-flight
+requests and API Priority and Fairness, etcd's slow applies, leader changes and disk latency."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+
+from loadtests.analysis import etcd
+from loadtests.analysis.metrics import Snapshot, counter_delta, counter_delta_by, histogram_delta, histogram_deltas
+from loadtests.controlplane.base import TargetInfo
+from loadtests.kube.access import ClusterAccess, unverified_context
+from loadtests.kube.rest import TRANSPORT_ERRORS, pool_manager, short_error
+
+Figures = dict[str, float | None]
+USER_AGENT = "k8s-loadtest/health"  # every request of the health sampler: the apiserver's logs tell it apart
+
+
+SCHEDULER, CONTROLLER_MANAGER = "kube-scheduler", "kube-controller-manager"
+
+
+_ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
+
+
+# figure -> metric names to look for, newest first (the first one on the page is used and recorded)
+METRICS: dict[str, tuple[str, ...]] = {
+    "scheduler_pending_pods": ("scheduler_pending_pods",),
+    "scheduler_attempts": ("scheduler_schedule_attempts_total",),
+    "workqueue_depth": ("workqueue_depth",),
+    "workqueue_queue_p99": ("workqueue_queue_duration_seconds",),
+    "evictions_node_collector": ("node_collector_evictions_total", "node_collector_evictions_number"),
+    "evictions_taint_manager": ("taint_eviction_controller_pod_deletions_total",),
+    "apiserver_inflight": ("apiserver_current_inflight_requests",),
+    "apf_inqueue": ("apiserver_flowcontrol_current_inqueue_requests",),
+    "apf_rejected": ("apiserver_flowcontrol_rejected_requests_total",),
+    "apf_wait_p99": ("apiserver_flowcontrol_request_wait_duration_seconds",),
+    "etcd_slow_applies": ("etcd_server_slow_apply_total",),
+    "etcd_leader_changes": ("etcd_server_leader_changes_seen_total",),
+    "etcd_wal_fsync_p99": (etcd.WAL_FSYNC,),
+    "etcd_backend_commit_p99": (etcd.BACKEND_COMMIT,),
+}
+
+
+HISTOGRAMS = frozenset({"workqueue_queue_p99", "apf_wait_p99", "etcd_wal_fsync_p99", "etcd_backend_commit_p99"})
+
+
+# which source serves which figures; the scrapes keep only these families
+SOURCE_FIGURES: dict[str, tuple[str, ...]] = {
+    "kube-apiserver": ("apiserver_inflight", "apf_inqueue", "apf_rejected", "apf_wait_p99"),
+    SCHEDULER: ("scheduler_pending_pods", "scheduler_attempts"),
+    CONTROLLER_MANAGER: ("workqueue_depth", "workqueue_queue_p99", "evictions_node_collector",
+                         "evictions_taint_manager"),
+    "etcd": ("etcd_slow_applies", "etcd_leader_changes", "etcd_wal_fsync_p99", "etcd_backend_commit_p99"),
+}
+
+
+# APF counts rejections in a counter that appears with the first one; this family shows APF is on at all
+APF_PRESENT = "apiserver_flowcontrol_dispatched_requests_total"
+
+
+def _families(source: str) -> frozenset[str]:
+    return frozenset(name for figure in SOURCE_FIGURES[source] for name in METRICS[figure]) | {APF_PRESENT}
+
+
+def _first_present(snapshot: Snapshot, figure: str) -> tuple[str, str] | None:
+    """(the metric as the page names it, the name to read it by): the parser names a counter's samples *_total
+    even where the page does not (older components' counters, e.g. node_collector_evictions_number)."""
+    histogram = figure in HISTOGRAMS
+    for name in METRICS[figure]:
+        if histogram:
+            if snapshot.has(f"{name}_bucket"):
+                return name, name
+            continue
+        for series in (name, f"{name}_total"):
+            if snapshot.has(series):
+                return name, series
+    return None
+
+
+class MetricReader:
+    """Reads figures off a pair of scrapes (the previous one may be None) and records which metric served each."""
+
+    def __init__(self, used: dict[str, str]) -> None:
+        self.used = used
+
+    def name(self, snapshot: Snapshot, figure: str) -> str | None:
+        found = _first_present(snapshot, figure)
+        if found is None:
+            return None
+        self.used[figure] = found[0]  # over an earlier "no series yet"
+        return found[1]
+
+    def counter(self, previous: Snapshot | None, current: Snapshot, figure: str) -> float | None:
+        """Increase since `previous` (None without one). A counter with no series yet has counted nothing: 0."""
+        name = self.name(current, figure)
+        if previous is None:
+            return None
+        if name is None:
+            self.used.setdefault(figure, f"{METRICS[figure][0]} (no series on the page: counted as 0)")
+            return 0.0
+        return counter_delta(previous, current, name) or 0.0
+
+    def p99(self, previous: Snapshot | None, current: Snapshot, figure: str) -> float | None:
+        name = self.name(current, figure)
+        if previous is None or name is None:
+            return None
+        delta = histogram_delta(previous, current, name)
+        return delta.quantile(0.99) if delta is not None else None
+
+
+def scheduler_figures(previous: Snapshot | None, current: Snapshot, used: dict[str, str]) -> Figures:
+    """Pods waiting per scheduler queue (now), scheduling attempts per result (since the previous scrape)."""
+    read = MetricReader(used)
+    figures: Figures = {}
+    name = read.name(current, "scheduler_pending_pods")
+    if name is not None:
+        by_queue = current.sum_by(name, "queue")
+        figures["scheduler_pending_pods"] = sum(by_queue.values())
+        figures.update({f"scheduler_pending_pods.{queue}": value for queue, value in sorted(by_queue.items())})
+    attempts = read.name(current, "scheduler_attempts")
+    if previous is not None:
+        # no series yet: no pod was tried since the scheduler started
+        by_result = counter_delta_by(previous, current, attempts, "result") if attempts else {}
+        for result in sorted({"scheduled", "unschedulable", "error", *by_result}):
+            figures[f"scheduler_attempts.{result}"] = by_result.get(result, 0.0)
+    return figures
+
+
+@dataclass
+class QueueFigures:
+    """The controller-manager's work queues in one interval: figures plus which queues stood out."""
+
+    figures: Figures
+    depth: dict[str, float]  # per queue, now
+    wait_p99: dict[str, float]  # per queue with work in the interval
+
+
+def controller_manager_figures(previous: Snapshot | None, current: Snapshot, used: dict[str, str]) -> QueueFigures:
+    read = MetricReader(used)
+    figures: Figures = {}
+    depth: dict[str, float] = {}
+    name = read.name(current, "workqueue_depth")
+    if name is not None:
+        depth = current.sum_by(name, "name")
+        figures["workqueue_depth"] = sum(depth.values())
+        figures["workqueue_depth_max"] = max(depth.values(), default=0.0)
+    waits: dict[str, float] = {}
+    wait_name = read.name(current, "workqueue_queue_p99")
+    if previous is not None and wait_name is not None:
+        for labels, histogram in histogram_deltas(previous, current, wait_name, ("name",)).items():
+            p99 = histogram.quantile(0.99) if histogram.count > 0 else None
+            if p99 is not None:
+                waits[dict(labels)["name"]] = p99
+        figures["workqueue_queue_p99_max_s"] = max(waits.values(), default=None)
+    for figure in ("evictions_node_collector", "evictions_taint_manager"):
+        figures[figure] = read.counter(previous, current, figure)
+    return QueueFigures(figures, depth, waits)
+
+
+def apiserver_figures(previous: Snapshot | None, current: Snapshot, used: dict[str, str]) -> Figures:
+    """In-flight requests per kind (the apiserver reports the maximum of the last second), APF queues."""
+    read = MetricReader(used)
+    figures: Figures = {}
+    name = read.name(current, "apiserver_inflight")
+    if name is not None:
+        figures.update({f"apiserver_inflight.{kind or 'all'}": value
+                        for kind, value in sorted(current.sum_by(name, "request_kind").items())})
+    inqueue = read.name(current, "apf_inqueue")
+    if inqueue is not None:
+        figures["apf_inqueue"] = current.total(inqueue)
+    if current.has(APF_PRESENT):  # APF on: an absent rejection counter means none yet
+        figures["apf_rejected"] = read.counter(previous, current, "apf_rejected")
+    figures["apf_wait_p99_s"] = read.p99(previous, current, "apf_wait_p99")
+    return figures
+
+
+def etcd_figures(previous: Snapshot | None, current: Snapshot, used: dict[str, str]) -> Figures:
+    read = MetricReader(used)
+    return {
+        "etcd_slow_applies": read.counter(previous, current, "etcd_slow_applies"),
+        "etcd_leader_changes": read.counter(previous, current, "etcd_leader_changes"),
+        "etcd_wal_fsync_p99_s": read.p99(previous, current, "etcd_wal_fsync_p99"),
+        "etcd_backend_commit_p99_s": read.p99(previous, current, "etcd_backend_commit_p99"),
+    }
+
+
+class MetricsSource:
+    """One /metrics page scraped once per sample over a kept-alive connection; remembers the first and the
+    previous scrape, for figures over each interval and over the whole window."""
+
+    def __init__(self, name: str, url: str, pool: urllib3.PoolManager, auth: Callable[[], Mapping[str, str]],
+                 timeout_s: float) -> None:
+        self.name, self.url, self.pool, self.timeout_s = name, url, pool, timeout_s
+        self.headers = {"Accept": _ACCEPT, "Accept-Encoding": "gzip", "User-Agent": USER_AGENT}
+        self.auth = auth  # per scrape: a token from an exec plugin is refreshed during the run
+        self.families = _families(name)
+        self.first: Snapshot | None = None
+        self.previous: Snapshot | None = None
+        self.latest: Snapshot | None = None
+        self.scrapes = 0
+        self.failures = 0
+        self.last_error = ""
+
+    def scrape(self) -> Snapshot | None:
+        """The page now (None when it could not be had); the last good scrape becomes `previous`."""
+        self.scrapes += 1
+        try:
+            response = self.pool.request("GET", self.url, headers={**self.headers, **self.auth()}, retries=False,
+                                         timeout=urllib3.Timeout(connect=min(5.0, self.timeout_s),
+                                                                 read=self.timeout_s))
+            if response.status != 200:
+                first_line = response.data.decode("utf-8", "replace").strip().splitlines()[:1]
+                raise OSError(f"HTTP {response.status}: {' '.join(first_line)[:200]}")
+            snapshot = Snapshot.parse(response.data.decode("utf-8"), families=self.families)
+        except (*TRANSPORT_ERRORS, ValueError) as error:
+            self.failures += 1
+            self.last_error = short_error(error)
+            return None
+        self.previous, self.latest = self.latest, snapshot
+        if self.first is None:
+            self.first = snapshot
+        return snapshot
+
+    def note(self) -> str | None:
+        if not self.failures:
+            return None
+        return (f"{self.name} /metrics: {self.failures} of {self.scrapes} scrapes failed, their figures are "
+                f"missing (last: {self.last_error})")
+
+    def close(self) -> None:
+        self.pool.clear()
+
+
+def _client_context(access: ClusterAccess) -> Any:
+    """TLS for a component's own serving certificate (self-signed on loopback), presenting the admin client cert."""
+    context = unverified_context()
+    if access.cert_file and access.key_file:
+        context.load_cert_chain(access.cert_file, access.key_file)
+    return context
+
+
+def metrics_sources(info: TargetInfo, timeout_s: float) -> tuple[list[MetricsSource], list[str]]:
+    """A source per /metrics page the target exposes, and a note per page it does not."""
+    access = info.access
+
+    def pool(context: Any) -> urllib3.PoolManager:
+        return urllib3.PoolManager(num_pools=1, maxsize=1, ssl_context=context)
+
+    apiserver_pool = pool_manager(access, num_pools=1, maxsize=1)  # through the kubeconfig's proxy, if any
+    sources = [MetricsSource("kube-apiserver", access.server.rstrip("/") + "/metrics", apiserver_pool,
+                             access.auth_headers, timeout_s)]
+    notes = []
+    for component in (SCHEDULER, CONTROLLER_MANAGER):
+        url = info.metrics_urls.get(component)
+        if url:
+            sources.append(MetricsSource(component, url, pool(_client_context(access)), access.auth_headers,
+                                         timeout_s))
+        else:
+            notes.append(f"{component} /metrics: not reachable on this target, its figures are missing")
+    if info.etcd_metrics_url:
+        sources.append(MetricsSource("etcd", info.etcd_metrics_url, pool(None), dict, timeout_s))
+    else:
+        notes.append("etcd /metrics: not reachable on this target, its figures are missing")
+    return sources, notes
