@@ -19,16 +19,21 @@ if TYPE_CHECKING:
 
 
 def recompute_run(folder: Path) -> None:
-    """Recompute every step's server-side figures from the /metrics pages kept with it, and save them."""
+    """Recompute every measured step's server-side figures from the /metrics pages kept with it, and whether
+    it was the breaking point, and save them."""
+    from loadtests.analysis import saturation
     from loadtests.analysis.scrapes import recompute, step_folder
 
     run = results.load(folder)
+    cpus = (run.environment.get("machine") or {}).get("cpus")
     for step in run.steps:
-        if step.status == "measured":
+        if step.status == "measured" or (step.status == "saturated" and step.window):
             for line in recompute(step, step_folder(folder, step.index)):
                 say(f"note: {line}")
+            saturation.apply(step, saturation.while_measured(step, cpus))
     results.save(run, folder)
-    say(f"recomputed: {folder / results.RESULTS_FILE} (server-side figures from the kept /metrics pages)")
+    say(f"recomputed: {folder / results.RESULTS_FILE} (server-side figures from the kept /metrics pages; "
+        "saturation from the recorded health)")
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 import psutil
 
 from loadtests import results
+from loadtests.analysis import saturation
 from loadtests.analysis.scrapes import step_folder
 from loadtests.analysis.slo import thresholds
 from loadtests.config.plan import Plan, Step
@@ -96,7 +97,6 @@ def server_counts(probes: StepProbes, client: list[ClientStat]) -> dict[str, int
 
 
 ABORT_STOP_TIMEOUT_S = 3.0
-JOIN_SETTLE_S = 5.0  # after the last joining node was Ready, a health sample may still have seen it NotReady
 
 
 class Runner:
@@ -246,33 +246,6 @@ class Runner:
         return f"{seconds // 60}m{seconds % 60:02d}s"
 
     # ------------------------------------------------------------------------------------------ step
-    @staticmethod
-    def _saturated_while_measured(step: StepResult) -> None:
-        """Nodes that turned NotReady during the window: the control plane did not keep up with its fleet
-        at this scale, whatever the latencies say. The figures stay; the step is the breaking point."""
-        summary = step.health.summary
-        not_ready = summary.get("nodes_not_ready_max") or 0
-        joined_s = step.ramp.get("join_s")
-        if joined_s is not None and not_ready:
-            # nodes that join inside the window are NotReady until kwok's first heartbeat: only those
-            # NotReady once every joining node was Ready say the control plane fell behind its fleet
-            after = [v for sample in step.health.samples if sample.t_s >= joined_s + JOIN_SETTLE_S
-                     and (v := sample.values.get("nodes_not_ready")) is not None]
-            step.notes.append(f"nodes NotReady while joining (up to {not_ready:.0f}) are the join itself; after "
-                              f"it: up to {max(after, default=0):.0f}")
-            not_ready = max(after, default=0)
-        if not_ready:
-            lag = summary.get("lease_lag_max_s")
-            step.status = "saturated"
-            step.saturation = {
-                "condition": f"{step.nodes} nodes stayed Ready",
-                "evidence": f"up to {not_ready:.0f} nodes NotReady during the window"
-                            + (f"; oldest Lease renewed {lag:.0f} s late" if lag is not None else "")
-                            + (f"; machine CPU up to {summary['cpu_machine_max']:.0f} % of "
-                               f"{100 * (os.cpu_count() or 1)} %" if summary.get("cpu_machine_max") is not None
-                               else ""),
-            }
-
     def _label(self, index: int, step: Step) -> str:
         return f"step {index + 1}{f'/{self._total}' if self._total else ''} ({step.name})"
 
@@ -345,7 +318,7 @@ class Runner:
             probes.gather(step_result, on_window_close=load.close_window)
             step_result.duration_s = round(time.monotonic() - started, 3)
             outcome = self._wait_load(load, prefix)
-            self._saturated_while_measured(step_result)
+            saturation.apply(step_result, saturation.while_measured(step_result, os.cpu_count()))
         except BaseException:
             with SHUTDOWN.shielded():  # an aborted step's figures are not kept: no reason to wait for them
                 load.stop(timeout_s=ABORT_STOP_TIMEOUT_S)
