@@ -57,16 +57,22 @@ LESSON ?= all
 lessons: setup
 	$(BIN)/loadtest lesson $(LESSON) --scale $(SCALE) $(KUBE_FLAG) $(if $(OUT),--out $(OUT),) $(if $(REPEAT),--repeat $(REPEAT),)
 
+# The suite runs on TEST_WORKERS processes (2 by default, one per core of the 2-core machine it is budgeted on);
+# a test file's tests stay on one worker, so a module's shared control plane is started once.
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
 test: setup browser
 	$(BIN)/loadtest setup --previous $(KUBE_FLAG)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
+# The quick tier: pure functions on recorded data (no process started, no browser, no control plane).
 unit-test: venv
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest $(PYTEST_PARALLEL) tests/unit -m "not cli and not integration"
 
-# Quick feedback before a commit: the unit tests, then one end-to-end run of the smoke plan on a real control plane.
-quick-test: setup
-	$(BIN)/pytest tests/unit tests/integration/test_run.py::test_smoke_plan_end_to_end
+# Quick feedback before a commit: every test of tests/unit (the CLI and browser ones too), then one end-to-end
+# run of the smoke plan on a real control plane.
+quick-test: setup browser
+	$(BIN)/pytest $(PYTEST_PARALLEL) tests/unit tests/integration/test_run.py::test_smoke_plan_end_to_end
 
 lint: venv
 	$(BIN)/ruff check loadtests tests benchmarks

@@ -1,24 +1,49 @@
-"""What every test shares: the pinned binaries, and the one rule that makes a test an integration test.
+"""What every test shares: the pinned binaries, and the rules that sort tests into tiers.
 
 A test is an integration test exactly when it needs the control-plane binaries (the `bins` fixture, directly
 or through a fixture that starts a control plane): then it starts a real etcd and kube-apiserver.
 `pytest -m "not integration"` runs everything else, with no control plane.
+
+A test is a CLI test when it starts a process (the `loadtest` command, or anything through subprocess) or
+opens a browser, itself or through a function of its module it calls: `pytest -m "not cli and not
+integration"` is the quick tier, pure functions on recorded data (`make unit-test`).
 """
 
 from __future__ import annotations
 
 import os
+import types
 
 import pytest
 
 from loadtests.binaries import cache as binaries
 from loadtests.config import versions
 
+SPAWNING_NAMES = frozenset({"loadtest", "start_loadtest", "subprocess", "Popen", "Chromium"})
+BROWSER_FIXTURES = frozenset({"browser", "chromium"})
+
+
+def _starts_a_process(code: types.CodeType, scope: dict[str, object], seen: set[int]) -> bool:
+    """Whether this code (or a function of its module it names, or a function nested in it) starts a process."""
+    if id(code) in seen:
+        return False
+    seen.add(id(code))
+    if SPAWNING_NAMES & set(code.co_names):
+        return True
+    nested = [const for const in code.co_consts if isinstance(const, types.CodeType)]
+    called = [getattr(scope.get(name), "__code__", None) for name in code.co_names]
+    return any(_starts_a_process(inner, scope, seen) for inner in [*nested, *called] if inner is not None)
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "bins" in getattr(item, "fixturenames", ()):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "bins" in fixtures:
             item.add_marker(pytest.mark.integration)
+        function = getattr(item, "function", None)
+        if BROWSER_FIXTURES & fixtures or (function is not None and _starts_a_process(
+                function.__code__, function.__globals__, set())):
+            item.add_marker(pytest.mark.cli)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """The one place versions are pinned, and the check of a Kubernetes version a user asks for.
 
-Kept apart from binaries.py (which downloads and builds) so that a plan, a report or a status command can
+Kept apart from binaries/ (which downloads and builds) so that a plan, a report or a status command can
 name versions without loading the machinery that provides them.
 """
 

@@ -1,13 +1,17 @@
 """All the measurements of one step behind one start()/gather() pair, so the runner needs to know none.
 
-Each probe fails alone: whatever breaks is named in the step's notes and every other figure is still filled.
+The window opens and closes with the apiserver's (and etcd's) /metrics scrapes; between them run the background
+probes, each behind one `Probe` protocol and registered by name in PROBES (a new one is a class and a line
+there). Each probe fails alone: whatever breaks is named in the step's notes and every other figure is still
+filled.
 """
 
 from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -17,7 +21,6 @@ from loadtests.analysis.metrics import Snapshot
 from loadtests.analysis.scrapes import save_scrapes
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube import objects
-from loadtests.kube.reflector import Reflector
 from loadtests.kube.rest import RestClient
 from loadtests.measure import etcd as etcd_asked
 from loadtests.measure.audit import AuditReader
@@ -26,19 +29,150 @@ from loadtests.measure.object_counts import count_objects
 from loadtests.measure.processes import ProcessSampler, harness_note
 from loadtests.measure.prometheus import scrape, scrape_apiserver
 from loadtests.measure.watchers import PodStartupProbe, WatchDelayProbe
-from loadtests.results import EtcdStats, StepResult, utc_at
+from loadtests.results import ClusterHealth, EtcdStats, StepResult, utc_at
 
 T = TypeVar("T")
 OBJECT_COUNTS_USER_AGENT = "k8s-loadtest/probe-object-counts"
 
 
-class _Probe(Protocol):
+class Probe(Protocol):
+    """One background measurement of a step's window, as StepProbes drives every one of them: started when the
+    window opens, closed before the end scrape (its own requests then lie inside the window), filled into the
+    step after it, stopped on an abort. requests() are those it sent, taken off the server's counts."""
+
     def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def fill(self, step: StepResult, notes: list[str]) -> None: ...
 
     def stop(self) -> None: ...
 
+    def requests(self) -> Mapping[tuple[str, str], int]: ...
 
-P = TypeVar("P", bound=_Probe)
+    def add(self, component: str, pids: Iterable[int]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the probes of one window are built from."""
+
+    info: TargetInfo
+    pids: dict[str, list[int]]
+    probe_namespace: str
+    churn_namespace: str
+    process_interval_s: float
+    watch_delay_interval_s: float
+    health_interval_s: float
+    opened: float | None  # monotonic time the window opened (the start scrape's answer), if it was scraped
+
+
+class _Processes:
+    """CPU and memory of every component, gathered last, after the end scrape: the whole window."""
+
+    def __init__(self, sampler: ProcessSampler) -> None:
+        self.sampler = sampler
+
+    def start(self) -> None:
+        self.sampler.start()
+
+    def close(self) -> None:
+        pass  # it sends no request: it samples until fill()
+
+    def fill(self, step: StepResult, notes: list[str]) -> None:
+        step.processes = self.sampler.gather()
+        step.machine_cpu_percent = self.sampler.machine_cpu_percent
+        step.machine_cpu_seconds = self.sampler.machine_cpu_seconds
+        for component, missing in self.sampler.missing.items():
+            notes.append(f"process sampling: {component} pids {missing} did not exist")
+        if note := harness_note(step.processes):
+            notes.append(note)
+
+    def stop(self) -> None:
+        self.sampler.stop()
+
+    def requests(self) -> Mapping[tuple[str, str], int]:
+        return {}
+
+    def add(self, component: str, pids: Iterable[int]) -> None:
+        self.sampler.add(component, pids)
+
+
+class _Watcher:
+    """A probe that watches what it writes (pod startup, watch delay): its distribution goes to step.<field>."""
+
+    def __init__(self, probe: PodStartupProbe | WatchDelayProbe, label: str, field_name: str) -> None:
+        self.probe, self.label, self.field_name = probe, label, field_name
+
+    def start(self) -> None:
+        self.probe.start()
+
+    def close(self) -> None:
+        self.probe.stop()
+
+    def fill(self, step: StepResult, notes: list[str]) -> None:
+        setattr(step, self.field_name, self.probe.gather())
+        if note := self.probe.shortfall():
+            notes.append(note)
+        watch = self.probe.watch
+        relists = watch.lists - 1
+        if watch.errors or relists > 0:
+            notes.append(f"{self.label} watch: {watch.errors} errors, {relists} relists "
+                         f"(last error: {watch.last_error})")
+
+    def stop(self) -> None:
+        if isinstance(self.probe, WatchDelayProbe):
+            self.probe.abort()  # its writes in flight are not waited for
+        self.probe.stop()
+
+    def requests(self) -> Mapping[tuple[str, str], int]:
+        return self.probe.requests()
+
+    def add(self, component: str, pids: Iterable[int]) -> None:
+        pass
+
+
+class _Health:
+    """Cluster health through the window: its last sample is taken when it closes, before the others stop."""
+
+    def __init__(self, sampler: ClusterHealthSampler) -> None:
+        self.sampler = sampler
+        self.gathered: ClusterHealth | None = None
+
+    def start(self) -> None:
+        self.sampler.start()
+
+    def close(self) -> None:
+        self.gathered = self.sampler.gather()
+        self.sampler.stop()
+
+    def fill(self, step: StepResult, notes: list[str]) -> None:
+        if self.gathered is not None:  # its trouble stays in its own notes
+            step.health = self.gathered
+
+    def stop(self) -> None:
+        self.sampler.stop()
+
+    def requests(self) -> Mapping[tuple[str, str], int]:
+        return self.sampler.requests()
+
+    def add(self, component: str, pids: Iterable[int]) -> None:
+        self.sampler.add(component, pids)
+
+
+# Every background probe of a window, by name, in the order they start (they close in the reverse order,
+# the health sampler first, and fill in this order). The names head their notes: "pod startup probe start
+# failed: ...". The factories look their classes up when called, so a test can replace one.
+PROBES: dict[str, Callable[[Window], Probe]] = {
+    "process sampler": lambda w: _Processes(ProcessSampler(w.pids, w.process_interval_s)),
+    "pod startup probe": lambda w: _Watcher(PodStartupProbe(w.info.access, w.churn_namespace),
+                                            "pod startup", "pod_startup"),
+    "watch delay probe": lambda w: _Watcher(WatchDelayProbe(w.info.access, w.probe_namespace,
+                                                            w.watch_delay_interval_s), "watch delay", "watch_delay"),
+    "cluster health sampler": lambda w: _Health(ClusterHealthSampler(
+        w.info, w.pids, interval_s=w.health_interval_s, pod_namespaces=(objects.NS_FLEET, w.churn_namespace),
+        origin=w.opened)),
+}
 
 
 def _one_line(error: BaseException) -> str:
@@ -75,10 +209,7 @@ class StepProbes:
         # requests the probes themselves sent inside the measured window, per (verb, resource)
         self.probe_requests: dict[tuple[str, str], int] = {}
         self.notes: list[str] = []
-        self._sampler: ProcessSampler | None = None
-        self._pod_startup: PodStartupProbe | None = None
-        self._watch_delay: WatchDelayProbe | None = None
-        self._health: ClusterHealthSampler | None = None
+        self._running: dict[str, Probe] = {}  # the background probes of the open window, by name
         self._extra_pids: dict[str, list[int]] = {}
         self._audit: AuditReader | None = None
         # the measured window in wall-clock time (epoch seconds), to line up the audit log and other monitoring
@@ -112,7 +243,6 @@ class StepProbes:
         self.start_snapshot = self.end_snapshot = self.etcd_start = self.etcd_end = None
         self.probe_requests = {}
         self.opened_at = self.closed_at = None
-        access = self.target_info.access
         self._audit = None
         if self.target_info.audit_log is not None:  # its cursor is set before the window opens: nothing missed
             self._audit = AuditReader(self.target_info.audit_log)
@@ -133,51 +263,51 @@ class StepProbes:
         for component, extra in self._extra_pids.items():
             pids.setdefault(component, []).extend(extra)
         self._extra_pids = {}
-        self._sampler = self._start("process sampler", ProcessSampler(pids, self.process_interval_s))
-        self._pod_startup = self._start("pod startup probe", PodStartupProbe(access, self.churn_namespace))
-        self._watch_delay = self._start("watch delay probe", WatchDelayProbe(access, self.probe_namespace,
-                                                                             self.watch_delay_interval_s))
-        # its time series counts from the moment the window opened (the start scrape's answer)
-        opened = self.start_snapshot.taken_at if self.start_snapshot is not None else None
-        self._health = self._start("cluster health sampler", ClusterHealthSampler(
-            self.target_info, pids, interval_s=self.health_interval_s,
-            pod_namespaces=(objects.NS_FLEET, self.churn_namespace), origin=opened))
+        # the health time series counts from the moment the window opened (the start scrape's answer)
+        window = Window(self.target_info, pids, self.probe_namespace, self.churn_namespace, self.process_interval_s,
+                        self.watch_delay_interval_s, self.health_interval_s,
+                        self.start_snapshot.taken_at if self.start_snapshot is not None else None)
+        self._running = {}
+        for name, make in PROBES.items():
+            probe = self._start(name, lambda make=make: make(window))
+            if probe is not None:
+                self._running[name] = probe
 
-    def _start(self, what: str, probe: P) -> P | None:
-        """The probe, started; None (and a note) when it could not start."""
+    def _start(self, what: str, make: Callable[[], Probe]) -> Probe | None:
+        """The probe, started; None (and a note) when it could not be made or start."""
+        probe = None
         try:
+            probe = make()
             probe.start()
             return probe
         except Exception as error:
             self.notes.append(f"{what} start failed: {_one_line(error)}")
-            self._attempt(f"{what} stop", probe.stop)
+            if probe is not None:
+                self._attempt(f"{what} stop", probe.stop)
             return None
 
     def add_pids(self, component: str, pids: Iterable[int]) -> None:
         """Measure more processes from now on (e.g. the load generator, started after the probes)."""
-        if self._sampler is not None:
-            self._sampler.add(component, pids)
-            if self._health is not None:
-                self._health.add(component, pids)
+        pids = list(pids)
+        if "process sampler" in self._running:
+            for name, probe in self._running.items():
+                self._attempt(f"{name} add", lambda probe=probe: probe.add(component, pids))
         else:  # not started yet (or it could not start): measured from the next start()
             self._extra_pids.setdefault(component, []).extend(pids)
 
-    def _stop_watch_probes(self) -> None:
-        for probe in (self._watch_delay, self._pod_startup, self._health):
-            if probe is not None:
-                self._attempt(f"{type(probe).__name__} stop", probe.stop)
+    def _close_probes(self) -> None:
+        """Every background probe stops sending requests (the health sampler takes its last sample first)."""
+        for name, probe in reversed(self._running.items()):
+            self._attempt(f"{name} close", probe.close)
 
     def gather(self, step: StepResult, on_window_close: Callable[[], None] | None = None) -> StepResult:
         """Fill the measured fields of `step` (and its notes) and return it.
 
         on_window_close runs right after the apiserver scrape that closes the window (the counterpart of
         start()'s on_window_start), so the load generator's statistics end where the server's counts do."""
-        # The watch probes stop first, so every request they sent lies inside the window the end scrape ends;
-        # the health sampler takes its last sample before it stops.
-        health = self._health
-        if health is not None:
-            step.health = self._attempt("cluster health", health.gather) or step.health
-        self._stop_watch_probes()
+        # The background probes close first, so every request they sent lies inside the window the end scrape
+        # ends; the health sampler takes its last sample before the others stop.
+        self._close_probes()
         # objects counted just before the window closes (so the load's stop has not touched them); the
         # requests are the probes' own, taken off the server's counts like the others
         object_requests = self._fill_objects(step)
@@ -215,18 +345,10 @@ class StepProbes:
             if start is None:
                 self.notes.append("apiserver figures cover the apiserver's whole life: no start scrape")
         self._fill_etcd(step)
-        self._fill_watch_probes(step)
-        if self._sampler is not None:
-            sampler = self._sampler
-            step.processes = self._attempt("process sampling", sampler.gather) or []
-            step.machine_cpu_percent = sampler.machine_cpu_percent
-            step.machine_cpu_seconds = sampler.machine_cpu_seconds
-            for component, missing in sampler.missing.items():
-                self.notes.append(f"process sampling: {component} pids {missing} did not exist")
-            if note := harness_note(step.processes):
-                self.notes.append(note)
+        for name, probe in self._running.items():
+            self._attempt(name, lambda probe=probe: probe.fill(step, self.notes))
         # gathered probes are done with; pids added from now on wait for the next start()
-        self._sampler = self._pod_startup = self._watch_delay = self._health = None
+        self._running = {}
         self._audit = None
         step.notes.extend(self.notes)
         return step
@@ -271,29 +393,10 @@ class StepProbes:
         stats.alarms = self._attempt("etcd alarms", lambda: etcd_asked.alarms(client)) or []
         stats.keys_by_prefix = self._attempt("etcd key counts", lambda: etcd_asked.key_counts(client)) or {}
 
-    def _fill_watch_probes(self, step: StepResult) -> None:
-        probes = (("pod startup", "pod_startup", self._pod_startup), ("watch delay", "watch_delay", self._watch_delay))
-        for label, field_name, probe in probes:
-            if probe is None:
-                continue
-            result = self._attempt(f"{label} probe", probe.gather)
-            if result is not None:
-                setattr(step, field_name, result)
-            if note := probe.shortfall():
-                self.notes.append(note)
-            self._note_watch(f"{label} watch", probe.watch)
-
-    def _note_watch(self, what: str, watch: Reflector) -> None:
-        relists = watch.lists - 1
-        if watch.errors or relists > 0:
-            self.notes.append(f"{what}: {watch.errors} errors, {relists} relists "
-                              f"(last error: {watch.last_error})")
-
     def _probe_request_counts(self) -> dict[tuple[str, str], int]:
         total: collections.Counter[tuple[str, str]] = collections.Counter()
-        for probe in (self._pod_startup, self._watch_delay, self._health):
-            if probe is not None:
-                total.update(probe.requests())
+        for probe in self._running.values():
+            total.update(probe.requests())
         return dict(total)
 
     def count_requests(self, verb: str, resource: str, subresource: str = "", *,
@@ -313,8 +416,6 @@ class StepProbes:
     def stop(self) -> None:
         """Stop every background probe without gathering (an aborted step), without waiting for writes in
         flight; safe to call again."""
-        if self._watch_delay is not None:
-            self._attempt("watch delay probe abort", self._watch_delay.abort)
-        self._stop_watch_probes()
-        if self._sampler is not None:
-            self._sampler.stop()
+        for name, probe in reversed(self._running.items()):
+            self._attempt(f"{name} stop", probe.stop)
+        self._running = {}
