@@ -4,17 +4,15 @@ requests and API Priority and Fairness, etcd's slow applies, leader changes and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import urllib3
 
 from loadtests.analysis import etcd
 from loadtests.analysis.metrics import Snapshot, counter_delta, counter_delta_by, histogram_delta, histogram_deltas
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.access import ClusterAccess, unverified_context
-from loadtests.kube.rest import TRANSPORT_ERRORS, pool_manager, short_error
+from loadtests.kube.rest import TRANSPORT_ERRORS, short_error
+from loadtests.measure.prometheus import MetricsPage, page
 
 Figures = dict[str, float | None]
 USER_AGENT = "k8s-loadtest/health"  # every request of the health sampler: the apiserver's logs tell it apart
@@ -23,7 +21,6 @@ USER_AGENT = "k8s-loadtest/health"  # every request of the health sampler: the a
 SCHEDULER, CONTROLLER_MANAGER = "kube-scheduler", "kube-controller-manager"
 
 
-_ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 
 
 # figure -> metric names to look for, newest first (the first one on the page is used and recorded)
@@ -192,11 +189,8 @@ class MetricsSource:
     """One /metrics page scraped once per sample over a kept-alive connection; remembers the first and the
     previous scrape, for figures over each interval and over the whole window."""
 
-    def __init__(self, name: str, url: str, pool: urllib3.PoolManager, auth: Callable[[], Mapping[str, str]],
-                 timeout_s: float) -> None:
-        self.name, self.url, self.pool, self.timeout_s = name, url, pool, timeout_s
-        self.headers = {"Accept": _ACCEPT, "Accept-Encoding": "gzip", "User-Agent": USER_AGENT}
-        self.auth = auth  # per scrape: a token from an exec plugin is refreshed during the run
+    def __init__(self, name: str, page: MetricsPage) -> None:
+        self.name, self.page = name, page
         self.families = _families(name)
         self.first: Snapshot | None = None
         self.previous: Snapshot | None = None
@@ -209,14 +203,8 @@ class MetricsSource:
         """The page now (None when it could not be had); the last good scrape becomes `previous`."""
         self.scrapes += 1
         try:
-            response = self.pool.request("GET", self.url, headers={**self.headers, **self.auth()}, retries=False,
-                                         timeout=urllib3.Timeout(connect=min(5.0, self.timeout_s),
-                                                                 read=self.timeout_s))
-            if response.status != 200:
-                first_line = response.data.decode("utf-8", "replace").strip().splitlines()[:1]
-                raise OSError(f"HTTP {response.status}: {' '.join(first_line)[:200]}")
-            snapshot = Snapshot.parse(response.data.decode("utf-8"), families=self.families)
-        except (*TRANSPORT_ERRORS, ValueError) as error:
+            snapshot = Snapshot.parse(self.page.text(), families=self.families)
+        except (*TRANSPORT_ERRORS, OSError, ValueError) as error:
             self.failures += 1
             self.last_error = short_error(error)
             return None
@@ -232,7 +220,7 @@ class MetricsSource:
                 f"missing (last: {self.last_error})")
 
     def close(self) -> None:
-        self.pool.clear()
+        self.page.close()
 
 
 def _client_context(access: ClusterAccess) -> Any:
@@ -247,22 +235,17 @@ def metrics_sources(info: TargetInfo, timeout_s: float) -> tuple[list[MetricsSou
     """A source per /metrics page the target exposes, and a note per page it does not."""
     access = info.access
 
-    def pool(context: Any) -> urllib3.PoolManager:
-        return urllib3.PoolManager(num_pools=1, maxsize=1, ssl_context=context)
-
-    apiserver_pool = pool_manager(access, num_pools=1, maxsize=1)  # through the kubeconfig's proxy, if any
-    sources = [MetricsSource("kube-apiserver", access.server.rstrip("/") + "/metrics", apiserver_pool,
-                             access.auth_headers, timeout_s)]
+    timeouts = {"timeout_s": timeout_s, "user_agent": USER_AGENT}
+    sources = [MetricsSource("kube-apiserver", page(access.server.rstrip("/") + "/metrics", access, **timeouts))]
     notes = []
     for component in (SCHEDULER, CONTROLLER_MANAGER):
         url = info.metrics_urls.get(component)
         if url:
-            sources.append(MetricsSource(component, url, pool(_client_context(access)), access.auth_headers,
-                                         timeout_s))
+            sources.append(MetricsSource(component, page(url, access, tls=_client_context(access), **timeouts)))
         else:
             notes.append(f"{component} /metrics: not reachable on this target, its figures are missing")
     if info.etcd_metrics_url:
-        sources.append(MetricsSource("etcd", info.etcd_metrics_url, pool(None), dict, timeout_s))
+        sources.append(MetricsSource("etcd", page(info.etcd_metrics_url, **timeouts)))
     else:
         notes.append("etcd /metrics: not reachable on this target, its figures are missing")
     return sources, notes

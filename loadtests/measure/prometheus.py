@@ -1,34 +1,64 @@
-"""Fetching /metrics pages (the apiserver's with the run's credentials, etcd's over loopback); what a page
-says is read by analysis/metrics.py."""
+"""The one way the harness reads a /metrics page: over a kept-alive connection (urllib3), in the classic text
+format, gzip, with credentials asked for at each read (an exec plugin's token is refreshed during a run) and
+through the kubeconfig's proxy for the apiserver. What a page says is read by analysis/metrics.py."""
 
 from __future__ import annotations
 
-import gzip
 import time
-import urllib.request
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+import urllib3
 
 from loadtests.analysis.metrics import Snapshot
 from loadtests.kube.access import ClusterAccess
+from loadtests.kube.rest import pool_manager
 
-_ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"  # the classic text format, which the parser reads
+ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"  # the classic text format, which the parser reads
+
+
+class MetricsPage:
+    """One /metrics endpoint, read as often as asked over one kept-alive connection."""
+
+    def __init__(self, url: str, pool: urllib3.PoolManager, *, auth: Callable[[], Mapping[str, str]] = dict,
+                 timeout_s: float = 30.0, user_agent: str | None = None) -> None:
+        self.url, self.pool, self.auth, self.timeout_s = url, pool, auth, timeout_s
+        self.headers = {"Accept": ACCEPT, "Accept-Encoding": "gzip"}
+        if user_agent:
+            self.headers["User-Agent"] = user_agent
+
+    def text(self) -> str:
+        """The page now; OSError naming the HTTP status when the endpoint answers with anything but 200."""
+        response = self.pool.request("GET", self.url, headers={**self.headers, **self.auth()}, retries=False,
+                                     timeout=urllib3.Timeout(connect=min(5.0, self.timeout_s), read=self.timeout_s))
+        if response.status != 200:
+            first_line = response.data.decode("utf-8", "replace").strip().splitlines()[:1]
+            raise OSError(f"HTTP {response.status}: {' '.join(first_line)[:200]}")
+        return response.data.decode("utf-8")
+
+    def close(self) -> None:
+        self.pool.clear()
+
+
+def page(url: str, access: ClusterAccess | None = None, *, tls: Any = None, timeout_s: float = 30.0,
+         user_agent: str | None = None) -> MetricsPage:
+    """A /metrics page: with `access`, read as that client (the apiserver's needs it; through its proxy when the
+    kubeconfig names one); else plain, with `tls` as the SSL context (a component's own serving certificate)."""
+    if access is not None and tls is None:
+        return MetricsPage(url, pool_manager(access, num_pools=1, maxsize=1), auth=access.auth_headers,
+                           timeout_s=timeout_s, user_agent=user_agent)
+    return MetricsPage(url, urllib3.PoolManager(num_pools=1, maxsize=1, ssl_context=tls),
+                       auth=access.auth_headers if access is not None else dict, timeout_s=timeout_s,
+                       user_agent=user_agent)
 
 
 def fetch_metrics_text(url: str, access: ClusterAccess | None = None, timeout_s: float = 30.0) -> str:
-    """GET a /metrics page; with `access`, authenticate as that client (the apiserver's /metrics needs it)."""
-    headers = {"Accept": _ACCEPT, "Accept-Encoding": "gzip"}
-    handlers: list[urllib.request.BaseHandler] = []
-    if access is not None:
-        headers.update(access.auth_headers())
-        handlers.append(urllib.request.HTTPSHandler(context=access.ssl_context()))
-        if access.proxy_url:  # the kubeconfig's proxy-url, not the environment's
-            handlers.append(urllib.request.ProxyHandler({"http": access.proxy_url, "https": access.proxy_url}))
-    request = urllib.request.Request(url, headers=headers)
-    with urllib.request.build_opener(*handlers).open(request, timeout=timeout_s) as response:
-        body = response.read()
-        if response.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-    return body.decode("utf-8")
+    """GET a /metrics page once; with `access`, authenticate as that client."""
+    found = page(url, access, timeout_s=timeout_s)
+    try:
+        return found.text()
+    finally:
+        found.close()
 
 
 def scrape(url: str, access: ClusterAccess | None = None, timeout_s: float = 30.0,
