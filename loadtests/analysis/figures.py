@@ -44,6 +44,8 @@ class Series:
     slo_line: bool = False  # a threshold drawn as a dashed horizontal line, not a measurement
     # per step, as values: "<" or ">" where the value is only a histogram bound (results.ServerLatency.bounds)
     bounds: list[str] = field(default_factory=list)
+    projected: bool = False  # a figure that grows with scale: the report projects it (analysis/projection.py)
+    slo_key: str | None = None  # the plan's SLO threshold this figure is judged against (slo.thresholds' key)
 
     def bound(self, position: int) -> str:
         return self.bounds[position] if position < len(self.bounds) else ""
@@ -130,13 +132,19 @@ def _server_series(run: RunResult) -> list[Series]:
             values[i] = entry.p99
             bounds[i] = entry.bounds.get("p99", "")
     limits = thresholds(run)
-    found = [Series(chart, name.split(" ", 1)[1], values, rule="latency", bounds=bounds)
+    found = [Series(chart, name.split(" ", 1)[1], values, rule="latency", bounds=bounds, projected=True,
+                    slo_key=_server_slo_key(chart))
              for name, (chart, values, bounds) in by_name.items()]
     for chart in sorted({s.chart for s in found}):
-        key = chart.removeprefix("server_") + "_p99_s"  # mutating_p99_s, read_resource_p99_s, ...
+        key = _server_slo_key(chart)
         found.append(Series(chart, f"SLO {float(limits[key]):g} s", [float(limits[key])] * len(run.steps),
-                            slo_line=True))
+                            slo_line=True, slo_key=key))
     return found
+
+
+def _server_slo_key(chart: str) -> str:
+    """The SLO key of a server-latency chart: server_mutating -> mutating_p99_s (slo.py's classes)."""
+    return chart.removeprefix("server_") + "_p99_s"
 
 
 def _client_series(run: RunResult) -> list[Series]:
@@ -153,7 +161,8 @@ def _client_series(run: RunResult) -> list[Series]:
 def _distribution_series(run: RunResult, chart: str, attribute: str) -> list[Series]:
     found = [
         Series(chart, quantile, _per_step(run, lambda s, q=quantile: getattr(getattr(s, attribute), q)),
-               rule="latency" if quantile == "p99" else None)
+               rule="latency" if quantile == "p99" else None, projected=quantile == "p99",
+               slo_key="pod_startup_p99_s" if chart == "pod_startup" and quantile == "p99" else None)
         for quantile in ("p50", "p90", "p99")
     ]
     if chart == "pod_startup":
@@ -169,7 +178,7 @@ def _memory_series(run: RunResult) -> list[Series]:
         value = _component_sum(step, "kube-apiserver", "rss_max_bytes")
         return step.apiserver.get(rss_key) if value is None and rss_key else value
 
-    found = [Series("apiserver_memory", "RSS", _per_step(run, rss), rule="memory")]
+    found = [Series("apiserver_memory", "RSS", _per_step(run, rss), rule="memory", projected=True)]
     heap_key = _apiserver_key(run, "heap")
     if heap_key:
         found.append(Series("apiserver_memory", "Go heap in use", _per_step(run, lambda s: s.apiserver.get(heap_key))))
@@ -196,14 +205,15 @@ def series(run: RunResult) -> list[Series]:
     found += _distribution_series(run, "pod_startup", "pod_startup")
     found += _distribution_series(run, "watch_delay", "watch_delay")
     found += [
-        Series("etcd_size", "DB size (total)", _per_step(run, lambda s: s.etcd.db_size_bytes), rule="memory"),
+        Series("etcd_size", "DB size (total)", _per_step(run, lambda s: s.etcd.db_size_bytes), rule="memory",
+               projected=True),
         Series("etcd_size", "DB size (in use)", _per_step(run, lambda s: s.etcd.db_size_in_use_bytes)),
-        Series("etcd_keys", "keys", _per_step(run, lambda s: s.etcd.keys_total)),
+        Series("etcd_keys", "keys", _per_step(run, lambda s: s.etcd.keys_total), projected=True),
     ]
     found += _memory_series(run)
     found += [
         Series("cpu", component, _per_step(run, lambda s, c=component: _component_sum(s, c, "cpu_percent")),
-               rule="cpu")
+               rule="cpu", projected=True)
         for component in _ordered_components(run)
     ]
     found += [
@@ -213,7 +223,7 @@ def series(run: RunResult) -> list[Series]:
                rule="errors_5xx"),
     ]
     resources = sorted({r for step in run.steps for r in _objects(step)})
-    found += [Series("storage_objects", r, _per_step(run, lambda s, r=r: _objects(s).get(r)))
+    found += [Series("storage_objects", r, _per_step(run, lambda s, r=r: _objects(s).get(r)), projected=True)
               for r in resources]
     order = list(CHARTS)
     kept = [s for s in found if any(v is not None for v in s.values)]

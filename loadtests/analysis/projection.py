@@ -61,20 +61,6 @@ BISECTIONS = 52  # halvings of the bracket when finding a quantile of the averag
 OTHER_MODEL_SHOWN = 0.05  # the other model's weight from which the table names it: below, it hardly moves the band
 CURVE_POINTS = 60
 
-# The charts whose figures grow with scale, and within a chart the series worth projecting (None: all).
-PROJECTED: dict[str, frozenset[str] | None] = {
-    "server_mutating": None,
-    "server_read_resource": None,
-    "server_read_namespace": None,
-    "server_read_cluster": None,
-    "pod_startup": frozenset({"p99"}),
-    "watch_delay": frozenset({"p99"}),
-    "etcd_size": frozenset({"DB size (total)"}),
-    "etcd_keys": None,
-    "apiserver_memory": frozenset({"RSS"}),
-    "cpu": None,
-    "storage_objects": None,
-}
 # Figures that measure time or CPU: on a saturated machine their growth is the machine's, not the control plane's.
 CPU_SENSITIVE = frozenset({"server_mutating", "server_read_resource", "server_read_namespace", "server_read_cluster",
                            "pod_startup", "watch_delay", "cpu"})
@@ -533,14 +519,6 @@ def cpu_bound(run: RunResult, step: StepResult) -> bool | None:
     return average >= CPU_BOUND_SHARE * 100.0 * cpus
 
 
-def _threshold(chart: str, name: str, limits: dict[str, float]) -> float | None:
-    if chart.startswith("server_"):
-        return float(limits[chart.removeprefix("server_") + "_p99_s"])
-    if chart == "pod_startup" and name == "p99":
-        return float(limits["pod_startup_p99_s"])
-    return None
-
-
 def capacity_words(cpus: int | None) -> str:
     share = f"{CPU_BOUND_SHARE * 100:.0f} %"
     return f"{share} of its {cpus} cores" if cpus else f"{share} of its cores"
@@ -568,13 +546,12 @@ def project(run: RunResult, to: list[int] | None = None) -> RunProjection:
         return found
     limits = thresholds(run)
     for s in series(run):
-        wanted = PROJECTED.get(s.chart, frozenset())
-        if s.slo_line or (wanted is not None and s.name not in wanted):
+        if s.slo_line or not s.projected:  # which figures grow with scale is declared with them (figures.py)
             continue
         points = [(step.nodes, float(s.values[i])) for i, step in measured if s.values[i] is not None]
         x, y = [p[0] for p in points], [p[1] for p in points]
         chart = CHARTS[s.chart]
-        threshold = _threshold(s.chart, s.name, limits)
+        threshold = float(limits[s.slo_key]) if s.slo_key else None
         model = fit(x, y)
         busy = sorted({n for n in x if bound.get(n)}) if s.chart in CPU_SENSITIVE else []
         common = {"series": s, "chart": chart, "x": x, "y": y, "threshold": threshold, "cpu_bound": bool(busy)}
