@@ -127,9 +127,13 @@ def server(step: StepResult, verb: str, resource: str, scope: str) -> ServerLate
                  and not s.subresource), None)
 
 
+def _or_not_measured(value: float | None) -> str:
+    return "not measured" if value is None else f"{value:g}"
+
+
 def machine(step: StepResult) -> str:
     summary = step.health.summary
-    avg, top = summary.get("cpu_machine_avg"), summary.get("cpu_machine_max")
+    avg, top = summary.cpu_machine_avg, summary.cpu_machine_max
     if avg is None:
         return "not measured"
     return f"{avg:.0f} / {top:.0f} %" if top is not None else f"{avg:.0f} %"
@@ -177,7 +181,7 @@ def rss(step: StepResult, component: str) -> float | None:
 
 
 def lease(step: StepResult) -> str:
-    lag, of = step.health.summary.get("lease_lag_max_s"), step.health.summary.get("lease_duration_s")
+    lag, of = step.health.summary.lease_lag_max_s, step.health.summary.lease_duration_s
     if lag is None:
         return "not measured"
     return f"{lag:.1f} s" + (f" of {of:g} s" if of else "")
@@ -194,7 +198,7 @@ def tables(runs: list[PlanRun]) -> list[str]:
             lines.append(f"| {index} | {step.nodes:,} | {outcome(step, run.results)} | {machine(step)} | "
                          + " | ".join(cpu(step, c) for c in COMPONENTS)
                          + f" | {cpu(step, 'loadgen')} | {cpu(step, 'harness')} | "
-                         f"{lease(step)} | {step.health.summary.get('nodes_not_ready_max', 'not measured')} |")
+                         f"{lease(step)} | {_or_not_measured(step.health.summary.nodes_not_ready_max)} |")
     lines += ["", "| run | nodes | nodes Ready / pods Running in | load started in | kube-apiserver RSS (max) | "
               "etcd db size | POST pods p99 (requests) | LIST pods, cluster p99 (requests) | pod startup p99 (pods) | "
               "scenarios short of asked | most apiserver time (audit log) |",

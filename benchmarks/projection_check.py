@@ -233,7 +233,7 @@ def why(row: Checked, run: RunResult) -> str:
             parts.append(f"measured {page.in_unit(row.low - row.measured, unit)} below the band")
     if row.step_cpu_bound and figure.chart.id in CPU_SENSITIVE:
         cpus = next((c for s in run.steps if s.nodes == row.nodes and (c := machine_cpus(run, s))), None)
-        average = next((s.health.summary.get("cpu_machine_avg") for s in run.steps if s.nodes == row.nodes), None)
+        average = next((s.health.summary.cpu_machine_avg for s in run.steps if s.nodes == row.nodes), None)
         at = f"{average:.0f} %" if isinstance(average, int | float) else "saturated"
         parts.append(f"the {row.nodes:,}-node step was CPU-bound (machine CPU {at}, at or above "
                      f"{CPU_BOUND_SHARE * 100:.0f} % of {cpus or 'its'} cores)")

@@ -63,8 +63,9 @@ Schema (version 1), all times in seconds, sizes in bytes, rates per second:
                 workqueue_queue_p99_max_s (the worst queue's wait p99 over the interval);
                 apiserver_inflight.<kind>, apf_inqueue, apf_wait_p99_s, etcd_wal_fsync_p99_s,
                 etcd_backend_commit_p99_s (p99 over the interval); cpu.machine, cpu.iowait, cpu.<component>
-            summary: per-step figures: maxima over the samples (*_max), increases over the window (counts),
-                p99 over the window, the deepest and slowest work queues, machine CPU average and maximum
+            summary: HealthSummary (its fields are the keys): maxima over the samples (*_max), increases
+                over the window (counts), p99 over the window, the deepest and slowest work queues, machine CPU
+                average and maximum
             metrics_used: {figure: the metric (or API collection) it was read from}
             notes: list of strings (sources that could not be reached, and why)
         audit: who sent the step's requests, from the apiserver's audit log (local control planes with
@@ -239,12 +240,66 @@ class HealthSample:
 
 
 @dataclass
+class HealthSummary:
+    """What a step's cluster health came to over its window. Each figure is None where its source was not
+    measured (a component whose /metrics could not be read, a step without health samples), never 0."""
+
+    samples: int = 0  # health samples taken in the window
+    # maxima over the samples: nodes, NotReady and unreachable nodes, the lifecycle controller's taints, the
+    # oldest Lease's renewal lag and Leases past their duration, pods Pending and not Running, the scheduler's
+    # queues, the controller-manager's work queues (depth, the worst queue's wait p99), API Priority and
+    # Fairness (requests in queue, wait p99), etcd's fsync and commit p99, the machine's CPU (% of one core)
+    nodes_max: float | None = None
+    nodes_not_ready_max: float | None = None
+    nodes_unreachable_max: float | None = None
+    taint_not_ready_max: float | None = None
+    taint_unreachable_max: float | None = None
+    lease_lag_max_s: float | None = None
+    leases_expired_max: float | None = None
+    pods_pending_max: float | None = None
+    pods_not_running_max: float | None = None
+    scheduler_pending_pods_max: float | None = None
+    workqueue_depth_max: float | None = None
+    workqueue_queue_p99_max_s: float | None = None
+    apf_inqueue_max: float | None = None
+    apf_wait_p99_max_s: float | None = None
+    etcd_wal_fsync_p99_max_s: float | None = None
+    etcd_backend_commit_p99_max_s: float | None = None
+    cpu_machine_max: float | None = None
+    apiserver_inflight_max: dict[str, float | None] = field(default_factory=dict)  # per request kind
+    lease_duration_s: float | None = None  # the Leases' own duration, to read the lag against
+    pods_evicted: float | None = None
+    workqueue_deepest: dict[str, float] = field(default_factory=dict)  # the deepest queues, deepest first
+    # increases over the window, from each source's first and last scrape
+    apf_rejected: float | None = None
+    evictions_node_collector: float | None = None
+    evictions_taint_manager: float | None = None
+    etcd_slow_applies: float | None = None
+    etcd_leader_changes: float | None = None
+    scheduler_attempts: dict[str, float] = field(default_factory=dict)  # per result: scheduled, error, ...
+    apf_wait_p99_s: float | None = None
+    workqueue_slowest_p99_s: dict[str, float] = field(default_factory=dict)  # the slowest queues' wait p99
+    cpu_machine_avg: float | None = None  # the machine's CPU over the whole window, % of one core
+    cpus: int | None = None  # the machine's cores
+
+    def figure(self, name: str) -> Any:
+        """A figure by its name in results.json (tables of rows name their figures so); a name that is not a
+        figure is a KeyError, never a silent None."""
+        if name not in _HEALTH_FIGURES:
+            raise KeyError(f"{name!r} is not a figure of the health summary")
+        return getattr(self, name)
+
+
+_HEALTH_FIGURES = frozenset(f.name for f in dataclasses.fields(HealthSummary))
+
+
+@dataclass
 class ClusterHealth:
     """Cluster health sampled through a step: the time series, its summary, and where each figure came from."""
 
     interval_s: float | None = None
     samples: list[HealthSample] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: HealthSummary = field(default_factory=HealthSummary)
     metrics_used: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 

@@ -299,7 +299,7 @@ def health_rows(step: StepResult) -> list[tuple[HealthRow, list[HealthLine]]]:
                 values = [s.values.get(name) for s in samples]
                 if any(v is not None for v in values):
                     lines.append(HealthLine(label + name.removeprefix(key) if key.endswith(".") else label, values))
-        limit = step.health.summary.get(row.threshold) if row.threshold else None
+        limit = step.health.summary.figure(row.threshold) if row.threshold else None
         if lines and isinstance(limit, int | float):
             lines.append(HealthLine(f"{row.threshold.removesuffix('_s').replace('_', ' ')} {limit:g} s",
                                     [float(limit)] * len(samples), threshold=True))

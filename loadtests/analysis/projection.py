@@ -506,13 +506,13 @@ def targets(run: RunResult) -> list[int]:
 def machine_cpus(run: RunResult, step: StepResult) -> int | None:
     machine = run.environment.get("machine") if isinstance(run.environment, dict) else None
     cpus = machine.get("cpus") if isinstance(machine, dict) else None
-    cpus = cpus or step.health.summary.get("cpus")
+    cpus = cpus or step.health.summary.cpus
     return int(cpus) if isinstance(cpus, int | float) and cpus > 0 else None
 
 
 def cpu_bound(run: RunResult, step: StepResult) -> bool | None:
     """Was the machine's CPU near its capacity through the step (average ≥ 85 % of all cores)? None: unknown."""
-    average = step.health.summary.get("cpu_machine_avg")
+    average = step.health.summary.cpu_machine_avg
     cpus = machine_cpus(run, step)
     if not isinstance(average, int | float) or cpus is None:
         return None

@@ -29,7 +29,7 @@ def while_measured(step: StepResult, cpus: int | None) -> MeasuredSaturation:
     """Judge a measured step by its health summary and samples; `cpus` is the machine's core count (for the
     evidence's CPU figure: the run's environment, not the machine that reads the results)."""
     summary = step.health.summary
-    not_ready = summary.get("nodes_not_ready_max") or 0
+    not_ready = summary.nodes_not_ready_max or 0
     joined_s = step.ramp.get("join_s")
     notes: list[str] = []
     if joined_s is not None and not_ready:
@@ -42,8 +42,8 @@ def while_measured(step: StepResult, cpus: int | None) -> MeasuredSaturation:
         not_ready = max(after, default=0)
     if not not_ready:
         return MeasuredSaturation(notes=tuple(notes))
-    lag = summary.get("lease_lag_max_s")
-    machine = summary.get("cpu_machine_max")
+    lag = summary.lease_lag_max_s
+    machine = summary.cpu_machine_max
     evidence = (f"up to {not_ready:.0f} nodes NotReady during the window"
                 + (f"; oldest Lease renewed {lag:.0f} s late" if lag is not None else "")
                 + (f"; machine CPU up to {machine:.0f} % of {100 * (cpus or 1)} %" if machine is not None else ""))

@@ -55,7 +55,7 @@ from loadtests.measure.component_metrics import (
     scheduler_figures,
 )
 from loadtests.measure.processes import CpuMeter
-from loadtests.results import ClusterHealth, HealthSample
+from loadtests.results import ClusterHealth, HealthSample, HealthSummary
 
 DEFAULT_INTERVAL_S = 5.0
 
@@ -244,7 +244,7 @@ class ClusterHealthSampler:
                                        metrics_used=used, notes=notes)
         return self._gathered
 
-    def _summary(self) -> dict[str, Any]:
+    def _summary(self) -> HealthSummary:
         samples = self.samples
         summary: dict[str, Any] = {"samples": len(samples)}
         summary.update({key: _maximum(samples, figure) for key, figure in MAXIMA.items()})
@@ -257,7 +257,7 @@ class ClusterHealthSampler:
         summary.update(self._window_figures())
         summary["cpu_machine_avg"] = self.cpu.average()
         summary["cpus"] = psutil.cpu_count()
-        return summary
+        return HealthSummary(**summary)
 
     def _window_figures(self) -> dict[str, Any]:
         """Increases and p99s over the whole window, from each source's first and last scrape."""

@@ -7,11 +7,10 @@ before health was sampled simply has no health section.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from loadtests.analysis import figures
 from loadtests.report import charts, page
-from loadtests.results import StepResult
+from loadtests.results import HealthSummary, StepResult
 
 # A Lease older than this share of its duration has missed renewals (kwok and kubelets renew at a quarter).
 LEASE_LAG_WARNING = 0.5
@@ -25,8 +24,8 @@ class HealthCell:
     title: str = ""  # what the figure is, on hover
 
 
-def _get(summary: dict[str, Any], key: str) -> float | None:
-    value = summary.get(key)
+def _get(summary: HealthSummary, key: str) -> float | None:
+    value = summary.figure(key)
     return float(value) if isinstance(value, int | float) else None
 
 
@@ -38,7 +37,7 @@ def _pair(*values: float | None) -> str:
     return " · ".join(page.number(v) for v in values)
 
 
-def _lease_cell(summary: dict[str, Any]) -> HealthCell:
+def _lease_cell(summary: HealthSummary) -> HealthCell:
     lag, duration = _get(summary, "lease_lag_max_s"), _get(summary, "lease_duration_s")
     css = ""
     if lag is not None and duration:
@@ -51,13 +50,13 @@ def _lease_cell(summary: dict[str, Any]) -> HealthCell:
 def health_cells(step: StepResult) -> list[HealthCell]:
     """The step's health in one table row: the worst moment of each figure, or its count over the window."""
     s = step.health.summary
-    attempts = s.get("scheduler_attempts") or {}
-    inflight = s.get("apiserver_inflight_max") or {}
+    attempts = s.scheduler_attempts
+    inflight = s.apiserver_inflight_max
     not_ready, unreachable = _get(s, "nodes_not_ready_max"), _get(s, "nodes_unreachable_max")
     taints = (_get(s, "taint_not_ready_max"), _get(s, "taint_unreachable_max"))
     evicted = _get(s, "pods_evicted")
     slow, leader = _get(s, "etcd_slow_applies"), _get(s, "etcd_leader_changes")
-    cpus = s.get("cpus")
+    cpus = s.cpus
     return [
         HealthCell("NotReady nodes (max)", page.number(not_ready), _flag(not_ready)),
         HealthCell("unreachable nodes (max)", page.number(unreachable), _flag(unreachable)),
@@ -92,10 +91,10 @@ def health_details(step: StepResult) -> list[str]:
     """The queues behind the row's work-queue figures, one line each."""
     s = step.health.summary
     lines = []
-    deepest = s.get("workqueue_deepest") or {}
+    deepest = s.workqueue_deepest
     if deepest:
         lines.append("deepest work queues: " + ", ".join(f"{k} {page.number(v)}" for k, v in deepest.items()))
-    slowest = s.get("workqueue_slowest_p99_s") or {}
+    slowest = s.workqueue_slowest_p99_s
     if slowest:
         lines.append("slowest work queues (wait p99 over the window): "
                      + ", ".join(f"{k} {page.duration(v)}" for k, v in slowest.items()))

@@ -40,15 +40,15 @@ def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
         # cluster health, sampled every 5 s through the 20 s window
         health = step.health
         summary = health.summary
-        assert len(health.samples) > 1 and summary["samples"] == len(health.samples), health
-        assert summary["nodes_max"] == step.nodes and summary["nodes_not_ready_max"] == 0, summary
-        assert summary["taint_not_ready_max"] == 0 and summary["taint_unreachable_max"] == 0, summary
+        assert len(health.samples) > 1 and summary.samples == len(health.samples), health
+        assert summary.nodes_max == step.nodes and summary.nodes_not_ready_max == 0, summary
+        assert summary.taint_not_ready_max == 0 and summary.taint_unreachable_max == 0, summary
         # kwok renews each Lease every 10 s; measured at most 10.42 s here (smoke and idle, 10 to 50 nodes):
         # 2 s more than the interval means a renewal came late, well before the 40 s lease duration
-        assert summary["lease_lag_max_s"] is not None and summary["lease_lag_max_s"] < 12.0, summary
-        assert summary["lease_duration_s"] == 40
-        assert summary["scheduler_pending_pods_max"] is not None and summary["scheduler_attempts"]["scheduled"] > 0
-        assert summary["workqueue_depth_max"] is not None and summary["workqueue_queue_p99_max_s"] is not None
+        assert summary.lease_lag_max_s is not None and summary.lease_lag_max_s < 12.0, summary
+        assert summary.lease_duration_s == 40
+        assert summary.scheduler_pending_pods_max is not None and summary.scheduler_attempts["scheduled"] > 0
+        assert summary.workqueue_depth_max is not None and summary.workqueue_queue_p99_max_s is not None
         assert health.metrics_used["scheduler_pending_pods"] == "scheduler_pending_pods"
         assert health.metrics_used["workqueue_depth"] == "workqueue_depth"
         assert health.notes == [], health.notes

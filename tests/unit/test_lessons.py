@@ -369,12 +369,12 @@ def test_lesson_page_opens_offline_in_chromium(tmp_path: Path) -> None:
 
 def test_nodes_not_ready_while_joining_are_not_a_saturation() -> None:
     from loadtests.analysis import saturation
-    from loadtests.results import ClusterHealth, HealthSample
+    from loadtests.results import ClusterHealth, HealthSample, HealthSummary
 
     def step(late: float) -> StepResult:
         samples = [HealthSample(t, {"nodes_not_ready": n}) for t, n in ((5, 420), (10, 174), (20, late), (30, 0))]
         found = _step(nodes=100, ramp={"join_s": 13.8},
-                      health=ClusterHealth(samples=samples, summary={"nodes_not_ready_max": 420}))
+                      health=ClusterHealth(samples=samples, summary=HealthSummary(nodes_not_ready_max=420)))
         saturation.apply(found, saturation.while_measured(found, cpus=2))
         return found
 
@@ -388,11 +388,11 @@ def test_nodes_not_ready_while_joining_are_not_a_saturation() -> None:
 def test_saturation_while_measured_is_decided_again_from_the_recorded_health() -> None:
     """`loadtest report --recompute` decides it from results alone: the same verdict, the note once."""
     from loadtests.analysis import saturation
-    from loadtests.results import ClusterHealth, HealthSample
+    from loadtests.results import ClusterHealth, HealthSample, HealthSummary
 
     found = _step(nodes=100, ramp={"join_s": 13.8}, health=ClusterHealth(
         samples=[HealthSample(t, {"nodes_not_ready": n}) for t, n in ((5, 420), (20, 3))],
-        summary={"nodes_not_ready_max": 420, "cpu_machine_max": 150.0}))
+        summary=HealthSummary(nodes_not_ready_max=420, cpu_machine_max=150.0)))
     found.window = {"opened_at": "2026-12-02T00:00:00Z", "closed_at": "2026-12-02T00:01:00Z"}
     for _ in range(2):
         saturation.apply(found, saturation.while_measured(found, cpus=2))

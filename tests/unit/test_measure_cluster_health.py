@@ -17,7 +17,7 @@ from loadtests.kube.watch import ListPage
 from loadtests.measure import cluster_health as health
 from loadtests.measure import cluster_objects, component_metrics, processes
 from loadtests.measure.probes import StepProbes
-from loadtests.results import ClusterHealth, HealthSample, RunResult, StepResult, from_dict, to_dict
+from loadtests.results import ClusterHealth, HealthSample, HealthSummary, RunResult, StepResult, from_dict, to_dict
 from tests.checks import recorded
 from tests.unit.test_measure_probes import unreachable_target
 
@@ -216,12 +216,12 @@ def test_an_unreachable_target_is_noted_and_never_fails(monkeypatch: pytest.Monk
     sampler = health.ClusterHealthSampler(unreachable_target({"harness": [os.getpid()]}), interval_s=0.1)
     sampler.start()
     result = sampler.gather()
-    assert len(result.samples) >= 2 and result.summary["samples"] == len(result.samples)
+    assert len(result.samples) >= 2 and result.summary.samples == len(result.samples)
     notes = "\n".join(result.notes)
     for what in ("kube-scheduler /metrics: not reachable", "kube-controller-manager /metrics: not reachable",
                  "etcd /metrics: not reachable", "kube-apiserver /metrics:", "watch of nodes: never listed"):
         assert what in notes
-    assert result.summary["nodes_not_ready_max"] is None and result.summary["scheduler_pending_pods_max"] is None
+    assert result.summary.nodes_not_ready_max is None and result.summary.scheduler_pending_pods_max is None
     last = result.samples[-1].values
     assert "nodes" not in last and last["cpu.harness"] is not None  # missing, while the rest is measured
     assert sampler.gather() is result
@@ -231,7 +231,7 @@ def test_an_unreachable_target_is_noted_and_never_fails(monkeypatch: pytest.Monk
 def test_health_round_trips_and_old_files_load() -> None:
     step = StepResult(index=0, name="s", nodes=1, pods_per_node=1, started_at="", duration_s=1.0,
                       health=ClusterHealth(interval_s=5.0, samples=[HealthSample(0.1, {"nodes": 1, "x": None})],
-                                           summary={"lease_lag_max_s": 10.3, "scheduler_attempts": {"error": 0}},
+                                           summary=HealthSummary(lease_lag_max_s=10.3, scheduler_attempts={"error": 0}),
                                            metrics_used={"workqueue_depth": "workqueue_depth"}, notes=["n"]))
     run = RunResult(run_id="r", plan={}, environment={}, steps=[step])
     assert from_dict(to_dict(run)) == run

@@ -22,6 +22,7 @@ from loadtests.results import (
     ClusterHealth,
     Distribution,
     EtcdStats,
+    HealthSummary,
     ProcessStat,
     RunResult,
     ServerLatency,
@@ -191,7 +192,8 @@ def synthetic_run(nodes: list[int], cpu_machine_avg: float | None = None, cpus: 
     """A run whose figures grow in known ways: latency and memory linearly, etcd keys with nodes."""
     steps = []
     for i, n in enumerate(nodes):
-        summary = {} if cpu_machine_avg is None else {"cpu_machine_avg": cpu_machine_avg, "cpus": cpus}
+        summary = (HealthSummary() if cpu_machine_avg is None
+                   else HealthSummary(cpu_machine_avg=cpu_machine_avg, cpus=cpus))
         steps.append(StepResult(
             index=i, name=f"{n} nodes", nodes=n, pods_per_node=3, started_at="2026-01-01T00:00:00+00:00",
             duration_s=60.0,
@@ -268,7 +270,7 @@ def test_latency_and_cpu_fitted_over_cpu_bound_steps_are_not_projected() -> None
     assert "CPU-bound on this machine" in note and "server p99 POST pods" in note and "etcd keys" not in note
 
     one_busy = synthetic_run([100, 250, 500], cpu_machine_avg=100.0, cpus=2)
-    one_busy.steps[1].health.summary["cpu_machine_avg"] = 190.0
+    one_busy.steps[1].health.summary.cpu_machine_avg = 190.0
     found = project(one_busy)
     assert found.cpu_bound_nodes == [250]
     assert {a.label: a for a in found.abstained}["pod startup p99"].reason.startswith(
