@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import shutil
 import signal
 import subprocess
@@ -35,6 +34,7 @@ from loadtests.controlplane.processes import free_ports, log_tail
 from loadtests.errors import LoadTestError
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.identity import cluster_identity
+from loadtests.kube.private import write_private
 from loadtests.load.catalog import achieved_rates, scenario_params, user_plan
 from loadtests.load.contract import (
     CONFIG_ENV,
@@ -221,9 +221,7 @@ class LoadGenerator:
         # it may hold a bearer token: kept in a private folder outside the results, removed when Locust is done
         self._config_dir = Path(tempfile.mkdtemp(prefix="loadtest-load-"))
         path = self._config_dir / "load-config.json"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(config.to_dict(), handle, indent=1)
+        write_private(path, json.dumps(config.to_dict(), indent=1).encode())
         return path
 
     def expected_workers(self) -> int:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from loadtests.errors import LoadTestError
 from loadtests.kube.access import ClusterAccess
+from loadtests.kube.private import write_private
 
 DEFAULT_MASTER_PORT = 5557  # Locust's own default
 WORKER_WAIT_S = 120.0  # default: how long a step's master waits for its workers
@@ -169,9 +170,7 @@ class RemoteWorker:
         setup_file = self.workdir / "worker.json"
         setup = RemoteWorkerSetup(access=self.access, cluster_uid=self.cluster_uid, label=self.label,
                                   status_file=str(status_file))
-        fd = os.open(setup_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it names the credentials
-        with os.fdopen(fd, "w") as handle:
-            json.dump(setup.to_dict(), handle)
+        write_private(setup_file, json.dumps(setup.to_dict()).encode())  # it names the credentials
         # zmq's "source;destination" endpoint: connect from the address given with --bind
         master_host = f"{self.source}:0;{self.host}" if self.source else self.host
         cmd = locust_worker_command(sys.executable, master_host, self.port)
