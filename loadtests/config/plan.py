@@ -15,9 +15,9 @@ from typing import Any
 import yaml
 
 from loadtests import PACKAGE_DIR
+from loadtests.config.scenarios import SCENARIOS
 from loadtests.config.versions import DEFAULT_KUBE_VERSION, check_kube_version
 from loadtests.errors import PlanError, SetupError
-from loadtests.load.catalog import SCENARIOS
 
 PLANS_DIR = PACKAGE_DIR / "plans"
 

@@ -30,12 +30,12 @@ from typing import IO, Any
 
 import pandas as pd
 
+from loadtests.config.scenarios import achieved_rates, scenario_params, user_plan
 from loadtests.controlplane.processes import free_ports, log_tail
 from loadtests.errors import LoadTestError
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.identity import cluster_identity
 from loadtests.kube.private import write_private
-from loadtests.load.catalog import achieved_rates, scenario_params, user_plan
 from loadtests.load.contract import (
     CONFIG_ENV,
     FINAL_FAILURES_SUFFIX,

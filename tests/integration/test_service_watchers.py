@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from loadtests import results
+from loadtests.config.scenarios import RECEIVED, ServiceWatch, scenario_params
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions
 from loadtests.kube import objects
 from loadtests.kube.names import WatchNames
 from loadtests.kube.reflector import BackgroundReflector
 from loadtests.kube.rest import RestClient
 from loadtests.kube.watch import ListPage, WatchEvent
-from loadtests.load.catalog import RECEIVED, ServiceWatch, scenario_params
 from tests.watched import WatchedRun
 
 NODES = 10

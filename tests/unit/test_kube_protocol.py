@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
+from loadtests.config.scenarios import KUBELET_WATCH
 from loadtests.kube.errors import ApiError, Gone, WatchError
 from loadtests.kube.names import WatchNames
 from loadtests.kube.paths import object_path, resource_path
 from loadtests.kube.reflector import BackgroundReflector, Backoff, Reflector
 from loadtests.kube.rest import verb_and_resource
 from loadtests.kube.watch import ListPage, WatchDecoder, WatchEvent, WatchStream, iter_watch_events, list_metadata
-from loadtests.load.catalog import KUBELET_WATCH
 
 
 def line(kind: str, rv: str, name: str = "p", **extra: Any) -> bytes:

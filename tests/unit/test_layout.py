@@ -19,7 +19,7 @@ FORBIDDEN = {
     "load": {"report", "cli", "run", "measure"},
     "report": {"measure", "controlplane", "run", "load", "cli"},
     "analysis": {"measure", "controlplane", "run", "load", "report", "cli"},
-    "config": {"measure", "controlplane", "run", "report", "cli", "binaries"},
+    "config": {"measure", "controlplane", "run", "load", "report", "cli", "binaries"},
     "kube": {"measure", "controlplane", "run", "load", "report", "analysis", "cli", "config", "binaries"},
     "binaries": {"measure", "controlplane", "run", "load", "report", "analysis", "cli", "kube"},
 }

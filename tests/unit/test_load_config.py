@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 
 from loadtests.config import plan as plan_module
-from loadtests.kube.access import ClusterAccess
-from loadtests.kube.names import request_name
-from loadtests.load.catalog import (
+from loadtests.config.scenarios import (
     achieved_rates,
     demands,
     informer_names,
@@ -21,6 +19,8 @@ from loadtests.load.catalog import (
     scenario_params,
     user_plan,
 )
+from loadtests.kube.access import ClusterAccess
+from loadtests.kube.names import request_name
 from loadtests.load.contract import LoadConfig
 from loadtests.load.generator import LoadGenerator, failure_note, read_failures_csv, read_stats_csv
 from loadtests.report.html import step_warnings
@@ -176,7 +176,7 @@ class TestAchieved:
 
 def test_the_runner_side_never_imports_locust() -> None:
     """Importing Locust monkey-patches the process for gevent: the runner must stay free of it."""
-    code = ("import sys, loadtests.load.generator, loadtests.load.catalog, loadtests.load.locust.transport, "
+    code = ("import sys, loadtests.load.generator, loadtests.config.scenarios, loadtests.load.locust.transport, "
             "loadtests.kube.reflector; print('locust' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

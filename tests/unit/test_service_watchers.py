@@ -9,12 +9,7 @@ from pathlib import Path
 import pytest
 
 from loadtests.config import plan as plan_module
-from loadtests.controlplane.kwok import POD_CIDR
-from loadtests.controlplane.local import SERVICE_CIDR
-from loadtests.errors import PlanError
-from loadtests.kube import objects
-from loadtests.kube.watch import WatchDecoder
-from loadtests.load.catalog import (
+from loadtests.config.scenarios import (
     RECEIVED,
     SERVICE_WATCH_RESOURCES,
     ServiceWatch,
@@ -23,6 +18,11 @@ from loadtests.load.catalog import (
     scenario_params,
     user_plan,
 )
+from loadtests.controlplane.kwok import POD_CIDR
+from loadtests.controlplane.local import SERVICE_CIDR
+from loadtests.errors import PlanError
+from loadtests.kube import objects
+from loadtests.kube.watch import WatchDecoder
 from loadtests.load.generator import read_stats_csv
 from loadtests.results import ClientStat
 

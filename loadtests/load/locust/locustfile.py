@@ -27,7 +27,7 @@ from locust import events
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
-from loadtests.load.catalog import SCENARIOS, scenario_params
+from loadtests.config.scenarios import SCENARIOS, scenario_params
 from loadtests.load.contract import (
     FINAL_FAILURES_SUFFIX,
     FINAL_STATS_SUFFIX,

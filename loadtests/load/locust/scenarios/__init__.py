@@ -1,3 +1,3 @@
 """The users of each scenario, one module per behaviour (pod_churn, kubelet_watchers, service_watchers,
-informers, list_pollers), each declared in load/catalog.py and built from the runner's LoadConfig
+informers, list_pollers), each declared in config/scenarios.py and built from the runner's LoadConfig
 (load/contract.py); base.py holds what they share. Imported only inside the Locust processes."""

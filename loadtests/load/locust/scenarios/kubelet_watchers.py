@@ -9,9 +9,9 @@ from typing import Any
 from locust import task
 from locust.exception import StopUser
 
+from loadtests.config.scenarios import KUBELET_WATCH
 from loadtests.kube.reflector import Reflector
 from loadtests.kube.watch import WATCH_READ_TIMEOUT_S
-from loadtests.load.catalog import KUBELET_WATCH
 from loadtests.load.contract import LoadConfig
 from loadtests.load.locust.scenarios.base import KubeUser, user_class
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from locust import constant_throughput, task
 
-from loadtests.load.catalog import poller_names
+from loadtests.config.scenarios import poller_names
 from loadtests.load.contract import LoadConfig
 from loadtests.load.locust.scenarios.base import KubeUser, user_class
 

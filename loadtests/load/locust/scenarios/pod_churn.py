@@ -13,9 +13,9 @@ from typing import Any
 import gevent
 from locust import constant_pacing, constant_throughput, task
 
+from loadtests.config.scenarios import CREATE_PODS, DELETE_PODS, SCALE_DEPLOYMENT
 from loadtests.kube.names import request_name
 from loadtests.kube.objects import NS_CHURN, deployment_manifest, pod_manifest
-from loadtests.load.catalog import CREATE_PODS, DELETE_PODS, SCALE_DEPLOYMENT
 from loadtests.load.contract import LoadConfig
 from loadtests.load.locust.scenarios.base import KubeUser, json_bytes, user_class
 

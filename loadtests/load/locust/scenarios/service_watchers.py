@@ -11,11 +11,11 @@ from gevent.lock import Semaphore
 from locust import task
 from locust.exception import StopUser
 
+from loadtests.config.scenarios import RECEIVED, ServiceWatch
 from loadtests.kube.names import request_name
 from loadtests.kube.objects import service_manifest
 from loadtests.kube.reflector import Reflector
 from loadtests.kube.watch import WATCH_READ_TIMEOUT_S, WatchEvent
-from loadtests.load.catalog import RECEIVED, ServiceWatch
 from loadtests.load.contract import LoadConfig
 from loadtests.load.locust.scenarios.base import KubeUser, json_bytes, user_class
 
