@@ -96,17 +96,17 @@ def show_comparison(side_a: Side, side_b: Side, out: Path, thresholds: dict[str,
     for side in (side_a, side_b):
         for run, folder in side.incomplete:
             say(f"note: run {side.label} ({folder}) did not complete (status {run.status}: "
-                 f"{run.error or 'no reason'}); only its {len(run.steps)} finished step(s) are compared, and what "
-                 "it lacks is no improvement")
+                f"{run.error or 'no reason'}); only its {len(run.steps)} finished step(s) are compared, and what "
+                "it lacks is no improvement")
     result = compare_sides(side_a, side_b, out, {**planned, **thresholds} or None, force=force)
     for row in result.regressions:
         say(f"REGRESSION  step {row.step_name}: {row.label}: {row.describe()}: {row.rule_text}")
     for row in result.not_significant:
         say(f"~           step {row.step_name}: {row.label}: {row.describe()}: {row.rule_text}, but "
-             f"{row.within_text if row.tested else 'within the recorded noise'}")
+            f"{row.within_text if row.tested else 'within the recorded noise'}")
     for row in result.unchecked_changes:
         say(f"CHANGED     step {row.step_name}: {row.label}: {row.describe()}: {row.rule_text}; a change, not a "
-             "regression")
+            "regression")
     say(result.noise)
     say(result.headline)
     say(f"comparison: {result.html_path}")

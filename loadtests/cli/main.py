@@ -43,7 +43,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     for version in dict.fromkeys(wanted):
         provide(version, log=say)
     say(f"ready: Kubernetes {', '.join(dict.fromkeys(wanted))}, etcd {versions.ETCD_VERSION}, "
-         f"kwok {versions.KWOK_VERSION} in {binaries.cache_root() / 'bin'}")
+        f"kwok {versions.KWOK_VERSION} in {binaries.cache_root() / 'bin'}")
     return 0
 
 
@@ -71,7 +71,7 @@ def _scale(access: Any, nodes: int) -> None:
     finally:
         client.close()
     say(f"{ramp.nodes} nodes Ready in {ramp.seconds:.1f} s (created {ramp.created}, deleted {ramp.deleted}; "
-         f"harness CPU {ramp.harness_cpu_s:.1f} s)")
+        f"harness CPU {ramp.harness_cpu_s:.1f} s)")
 
 
 def cmd_nodes(args: argparse.Namespace) -> int:

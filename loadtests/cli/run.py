@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 GATE_JUNIT_FILE = "gate-junit.xml"  # with --baseline: the run's SLO verdicts and the comparison, one file for CI
 
 
-
-
 @dataclass(frozen=True)
 class RunRequest:
     """What the command line asks of a run beyond its plan, built once, after every check has passed; the
@@ -63,13 +61,12 @@ def execute(plan: Plan, out_dir: Path, request: RunRequest, chooser: StepChooser
             runs_follow: int = 0) -> tuple[results.RunResult | None, LoadTestError | None]:
     """Run a plan into out_dir and write its report; the results, and what stopped the run (said in one
     line already), if anything did."""
+    from loadtests.controlplane.factory import make_target
+    from loadtests.controlplane.processes import free_ports
     from loadtests.report.html import write_report
     from loadtests.run.runner import Runner, RunOptions
 
     prepare_out_dir(out_dir)
-    from loadtests.controlplane.factory import make_target
-    from loadtests.controlplane.processes import free_ports
-
     options = RunOptions(out_dir=out_dir, workers=request.workers, progress=say, master=request.master,
                          ui_port=free_ports(1)[0] if request.ui else None, runs_follow=runs_follow)
     runner = Runner(plan, options, make_target(plan, out_dir.name, out_dir, request.target, say), chooser)
@@ -104,16 +101,16 @@ def run_plan(plan: Plan, out_dir: Path, request: RunRequest, runs_follow: int = 
     for step in run.steps:
         if step.status == "saturated":
             say(f"SATURATED   step {step.name}: {step.saturation.get('condition')}: "
-                 f"{step.saturation.get('evidence')}")
+                f"{step.saturation.get('evidence')}")
     found = verdicts(run)
     failed = [v for v in found if v.passed is False]
     for verdict in failed:
         say(f"SLO FAILED  step {verdict.step_name}: {verdict.slo} p99 {verdict.value_s:.3f} s > "
-             f"{verdict.threshold_s:g} s")
+            f"{verdict.threshold_s:g} s")
     passed = run_passed(run)
     judged = sum(1 for v in found if v.passed is not None)
     say(f"{'PASS' if passed else 'FAIL'}: {judged - len(failed)}/{judged} SLO checks passed over "
-         f"{len(run.steps)} steps")
+        f"{len(run.steps)} steps")
     gate = plan.gate and request.gate
     return EXIT_PASSED if passed or not gate else EXIT_SLO_FAILED
 

@@ -90,7 +90,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         uid = cluster_identity(access, f"context {context.name!r} ({context.server})")
         worker = RemoteWorker(host, port, access, uid, workdir, log_dir, source=args.bind, say=say)
         say(f"worker {worker.label}: cluster {context.server} (kube-system uid {uid}); joining the run at "
-             f"{worker.master}; logs in {log_dir}")
+            f"{worker.master}; logs in {log_dir}")
         worker.serve(args.connect_timeout, args.idle_timeout)
     finally:
         if worker is not None:
