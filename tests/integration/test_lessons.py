@@ -13,6 +13,7 @@ import pytest
 
 from loadtests import results
 from loadtests.analysis.lesson import LESSON_RESULTS, scrape_reading
+from loadtests.analysis.projection import NOT_PROJECTABLE
 from loadtests.analysis.scrapes import step_folder
 from loadtests.controlplane.local import MEMORY_ROOT, clusters_root
 from loadtests.report.lesson import LESSON_PAGE
@@ -92,7 +93,10 @@ def test_two_lessons_in_one_command_write_their_pages_and_the_table(lessons: Les
     # the sweep measured every step, and projected to the report's scale
     heap = _summary(out / "apiserver-memory-per-node")["growths"][0]
     assert [nodes for nodes, _ in heap["points"]] == [10, 30, 60]
-    assert heap["projected"] is not None and heap["band"] is not None
+    # projected to the report's scale with its band, or, where three single runs of a Go heap (which the
+    # collector moves) do not support a projection, the page says why instead of a number
+    assert (heap["projected"] is not None and heap["band"] is not None) or (
+        heap["projected"] is None and heap["fit"].startswith(NOT_PROJECTABLE)), heap
 
 
 def test_endpoints_send_more_bytes_than_endpointslices(lessons: Lessons) -> None:
