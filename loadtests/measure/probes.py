@@ -121,9 +121,7 @@ class _Watcher:
                          f"(last error: {watch.last_error})")
 
     def stop(self) -> None:
-        if isinstance(self.probe, WatchDelayProbe):
-            self.probe.abort()  # its writes in flight are not waited for
-        self.probe.stop()
+        self.probe.abort()  # writes in flight are not waited for
 
     def requests(self) -> Mapping[tuple[str, str], int]:
         return self.probe.requests()

@@ -112,6 +112,10 @@ class _WatchProbe:
         self._watch.stop()
         self.client.close()
 
+    def abort(self) -> None:
+        """Stop at once (an aborted step); a probe that only watches has nothing in flight to give up."""
+        self.stop()
+
     def gather(self) -> Distribution:
         self.stop()
         return Distribution.of(self.samples(), source=self.SOURCE)

@@ -22,8 +22,6 @@ from loadtests.results import CPU_BOUND_PERCENT, RunResult, StepResult, load
 
 REPORT_FILE = "report.html"
 
-# A Locust process is single-threaded: past this share of its one core the load generator, not the
-# system under test, sets the pace.
 # A scenario achieving less than this share of its asked rate did not deliver the load the plan describes.
 RATE_SHORTFALL = 0.9
 ETCD_QUOTA_WARNING = 0.8
