@@ -121,6 +121,8 @@ class TestShutdown:
     def test_a_sighup_ignored_at_start_stays_ignored(self) -> None:
         code = ("import signal\n"
                 "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+                # as from a terminal: a shell's background job starts with SIGQUIT ignored, which would stay so
+                "signal.signal(signal.SIGQUIT, signal.SIG_DFL)\n"
                 "from loadtests.shutdown import SHUTDOWN\n"
                 "SHUTDOWN.install()\n"
                 "print(signal.getsignal(signal.SIGHUP) == signal.SIG_IGN, signal.getsignal(signal.SIGQUIT))\n")
