@@ -49,17 +49,18 @@ def keep_raw(folder: Path, name: str, command: str) -> Path:
 
 
 def lesson_folders_from_raw() -> tuple[list[Path], str, tempfile.TemporaryDirectory[str]]:
-    """The kept lesson.json files, unpacked into lesson folders lessons_table reads."""
+    """The kept lesson.json files, unpacked into lesson folders lessons_table reads, and the commands that
+    recorded them (one per run of this script, where a lesson was rerun on its own)."""
     tmp = tempfile.TemporaryDirectory(prefix="lessons-raw-")
-    folders, command = [], ""
+    folders, commands = [], []
     for path in sorted(RAW.glob("*.json.gz")):
         raw = json.loads(gzip.decompress(path.read_bytes()))
         folder = Path(tmp.name) / raw["lesson"]
         folder.mkdir()
         (folder / LESSON_RESULTS).write_text(json.dumps(raw["lesson_json"]))
         folders.append(folder)
-        command = raw["command"]
-    return folders, command, tmp
+        commands.append(raw["command"])
+    return folders, "; ".join(dict.fromkeys(commands)), tmp
 
 
 def write_table(folders: list[Path], command: str, minutes: float | None) -> None:
@@ -117,8 +118,14 @@ def main() -> int:
             print(f"loadtest lesson exited with code {code}; recording the lessons that finished", flush=True)
     folders = [out] if len(names) == 1 else [out / name for name in names]
     folders = [f for f in folders if (f / LESSON_RESULTS).is_file()]
+    took = f" ({minutes:.0f} min)" if minutes is not None else ""
     for folder in folders:
-        print(f"raw: {keep_raw(folder, folder.name if len(names) > 1 else names[0], command)}")
+        print(f"raw: {keep_raw(folder, folder.name if len(names) > 1 else names[0], command + took)}")
+    if args.lessons != ["all"]:  # the table keeps every lesson: the others from their kept raw results
+        folders, command, tmp = lesson_folders_from_raw()
+        with tmp:
+            write_table(folders, command, None)
+        return 0
     write_table(folders, command, minutes)
     return 0
 

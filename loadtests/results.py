@@ -225,6 +225,8 @@ class EtcdStats:
     quota_bytes: float | None = None
     wal_fsync_p99_s: float | None = None
     backend_commit_p99_s: float | None = None
+    # "<" or ">" per p99 above that is only a histogram bound (the first bucket's top, the highest finite bound)
+    bounds: dict[str, str] = field(default_factory=dict)
     # asked of the main etcd itself at the window's close (local control planes): its raised alarms
     # (e.g. NOSPACE) and its keys per prefix ({"events": n, "pods": n, "leases": n})
     alarms: list[str] = field(default_factory=list)
@@ -237,6 +239,7 @@ class HealthSample:
 
     t_s: float  # seconds since the measured window opened
     values: dict[str, float | None] = field(default_factory=dict)
+    bounds: dict[str, str] = field(default_factory=dict)  # "<" or ">" per quantile value that is only a bound
 
 
 @dataclass
@@ -281,6 +284,8 @@ class HealthSummary:
     workqueue_slowest_p99_s: dict[str, float] = field(default_factory=dict)  # the slowest queues' wait p99
     cpu_machine_avg: float | None = None  # the machine's CPU over the whole window, % of one core
     cpus: int | None = None  # the machine's cores
+    # "<" or ">" per p99 figure above that is only a histogram bound (its value is that bound)
+    bounds: dict[str, str] = field(default_factory=dict)
 
     def figure(self, name: str) -> Any:
         """A figure by its name in results.json (tables of rows name their figures so); a name that is not a

@@ -180,11 +180,13 @@ class Histogram:
             counts[bound] = counts.get(bound, 0.0) + count
         return Histogram(tuple(sorted(counts.items())), self.sum + other.sum)
 
-    def quantile(self, q: float) -> float | None:
-        return histogram_quantile(q, self.buckets)
-
     def bounded_quantile(self, q: float) -> Quantile:
+        """The one way the harness reads a quantile off a histogram: the value and whether it is only a bound."""
         return bounded_quantile(q, self.buckets)
+
+    def p99(self) -> Quantile:
+        """p99 of what the histogram counted: None-valued when it counted nothing (not measured, never 0)."""
+        return self.bounded_quantile(0.99) if self.count > 0 else Quantile(None)
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,14 @@ def _maximum(samples: Sequence[HealthSample], key: str) -> float | None:
     return max(found) if found else None
 
 
+def _maximum_bound(samples: Sequence[HealthSample], key: str) -> str:
+    """Whether the maximum of a sampled quantile is only a bound: the bound of the sample that holds it (an
+    interpolated value at the same height wins: it says more)."""
+    top = _maximum(samples, key)
+    bounds = {s.bounds.get(key, "") for s in samples if top is not None and s.values.get(key) == top}
+    return "" if "" in bounds or not bounds else min(bounds)
+
+
 def _top(values: Mapping[str, float], count: int = 5) -> dict[str, float]:
     """The largest non-zero values, largest first."""
     ranked = sorted(((v, k) for k, v in values.items() if v), reverse=True)[:count]
@@ -199,28 +207,29 @@ class ClusterHealthSampler:
             if all(p is not None for p in pods):
                 merged = {key: state for p in pods if p is not None for key, state in p.items()}
                 values.update(pod_figures(merged, sum(len(w.flagged) for w in self.pods)))
+            bounds: dict[str, str] = {}
             for source in self.sources:
-                values.update(self._source_figures(source))
+                values.update(self._source_figures(source, bounds))
             values.update(self.cpu.read())
-            sample = HealthSample(t_s=round(time.monotonic() - self.origin, 3), values=values)
+            sample = HealthSample(t_s=round(time.monotonic() - self.origin, 3), values=values, bounds=bounds)
             self.samples.append(sample)
             return sample
 
-    def _source_figures(self, source: MetricsSource) -> Figures:
+    def _source_figures(self, source: MetricsSource, bounds: dict[str, str]) -> Figures:
         current = source.scrape()
         if current is None:
             return {}
         previous = source.previous
         if source.name == SCHEDULER:
-            return scheduler_figures(previous, current, self.metrics_used)
+            return scheduler_figures(previous, current, self.metrics_used, bounds)
         if source.name == CONTROLLER_MANAGER:
-            queues = controller_manager_figures(previous, current, self.metrics_used)
+            queues = controller_manager_figures(previous, current, self.metrics_used, bounds)
             for queue, depth in queues.depth.items():
                 self._queue_depth_max[queue] = max(depth, self._queue_depth_max.get(queue, 0.0))
             return queues.figures
         if source.name == "etcd":
-            return etcd_figures(previous, current, self.metrics_used)
-        return apiserver_figures(previous, current, self.metrics_used)
+            return etcd_figures(previous, current, self.metrics_used, bounds)
+        return apiserver_figures(previous, current, self.metrics_used, bounds)
 
     def gather(self) -> ClusterHealth:
         """The final sample, then the time series with its summary; the sampler is stopped afterwards."""
@@ -248,23 +257,24 @@ class ClusterHealthSampler:
         samples = self.samples
         summary: dict[str, Any] = {"samples": len(samples)}
         summary.update({key: _maximum(samples, figure) for key, figure in MAXIMA.items()})
+        bounds = {key: bound for key, figure in MAXIMA.items() if (bound := _maximum_bound(samples, figure))}
         inflight = sorted({k for s in samples for k in s.values if k.startswith("apiserver_inflight.")})
         summary["apiserver_inflight_max"] = {k.split(".", 1)[1]: _maximum(samples, k) for k in inflight}
         durations = [lease.duration_s for lease in (self.leases.states or {}).values() if lease.duration_s]
         summary["lease_duration_s"] = max(durations) if durations else None
         summary["pods_evicted"] = _maximum(samples, "pods_evicted")
         summary["workqueue_deepest"] = _top(self._queue_depth_max)
-        summary.update(self._window_figures())
+        summary.update(self._window_figures(bounds))
         summary["cpu_machine_avg"] = self.cpu.average()
         summary["cpus"] = psutil.cpu_count()
-        return HealthSummary(**summary)
+        return HealthSummary(**summary, bounds=bounds)
 
-    def _window_figures(self) -> dict[str, Any]:
+    def _window_figures(self, bounds: dict[str, str]) -> dict[str, Any]:
         """Increases and p99s over the whole window, from each source's first and last scrape."""
         by_name = {s.name: s for s in self.sources}
         found: dict[str, Any] = {}
         used: dict[str, str] = {}
-        read = MetricReader(used)
+        read = MetricReader(used, bounds)
 
         def pair(source: str) -> tuple[Snapshot, Snapshot] | None:
             entry = by_name.get(source)

@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadtests.analysis import etcd
-from loadtests.analysis.metrics import Snapshot, counter_delta, counter_delta_by, histogram_delta, histogram_deltas
+from loadtests.analysis.metrics import (
+    Quantile,
+    Snapshot,
+    counter_delta,
+    counter_delta_by,
+    histogram_delta,
+    histogram_deltas,
+)
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.access import ClusterAccess, unverified_context
 from loadtests.kube.rest import TRANSPORT_ERRORS, short_error
@@ -81,8 +88,9 @@ def _first_present(snapshot: Snapshot, figure: str) -> tuple[str, str] | None:
 class MetricReader:
     """Reads figures off a pair of scrapes (the previous one may be None) and records which metric served each."""
 
-    def __init__(self, used: dict[str, str]) -> None:
+    def __init__(self, used: dict[str, str], bounds: dict[str, str] | None = None) -> None:
         self.used = used
+        self.bounds = bounds if bounds is not None else {}  # figure key -> "<" or ">" where a p99 is only a bound
 
     def name(self, snapshot: Snapshot, figure: str) -> str | None:
         found = _first_present(snapshot, figure)
@@ -102,16 +110,25 @@ class MetricReader:
         return counter_delta(previous, current, name) or 0.0
 
     def p99(self, previous: Snapshot | None, current: Snapshot, figure: str) -> float | None:
+        """p99 over the interval under the key `figure`_s, as a bound (in `bounds`) where the histogram gives
+        no more; None when nothing was counted."""
         name = self.name(current, figure)
         if previous is None or name is None:
             return None
         delta = histogram_delta(previous, current, name)
-        return delta.quantile(0.99) if delta is not None else None
+        return self.honest(f"{figure}_s", delta.p99() if delta is not None else Quantile(None))
+
+    def honest(self, key: str, quantile: Quantile) -> float | None:
+        """The quantile's figure (its bound where it is only one), noting the bound under `key`."""
+        if quantile.bound:
+            self.bounds[key] = quantile.bound
+        return quantile.honest
 
 
-def scheduler_figures(previous: Snapshot | None, current: Snapshot, used: dict[str, str]) -> Figures:
+def scheduler_figures(previous: Snapshot | None, current: Snapshot, used: dict[str, str],
+                      bounds: dict[str, str] | None = None) -> Figures:
     """Pods waiting per scheduler queue (now), scheduling attempts per result (since the previous scrape)."""
-    read = MetricReader(used)
+    read = MetricReader(used, bounds)
     figures: Figures = {}
     name = read.name(current, "scheduler_pending_pods")
     if name is not None:
@@ -136,8 +153,9 @@ class QueueFigures:
     wait_p99: dict[str, float]  # per queue with work in the interval
 
 
-def controller_manager_figures(previous: Snapshot | None, current: Snapshot, used: dict[str, str]) -> QueueFigures:
-    read = MetricReader(used)
+def controller_manager_figures(previous: Snapshot | None, current: Snapshot, used: dict[str, str],
+                               bounds: dict[str, str] | None = None) -> QueueFigures:
+    read = MetricReader(used, bounds)
     figures: Figures = {}
     depth: dict[str, float] = {}
     name = read.name(current, "workqueue_depth")
@@ -148,19 +166,21 @@ def controller_manager_figures(previous: Snapshot | None, current: Snapshot, use
     waits: dict[str, float] = {}
     wait_name = read.name(current, "workqueue_queue_p99")
     if previous is not None and wait_name is not None:
-        for labels, histogram in histogram_deltas(previous, current, wait_name, ("name",)).items():
-            p99 = histogram.quantile(0.99) if histogram.count > 0 else None
-            if p99 is not None:
-                waits[dict(labels)["name"]] = p99
-        figures["workqueue_queue_p99_max_s"] = max(waits.values(), default=None)
+        quantiles = {dict(labels)["name"]: histogram.p99()
+                     for labels, histogram in histogram_deltas(previous, current, wait_name, ("name",)).items()}
+        waits = {queue: q.honest for queue, q in quantiles.items() if q.honest is not None}
+        slowest = max(waits, key=lambda queue: waits[queue], default=None)
+        figures["workqueue_queue_p99_max_s"] = (
+            read.honest("workqueue_queue_p99_max_s", quantiles[slowest]) if slowest is not None else None)
     for figure in ("evictions_node_collector", "evictions_taint_manager"):
         figures[figure] = read.counter(previous, current, figure)
     return QueueFigures(figures, depth, waits)
 
 
-def apiserver_figures(previous: Snapshot | None, current: Snapshot, used: dict[str, str]) -> Figures:
+def apiserver_figures(previous: Snapshot | None, current: Snapshot, used: dict[str, str],
+                      bounds: dict[str, str] | None = None) -> Figures:
     """In-flight requests per kind (the apiserver reports the maximum of the last second), APF queues."""
-    read = MetricReader(used)
+    read = MetricReader(used, bounds)
     figures: Figures = {}
     name = read.name(current, "apiserver_inflight")
     if name is not None:
@@ -175,8 +195,9 @@ def apiserver_figures(previous: Snapshot | None, current: Snapshot, used: dict[s
     return figures
 
 
-def etcd_figures(previous: Snapshot | None, current: Snapshot, used: dict[str, str]) -> Figures:
-    read = MetricReader(used)
+def etcd_figures(previous: Snapshot | None, current: Snapshot, used: dict[str, str],
+                 bounds: dict[str, str] | None = None) -> Figures:
+    read = MetricReader(used, bounds)
     return {
         "etcd_slow_applies": read.counter(previous, current, "etcd_slow_applies"),
         "etcd_leader_changes": read.counter(previous, current, "etcd_leader_changes"),

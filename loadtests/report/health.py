@@ -73,18 +73,23 @@ def health_cells(step: StepResult) -> list[HealthCell]:
                                                                 ("scheduled", "unschedulable", "error"))),
                    _flag(attempts.get("error"), bad=False), "scheduling attempts over the window"),
         HealthCell("work queues depth (max)", page.number(_get(s, "workqueue_depth_max"))),
-        HealthCell("work queue wait p99 (max)", page.duration(_get(s, "workqueue_queue_p99_max_s")), "",
+        HealthCell("work queue wait p99 (max)", _bounded(s, "workqueue_queue_p99_max_s"), "",
                    "the slowest controller-manager queue's wait p99, in its worst interval"),
         HealthCell("in flight mutating · readOnly (max)", _pair(inflight.get("mutating"), inflight.get("readOnly"))),
         HealthCell("APF rejected", page.number(_get(s, "apf_rejected")), _flag(_get(s, "apf_rejected"), bad=False)),
-        HealthCell("APF wait p99", page.duration(_get(s, "apf_wait_p99_s")), "", "over the window"),
+        HealthCell("APF wait p99", _bounded(s, "apf_wait_p99_s"), "", "over the window"),
         HealthCell("etcd slow applies · leader changes", _pair(slow, leader), _flag(slow or leader, bad=False)),
-        HealthCell("etcd fsync p99 (max)", page.duration(_get(s, "etcd_wal_fsync_p99_max_s")), "",
+        HealthCell("etcd fsync p99 (max)", _bounded(s, "etcd_wal_fsync_p99_max_s"), "",
                    "etcd WAL fsync p99 in its worst interval"),
         HealthCell("machine CPU avg · max", f"{page.percent(_get(s, 'cpu_machine_avg'), 0)} · "
                    f"{page.percent(_get(s, 'cpu_machine_max'), 0)}", "",
                    f"100 % = one core; {cpus} cores" if cpus else "100 % = one core"),
     ]
+
+
+def _bounded(s: HealthSummary, key: str) -> str:
+    """A p99 figure of the summary, as the bound it is where the histogram gave no more ("< 1.0 ms")."""
+    return page.bounded(_get(s, key), s.bounds.get(key, ""))
 
 
 def health_details(step: StepResult) -> list[str]:

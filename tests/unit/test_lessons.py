@@ -189,6 +189,10 @@ def test_a_verdict_does_not_rest_on_histogram_bounds() -> None:
     assert figure_reading(posts, "server[verb=POST].p99") == (0.05, "<")
     assert figure_reading(posts, "server[verb=POST].p50") == (0.01, "")
     assert figure_reading(posts, "server[verb=GET].p99") == (0.04, "")
+    # etcd's and the health summary's p99s carry their bounds the same way, keyed by their field
+    disk = _step(etcd=EtcdStats(wal_fsync_p99_s=0.001, backend_commit_p99_s=0.012, bounds={"wal_fsync_p99_s": "<"}))
+    assert figure_reading(disk, "etcd.wal_fsync_p99_s") == (0.001, "<")
+    assert figure_reading(disk, "etcd.backend_commit_p99_s") == (0.012, "")
 
 
 def _step(index: int = 0, nodes: int = 10, **changes: Any) -> StepResult:

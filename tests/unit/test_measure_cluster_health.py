@@ -250,3 +250,29 @@ def test_step_probes_gather_health_into_the_step() -> None:
     # its own requests are taken off the apiserver's counts, as the other probes' are
     assert probes.probe_requests.get(("LIST", "leases"), 0) >= 1
     probes.stop()
+
+
+def test_a_p99_that_is_only_a_bound_says_so() -> None:
+    def page(fast: int) -> Snapshot:
+        return Snapshot.parse("# TYPE etcd_disk_wal_fsync_duration_seconds histogram\n"
+                              f'etcd_disk_wal_fsync_duration_seconds_bucket{{le="0.001"}} {fast}\n'
+                              f'etcd_disk_wal_fsync_duration_seconds_bucket{{le="0.002"}} {fast}\n'
+                              f'etcd_disk_wal_fsync_duration_seconds_bucket{{le="+Inf"}} {fast}\n')
+
+    bounds: dict[str, str] = {}
+    figures = component_metrics.etcd_figures(page(10), page(300), {}, bounds)
+    assert figures["etcd_wal_fsync_p99_s"] == pytest.approx(0.001)  # not the interpolated 990 µs
+    assert bounds == {"etcd_wal_fsync_p99_s": "<"}
+    assert component_metrics.etcd_figures(page(10), page(10), {}, bounds)["etcd_wal_fsync_p99_s"] is None
+
+
+def test_the_maximum_of_sampled_bounds_is_a_bound_only_where_every_top_sample_is() -> None:
+    from loadtests.measure.cluster_health import _maximum_bound
+    from loadtests.results import HealthSample
+
+    key = "etcd_wal_fsync_p99_s"
+    bounded = [HealthSample(5, {key: 0.001}, {key: "<"}), HealthSample(10, {key: 0.0005})]
+    assert _maximum_bound(bounded, key) == "<"
+    assert _maximum_bound([*bounded, HealthSample(15, {key: 0.001})], key) == ""  # the same height, measured
+    assert _maximum_bound([*bounded, HealthSample(15, {key: 0.004})], key) == ""
+    assert _maximum_bound([HealthSample(5, {key: None})], key) == ""

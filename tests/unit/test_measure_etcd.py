@@ -54,3 +54,23 @@ def test_the_declared_families_are_all_the_stats_need() -> None:
 
     full = etcd.etcd_stats(recorded("etcd_metrics_start.txt"), recorded("etcd_metrics_end.txt"))
     assert etcd.etcd_stats(only("etcd_metrics_start.txt"), only("etcd_metrics_end.txt")) == full
+
+
+def _fsync_page(first_bucket: int, total: int) -> Snapshot:
+    """An etcd page whose WAL fsyncs are `first_bucket` at most 1 ms and the rest in (1, 2] ms."""
+    lines = ["# TYPE etcd_disk_wal_fsync_duration_seconds histogram"]
+    for bound, count in (("0.001", first_bucket), ("0.002", total), ("+Inf", total)):
+        lines.append(f'etcd_disk_wal_fsync_duration_seconds_bucket{{le="{bound}"}} {count}')
+    lines += [f"etcd_disk_wal_fsync_duration_seconds_sum {total * 0.0005}",
+              f"etcd_disk_wal_fsync_duration_seconds_count {total}"]
+    return Snapshot.parse("\n".join(lines) + "\n")
+
+
+def test_a_p99_in_the_first_bucket_is_its_bound() -> None:
+    # every fsync under 1 ms: interpolation would say 990 µs; the data says only "< 1 ms"
+    stats = etcd.etcd_stats(_fsync_page(0, 0), _fsync_page(500, 500))
+    assert stats.wal_fsync_p99_s == pytest.approx(0.001)
+    assert stats.bounds == {"wal_fsync_p99_s": "<"}
+    # with 2 % of them above 1 ms rank 495 falls in (1, 2] ms: an interpolation between two bounds
+    stats = etcd.etcd_stats(_fsync_page(0, 0), _fsync_page(490, 500))
+    assert stats.wal_fsync_p99_s == pytest.approx(0.001 + 0.001 * 5 / 10) and stats.bounds == {}

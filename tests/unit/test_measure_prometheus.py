@@ -80,21 +80,21 @@ class TestHistogramDelta:
         assert delta.count == 100.0
         assert delta.sum == pytest.approx(37.0)
         # 50 <= 0.1, 30 in (0.1, 0.5], 20 above 0.5: p90 lands in +Inf
-        assert delta.quantile(0.5) == pytest.approx(0.1)
-        assert delta.quantile(0.7) == pytest.approx(0.1 + 0.4 * 20 / 30)
-        assert delta.quantile(0.9) == 0.5
+        assert delta.bounded_quantile(0.5).value == pytest.approx(0.1)
+        assert delta.bounded_quantile(0.7).value == pytest.approx(0.1 + 0.4 * 20 / 30)
+        assert delta.bounded_quantile(0.9).value == 0.5
 
     def test_counter_reset_takes_the_end_as_the_delta(self) -> None:
         start = Histogram(((0.1, 500.0), (0.5, 900.0), (INF, 1000.0)))
         end = Histogram(((0.1, 8.0), (0.5, 10.0), (INF, 10.0)))  # the process restarted during the step
         assert end.minus(start) == end
-        assert end.minus(start).quantile(0.5) == pytest.approx(0.1 * 5 / 8)
+        assert end.minus(start).bounded_quantile(0.5).value == pytest.approx(0.1 * 5 / 8)
 
     def test_no_new_observations_give_an_empty_delta_and_no_quantile(self) -> None:
         same = Histogram(((0.1, 7.0), (INF, 9.0)))
         delta = same.minus(same)
         assert delta.count == 0
-        assert delta.quantile(0.99) is None
+        assert delta.bounded_quantile(0.99).value is None
 
     def test_deltas_from_snapshots_are_per_series_then_grouped(self) -> None:
         name = "demo_duration_seconds"
@@ -109,7 +109,7 @@ class TestHistogramDelta:
         assert list(grouped) == [labels_of({"verb": "GET"})]
         merged = grouped[labels_of({"verb": "GET"})]
         assert merged.buckets == ((0.1, 25.0), (1.0, 40.0), (INF, 40.0))  # v1: 20+10, v2: 5+10
-        assert merged.quantile(0.5) == pytest.approx(0.1 * 20 / 25)
+        assert merged.bounded_quantile(0.5).value == pytest.approx(0.1 * 20 / 25)
         per_series = histogram_deltas(start, end, name)
         assert len(per_series) == 2
         assert histogram_delta(start, end, name, version="v1").count == 30
@@ -120,7 +120,7 @@ class TestHistogramDelta:
         end = Snapshot.parse(hist_text(name, {"0.5": 3, "+Inf": 4}, 'verb="POST"'))
         delta = histogram_delta(Snapshot({}), end, name)
         assert delta is not None and delta.count == 4
-        assert delta.quantile(0.5) == pytest.approx(0.5 * 2 / 3)
+        assert delta.bounded_quantile(0.5).value == pytest.approx(0.5 * 2 / 3)
 
 
 class TestCounters:

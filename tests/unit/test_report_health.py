@@ -47,3 +47,18 @@ def test_rows_keep_what_was_measured_in_a_sensible_order(tmp_path: Path) -> None
     assert rows["Queues (now)"][:2] == ["work queues, all", "deepest work queue"]
     assert "apiserver in flight: mutating" in rows["Queues (now)"]
     assert "taint-manager evictions" not in rows["Events (per interval)"]  # never sampled: no line
+
+
+def test_a_p99_that_is_only_a_histogram_bound_is_shown_as_one(tmp_path: Path) -> None:
+    health = with_health()
+
+    def edit(data: dict) -> None:
+        health(data)
+        step = data["steps"][0]
+        step["etcd"].update(wal_fsync_p99_s=0.001, bounds={"wal_fsync_p99_s": "<"})
+        step["health"]["summary"].update(etcd_wal_fsync_p99_max_s=0.001, bounds={"etcd_wal_fsync_p99_max_s": "<"})
+
+    html = write_report(edited_run(SAMPLE, tmp_path / "run", edit)).read_text(encoding="utf-8")
+    assert re.search(r"WAL fsync p99</t[dh]><td[^>]*>&lt; 1.0 ms<", html)
+    assert re.search(r'etcd fsync p99 \(max\)</div><div class="v">&lt; 1.0 ms<', html)
+    assert "&lt; 3.0 ms" not in html  # the other steps' measured values stay values
