@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -20,6 +21,7 @@ from loadtests.config.versions import DEFAULT_KUBE_VERSION, check_kube_version
 from loadtests.errors import PlanError, SetupError
 
 PLANS_DIR = PACKAGE_DIR / "plans"
+SectionT = TypeVar("SectionT")
 
 # SIG Scalability SLO thresholds (seconds). Namespace LISTs: 30 s since 2022 (ClusterLoader2 still flags > 5 s).
 DEFAULT_SLO = {
@@ -197,19 +199,48 @@ def _no_unknown(source: str, path: str, data: dict[str, Any], known: set[str]) -
         raise field_error(source, where, f"unknown field; expected one of: {', '.join(sorted(known))}")
 
 
+def _boolean(source: str, path: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise field_error(source, path, f"must be true or false (got {value!r})")
+    return value
+
+
+def _one_of(source: str, path: str, value: Any, allowed: Collection[Any]) -> Any:
+    if value not in allowed:
+        raise field_error(source, path, f"must be one of: {', '.join(map(str, allowed))} (got {value!r})")
+    return value
+
+
+def _section(source: str, path: str, value: Any, cls: type[SectionT]) -> SectionT:
+    """A section read into its dataclass: a mapping whose fields are the dataclass's, no other."""
+    data = _mapping(source, path, value)
+    _no_unknown(source, path, data, set(cls.__dataclass_fields__))  # type: ignore[attr-defined]
+    return cls(**data)
+
+
 def parse(data: Any, source: str = "plan") -> Plan:
-    """Validate a plan mapping and fill in defaults."""
+    """Validate a plan mapping and fill in defaults: one parser per section, each refusing in one line."""
     data = _mapping(source, "(top level)", data)
     _no_unknown(source, "", data, {"name", "target", "steps", "load", "slo", "gate", "workers", "compare",
                                    "capacity", "audit", "project_to", "repeat"})
-
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise field_error(source, "name", f"must be letters, digits, - or _ (got {name!r})")
+    steps = _steps(source, data.get("steps"))
+    largest = max(s.nodes for s in steps)
+    return Plan(name=name, target=_target(source, data.get("target")), steps=steps,
+                load=_load(source, data.get("load")), slo=_slo(source, data.get("slo")),
+                gate=_boolean(source, "gate", data.get("gate", True)),
+                workers=_number(source, "workers", data.get("workers", 0), minimum=0, integer=True),
+                repeat=_number(source, "repeat", data.get("repeat", 1), minimum=1, integer=True),
+                capacity=_capacity(source, data.get("capacity")), audit=_audit(source, data.get("audit")),
+                project_to=(_project_to(source, data["project_to"], largest) if "project_to" in data
+                            else default_project_to(largest)),
+                compare=_compare(source, data.get("compare")), source=source)
 
-    target_data = _mapping(source, "target", data.get("target"))
-    _no_unknown(source, "target", target_data, set(Target.__dataclass_fields__))
-    target = Target(**target_data)
+
+def _target(source: str, value: Any) -> Target:
+    target = _section(source, "target", value, Target)
     if target.kind not in ("local", "cluster"):
         raise field_error(source, "target.kind", f"must be 'local' or 'cluster' (got {target.kind!r})")
     try:
@@ -221,117 +252,111 @@ def parse(data: Any, source: str = "plan") -> Plan:
     if target.kind == "cluster" and not target.kubeconfig:
         raise field_error(source, "target.kubeconfig", "required when target.kind is 'cluster'")
     target.component_args = _component_args(source, target.component_args)
-    if target.etcd_storage not in ETCD_STORAGE:
-        raise field_error(source, "target.etcd_storage", f"must be one of: {', '.join(ETCD_STORAGE)} "
-                                                   f"(got {target.etcd_storage!r})")
-    if target.identities not in IDENTITIES:
-        raise field_error(source, "target.identities", f"must be one of: {', '.join(IDENTITIES)} "
-                                                 f"(got {target.identities!r})")
+    _one_of(source, "target.etcd_storage", target.etcd_storage, ETCD_STORAGE)
+    _one_of(source, "target.identities", target.identities, IDENTITIES)
     local_only = [name for name, value, default in (("component_args", target.component_args, {}),
                                                     ("etcd_storage", target.etcd_storage, "disk"),
                                                     ("identities", target.identities, "admin")) if value != default]
     if target.kind == "cluster" and local_only:
         raise field_error(source, f"target.{local_only[0]}",
-                    "only a local control plane's components can be configured by a plan (on an existing cluster, "
-                    "its kubeconfig says who the load is)")
+                          "only a local control plane's components can be configured by a plan (on an existing "
+                          "cluster, its kubeconfig says who the load is)")
+    return target
 
-    raw_steps = data.get("steps")
-    if not isinstance(raw_steps, list) or not raw_steps:
+
+def _steps(source: str, value: Any) -> list[Step]:
+    if not isinstance(value, list) or not value:
         raise field_error(source, "steps", "must be a non-empty list of steps (each with at least `nodes`)")
-    steps = []
-    for i, raw in enumerate(raw_steps):
-        path = f"steps[{i}]"
-        raw = _mapping(source, path, raw)
-        _no_unknown(source, path, raw, set(Step.__dataclass_fields__))
-        if "nodes" not in raw:
-            raise field_error(source, f"{path}.nodes", "is required")
-        join = _mapping(source, f"{path}.join", raw.pop("join", None))
-        _no_unknown(source, f"{path}.join", join, set(Join.__dataclass_fields__))
-        step = Step(**raw, join=Join(**join))
-        _number(source, f"{path}.join.nodes", step.join.nodes, minimum=0, integer=True)
-        _number(source, f"{path}.join.over_s", step.join.over_s, minimum=0)
-        _number(source, f"{path}.nodes", step.nodes, minimum=1, integer=True)
-        _number(source, f"{path}.pods_per_node", step.pods_per_node, minimum=0, integer=True)
-        if step.pods_per_node > 110:
-            raise field_error(source, f"{path}.pods_per_node", "must be <= 110 (the Kubernetes per-node limit)")
-        _number(source, f"{path}.warmup_s", step.warmup_s, minimum=0)
-        _number(source, f"{path}.duration_s", step.duration_s, minimum=1)
-        _number(source, f"{path}.ramp_timeout_s", step.ramp_timeout_s, minimum=1)
-        step.name = str(step.name or f"{step.nodes} nodes")
-        steps.append(step)
+    return [_step(source, f"steps[{i}]", raw) for i, raw in enumerate(value)]
 
-    load_data = _mapping(source, "load", data.get("load"))
+
+def _step(source: str, path: str, value: Any) -> Step:
+    raw = dict(_mapping(source, path, value))
+    _no_unknown(source, path, raw, set(Step.__dataclass_fields__))
+    if "nodes" not in raw:
+        raise field_error(source, f"{path}.nodes", "is required")
+    join = _section(source, f"{path}.join", raw.pop("join", None), Join)
+    step = Step(**raw, join=join)
+    _number(source, f"{path}.join.nodes", step.join.nodes, minimum=0, integer=True)
+    _number(source, f"{path}.join.over_s", step.join.over_s, minimum=0)
+    _number(source, f"{path}.nodes", step.nodes, minimum=1, integer=True)
+    _number(source, f"{path}.pods_per_node", step.pods_per_node, minimum=0, integer=True)
+    if step.pods_per_node > 110:
+        raise field_error(source, f"{path}.pods_per_node", "must be <= 110 (the Kubernetes per-node limit)")
+    _number(source, f"{path}.warmup_s", step.warmup_s, minimum=0)
+    _number(source, f"{path}.duration_s", step.duration_s, minimum=1)
+    _number(source, f"{path}.ramp_timeout_s", step.ramp_timeout_s, minimum=1)
+    step.name = str(step.name or f"{step.nodes} nodes")
+    return step
+
+
+def _load(source: str, value: Any) -> dict[str, dict[str, Any]]:
+    load_data = _mapping(source, "load", value)
     _no_unknown(source, "load", load_data, {"scenarios"})
-    scenarios_data = _mapping(source, "load.scenarios", load_data.get("scenarios"))
-    load: dict[str, dict[str, Any]] = {}
-    for scenario, params in scenarios_data.items():
-        path = f"load.scenarios.{scenario}"
-        if scenario not in SCENARIOS:
-            raise field_error(source, path, f"unknown scenario; expected one of: {', '.join(sorted(SCENARIOS))}")
-        params = _mapping(source, path, params)
-        declared = SCENARIOS[scenario]
-        _no_unknown(source, path, params, set(declared.defaults))
-        merged = {**copy.deepcopy(declared.defaults), **params}
-        for key, default in declared.defaults.items():
-            value = merged[key]
-            if isinstance(default, bool):
-                if not isinstance(value, bool):
-                    raise field_error(source, f"{path}.{key}", f"must be true or false (got {value!r})")
-            elif isinstance(default, int | float):
-                _number(source, f"{path}.{key}", value, minimum=0, integer=isinstance(default, int))
-            elif isinstance(default, str) and not isinstance(value, str):
-                raise field_error(source, f"{path}.{key}", f"must be a string (got {value!r})")
-        if scenario == "pod_churn" and merged["payload_bytes"] > MAX_PAYLOAD_BYTES:
-            raise field_error(source, f"{path}.payload_bytes", f"must be <= {MAX_PAYLOAD_BYTES} (annotations of one "
-                                                        "object are limited to 256 KiB)")
-        for key, allowed in declared.choices.items():
-            if merged[key] not in allowed:
-                raise field_error(source, f"{path}.{key}", f"must be one of: {', '.join(sorted(allowed))}")
-        load[scenario] = merged
+    scenarios = _mapping(source, "load.scenarios", load_data.get("scenarios"))
+    return {scenario: _scenario(source, f"load.scenarios.{scenario}", scenario, params)
+            for scenario, params in scenarios.items()}
 
-    slo_data = _mapping(source, "slo", data.get("slo"))
+
+def _scenario(source: str, path: str, scenario: str, value: Any) -> dict[str, Any]:
+    """One scenario's parameters over its declared defaults, each of its default's type."""
+    if scenario not in SCENARIOS:
+        raise field_error(source, path, f"unknown scenario; expected one of: {', '.join(sorted(SCENARIOS))}")
+    params = _mapping(source, path, value)
+    declared = SCENARIOS[scenario]
+    _no_unknown(source, path, params, set(declared.defaults))
+    merged = {**copy.deepcopy(declared.defaults), **params}
+    for key, default in declared.defaults.items():
+        value = merged[key]
+        if isinstance(default, bool):
+            _boolean(source, f"{path}.{key}", value)
+        elif isinstance(default, int | float):
+            _number(source, f"{path}.{key}", value, minimum=0, integer=isinstance(default, int))
+        elif isinstance(default, str) and not isinstance(value, str):
+            raise field_error(source, f"{path}.{key}", f"must be a string (got {value!r})")
+    if scenario == "pod_churn" and merged["payload_bytes"] > MAX_PAYLOAD_BYTES:
+        raise field_error(source, f"{path}.payload_bytes", f"must be <= {MAX_PAYLOAD_BYTES} (annotations of one "
+                                                           "object are limited to 256 KiB)")
+    for key, allowed in declared.choices.items():
+        if merged[key] not in allowed:
+            raise field_error(source, f"{path}.{key}", f"must be one of: {', '.join(sorted(allowed))}")
+    return merged
+
+
+def _slo(source: str, value: Any) -> dict[str, float]:
+    slo_data = _mapping(source, "slo", value)
     _no_unknown(source, "slo", slo_data, set(DEFAULT_SLO))
     slo = {**DEFAULT_SLO, **slo_data}
-    for key, value in slo.items():
-        _number(source, f"slo.{key}", value, minimum=0)
+    for key, number in slo.items():
+        _number(source, f"slo.{key}", number, minimum=0)
+    return slo
 
-    gate = data.get("gate", True)
-    if not isinstance(gate, bool):
-        raise field_error(source, "gate", f"must be true or false (got {gate!r})")
-    workers = _number(source, "workers", data.get("workers", 0), minimum=0, integer=True)
-    repeat = _number(source, "repeat", data.get("repeat", 1), minimum=1, integer=True)
 
-    compare = _mapping(source, "compare", data.get("compare"))
+def _compare(source: str, value: Any) -> dict[str, float]:
+    compare = _mapping(source, "compare", value)
     _no_unknown(source, "compare", compare, set(REGRESSION_DEFAULTS))
-    for key, value in compare.items():
-        _number(source, f"compare.{key}", value, minimum=0)
+    for key, number in compare.items():
+        _number(source, f"compare.{key}", number, minimum=0)
+    return compare
 
-    capacity_data = _mapping(source, "capacity", data.get("capacity"))
-    _no_unknown(source, "capacity", capacity_data, set(Capacity.__dataclass_fields__))
-    capacity = Capacity(**capacity_data)
+
+def _capacity(source: str, value: Any) -> Capacity:
+    capacity = _section(source, "capacity", value, Capacity)
     if capacity.growth is not None:
         _number(source, "capacity.growth", capacity.growth, minimum=1.05)
     _number(source, "capacity.max_nodes", capacity.max_nodes, minimum=1, integer=True)
     _number(source, "capacity.resolution", capacity.resolution, minimum=0.01)
+    return capacity
 
-    audit_data = _mapping(source, "audit", data.get("audit"))
-    _no_unknown(source, "audit", audit_data, set(Audit.__dataclass_fields__))
-    audit = Audit(**audit_data)
-    if not isinstance(audit.enabled, bool):
-        raise field_error(source, "audit.enabled", f"must be true or false (got {audit.enabled!r})")
+
+def _audit(source: str, value: Any) -> Audit:
+    audit = _section(source, "audit", value, Audit)
+    _boolean(source, "audit.enabled", audit.enabled)
     if audit.dir is not None and not isinstance(audit.dir, str):
         raise field_error(source, "audit.dir", f"must be a folder path (got {audit.dir!r})")
     _number(source, "audit.max_size_mb", audit.max_size_mb, minimum=1, integer=True)
     _number(source, "audit.max_backups", audit.max_backups, minimum=0, integer=True)
-
-    largest = max(s.nodes for s in steps)
-    if "project_to" in data:
-        project_to = _project_to(source, data["project_to"], largest)
-    else:
-        project_to = default_project_to(largest)
-
-    return Plan(name=name, target=target, steps=steps, load=load, slo=slo, gate=gate, workers=workers,
-                repeat=repeat, capacity=capacity, audit=audit, project_to=project_to, compare=compare, source=source)
+    return audit
 
 
 def _component_args(source: str, value: Any) -> dict[str, list[str]]:

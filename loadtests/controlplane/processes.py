@@ -18,8 +18,6 @@ import ssl
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,6 +26,8 @@ import psutil
 
 from loadtests.controlplane.logs import error_line, last_line, read_tail
 from loadtests.errors import TargetError
+from loadtests.kube.rest import TRANSPORT_ERRORS, send_once
+from loadtests.polling import poll_until
 from loadtests.shutdown import signal_name
 
 LOOPBACK = "127.0.0.1"
@@ -35,27 +35,28 @@ LOOPBACK = "127.0.0.1"
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, *, interval_s: float = 0.2,
              abort: Callable[[], str | None] | None = None) -> None:
-    """Poll a condition until it holds; `abort` may return a reason to give up early (e.g. a process died)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if condition():
-            return
-        if abort is not None and (reason := abort()):
-            raise TargetError(f"{what}: {reason}")
-        if time.monotonic() > deadline:
-            raise TargetError(f"{what}: not reached within {timeout_s:.0f} s")
-        time.sleep(interval_s)
+    """Poll a condition until it holds, else a TargetError naming `what`; `abort` may return a reason to give
+    up early (e.g. a process died)."""
+    reasons: list[str] = []
+
+    def aborted() -> bool:
+        reason = abort() if abort is not None else None
+        if reason:
+            reasons.append(reason)
+        return bool(reason)
+
+    if not poll_until(condition, timeout_s, interval_s=interval_s, abort=aborted):
+        raise TargetError(f"{what}: {reasons[0] if reasons else f'not reached within {timeout_s:.0f} s'}")
 
 
 def http_ok(url: str, context: ssl.SSLContext | None = None, expect: bytes | None = None,
             timeout_s: float = 2.0) -> bool:
     """Whether a health endpoint answers 200 (and contains `expect`); any failure to connect is a no."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s, context=context) as response:  # noqa: S310 - loopback
-            body = response.read()
-            return response.status == 200 and (expect is None or expect in body)
-    except (urllib.error.URLError, OSError, ssl.SSLError):
+        response = send_once("GET", url, tls=context, timeout_s=timeout_s)
+    except TRANSPORT_ERRORS:
         return False
+    return response.status == 200 and (expect is None or expect in response.data)
 
 
 def port_is_free(port: int) -> bool:

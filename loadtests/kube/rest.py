@@ -13,8 +13,10 @@ import collections
 import contextlib
 import json
 import socket
+import ssl
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -48,6 +50,19 @@ def verb_and_resource(method: str, path: str) -> tuple[str, str]:
     if verb == "GET":
         verb = "WATCH" if "watch=" in split.query else ("GET" if len(rest) > 1 else "LIST")
     return verb, resource
+
+
+def send_once(method: str, url: str, *, tls: ssl.SSLContext | None = None, body: bytes | None = None,
+              headers: Mapping[str, str] | None = None, timeout_s: float = 10.0) -> urllib3.BaseHTTPResponse:
+    """One request on a connection of its own, over the same urllib3 as every other request of the harness
+    (health checks, etcd's JSON gateway): no retries, the body read; a failure to connect is one of
+    TRANSPORT_ERRORS."""
+    pool = urllib3.PoolManager(num_pools=1, maxsize=1, ssl_context=tls)
+    try:
+        return pool.request(method, url, body=body, headers=dict(headers or {}), retries=False,
+                            timeout=urllib3.Timeout(connect=min(5.0, timeout_s), read=timeout_s))
+    finally:
+        pool.clear()
 
 
 def pool_manager(access: ClusterAccess, **pool_options: Any) -> urllib3.PoolManager:

@@ -5,7 +5,8 @@ its CPU is then measured by pid, it can use more cores, and importing Locust wou
 runner for gevent. The users are allocated exactly (fixed_count per class, --users = their sum).
 
 Usage:
-    load = LoadGenerator(plan.load, access, nodes=step.nodes, out_dir=step_dir, duration_s=step.duration_s)
+    load = LoadGenerator(StepLoad(plan.load, nodes=step.nodes, duration_s=step.duration_s, out_dir=step_dir),
+                         access)
     load.start()
     ... load.pids() for process probes ...
     outcome = load.wait()     # LoadOutcome: ClientStat per request kind, asked vs achieved, notes
@@ -47,6 +48,7 @@ from loadtests.load.contract import (
 )
 from loadtests.load.processes import LOCUSTFILE, locust_env, locust_spawn, locust_worker_command
 from loadtests.load.remote import MasterBind
+from loadtests.polling import poll_until
 from loadtests.results import CPU_BOUND_PERCENT, ClientStat, RateResult, WorkerStat
 
 CSV_PREFIX = "locust"
@@ -170,37 +172,51 @@ def read_workers(path: Path) -> tuple[list[WorkerStat], list[str], str | None]:
     return workers, notes, data.get("error")
 
 
+@dataclass(frozen=True)
+class StepLoad:
+    """What one step asks of the load, built once by whoever runs the step (the runner, a benchmark, a test)
+    and read by the load generator: the plan's scenarios, the step's size and window, where Locust writes,
+    and how its processes are laid out."""
+
+    scenarios: dict[str, Any]  # the plan's `load` section (scenario name -> its parameters)
+    nodes: int
+    duration_s: float  # the measured window (or Locust's whole run time when not windowed)
+    out_dir: Path
+    windowed: bool = False  # the runner opens and closes the measured window (open_window, close_window)
+    run_id: str = ""  # names the harness's objects; a fresh one when empty
+    workers: int = 0  # local Locust worker processes (0: one process)
+    master: MasterBind | None = None  # workers of other machines join at master.address; then no local ones
+    final_step: bool = False  # workers of other machines end after it
+    ui_port: int | None = None  # Locust's web UI on UI_HOST:ui_port, read-only (--ui)
+    spawn_rate: float | None = None  # users started per second (None: from the user count)
+    node_names: tuple[str, ...] | None = None  # the step's nodes, where a scenario needs their names
+
+    @property
+    def run_time_s(self) -> int:
+        """Locust's own run time: with a measured window only a cap (the window ends the run)."""
+        return max(1, math.ceil(self.duration_s + (WINDOW_CAP_S if self.windowed else 0.0)))
+
+
 class LoadGenerator:
     """The Locust processes of one step. start() returns at once; wait() blocks until the run time is over."""
 
-    def __init__(self, plan_load: dict[str, Any], access: ClusterAccess, nodes: int, out_dir: Path,
-                 duration_s: float, workers: int = 0, run_id: str = "", spawn_rate: float | None = None,
-                 node_names: list[str] | None = None, python: str = sys.executable, windowed: bool = False,
-                 master: MasterBind | None = None, ui_port: int | None = None, final_step: bool = False) -> None:
-        self.scenarios = scenario_params(plan_load)
+    def __init__(self, step: StepLoad, access: ClusterAccess, python: str = sys.executable) -> None:
+        self.step = step
+        self.scenarios = scenario_params(step.scenarios)
         self.access = access
-        self.nodes = nodes
-        self.out_dir = Path(out_dir).resolve()  # Locust runs with this as its working directory
-        self.duration_s = float(duration_s)
+        self.out_dir = Path(step.out_dir).resolve()  # Locust runs with this as its working directory
         self.window_file = self.out_dir / WINDOW_FILE
         self.window_close_file = self.out_dir / WINDOW_CLOSE_FILE
-        self.windowed = windowed
         self._window_opened: float | None = None
         self._window_s: float | None = None  # how long the window was open, once the runner closed it
-        # with a measured window Locust's own run time is only a cap: the window ends the run
-        self.run_time_s = max(1, math.ceil(self.duration_s + (WINDOW_CAP_S if windowed else 0.0)))
-        self.workers = int(workers)  # local worker processes
-        self.master = master  # workers of other machines join at master.address; then no local ones
-        self.ui_port = ui_port  # Locust's web UI on UI_HOST:ui_port, read-only (--ui)
+        self.master = step.master
         self.cluster_uid: str | None = None
-        self.final_step = final_step  # workers of other machines end after it
-        self.run_id = run_id or uuid.uuid4().hex[:12]
-        self.node_names = node_names
+        self.run_id = step.run_id or uuid.uuid4().hex[:12]
         self.python = python
-        self.users = user_plan(self.scenarios, nodes)
+        self.users = user_plan(self.scenarios, step.nodes)
         total = self.users.total
         # small counts at once, large ones within ~10 s: at most 200 new connections (TLS handshakes) per second
-        self.spawn_rate = spawn_rate or max(50.0, min(200.0, total / 5.0))
+        self.spawn_rate = step.spawn_rate or max(50.0, min(200.0, total / 5.0))
         self.log_path = self.out_dir / "locust.log"
         self._procs: list[subprocess.Popen[bytes]] = []
         self._logs: list[IO[bytes]] = []
@@ -210,14 +226,16 @@ class LoadGenerator:
     # --- processes ------------------------------------------------------------------------------------
 
     def _write_config(self) -> Path:
-        config = LoadConfig(access=self.access, scenarios=self.scenarios, nodes=self.nodes,
-                            node_names=self.node_names, run_id=self.run_id, workers=self.expected_workers(),
-                            stop_at=time.time() + self.run_time_s + self.spawn_time_s() + STOP_SLACK_S,
-                            window_file=str(self.window_file) if self.windowed else None,
-                            window_s=self.duration_s if self.windowed else None,
-                            window_close_file=str(self.window_close_file) if self.windowed else None,
+        step, windowed = self.step, self.step.windowed
+        config = LoadConfig(access=self.access, scenarios=self.scenarios, nodes=step.nodes,
+                            node_names=list(step.node_names) if step.node_names is not None else None,
+                            run_id=self.run_id, workers=self.expected_workers(),
+                            stop_at=time.time() + step.run_time_s + self.spawn_time_s() + STOP_SLACK_S,
+                            window_file=str(self.window_file) if windowed else None,
+                            window_s=step.duration_s if windowed else None,
+                            window_close_file=str(self.window_close_file) if windowed else None,
                             cluster_uid=self.cluster_uid, remote_workers=self.master.workers if self.master else 0,
-                            remote_wait_s=self.master.wait_s if self.master else 0.0, final_step=self.final_step)
+                            remote_wait_s=self.master.wait_s if self.master else 0.0, final_step=step.final_step)
         # it may hold a bearer token: kept in a private folder outside the results, removed when Locust is done
         self._config_dir = Path(tempfile.mkdtemp(prefix="loadtest-load-"))
         path = self._config_dir / "load-config.json"
@@ -226,10 +244,10 @@ class LoadGenerator:
 
     def expected_workers(self) -> int:
         """Worker processes the master waits for: local ones, or those of other machines."""
-        return self.master.workers if self.master else self.workers
+        return self.master.workers if self.master else self.step.workers
 
     def ui_url(self) -> str | None:
-        return f"http://{UI_HOST}:{self.ui_port}" if self.ui_port else None
+        return f"http://{UI_HOST}:{self.step.ui_port}" if self.step.ui_port else None
 
     def spawn_time_s(self) -> float:
         return self.users.total / self.spawn_rate if self.users.total else 0.0
@@ -237,12 +255,12 @@ class LoadGenerator:
     def command(self, master_port: int | None = None) -> list[str]:
         """The Locust command line of the master (or of the only process)."""
         # with the live view Locust serves its UI and starts the plan's users by itself, as headless would
-        mode = ["--autostart", "--web-host", UI_HOST, "--web-port", str(self.ui_port)] if self.ui_port else [
-            "--headless"]
+        ui_port = self.step.ui_port
+        mode = ["--autostart", "--web-host", UI_HOST, "--web-port", str(ui_port)] if ui_port else ["--headless"]
         cmd = [
             self.python, "-m", "locust", "-f", str(LOCUSTFILE), *mode,
             "--users", str(self.users.total), "--spawn-rate", f"{self.spawn_rate:g}",
-            "--run-time", f"{self.run_time_s}s", "--csv", str(self.out_dir / CSV_PREFIX), "--only-summary",
+            "--run-time", f"{self.step.run_time_s}s", "--csv", str(self.out_dir / CSV_PREFIX), "--only-summary",
             "--exit-code-on-error", "0", "--loglevel", "INFO",
         ]
         if master_port is not None:
@@ -276,27 +294,27 @@ class LoadGenerator:
         if self.master is not None:  # the workers come from elsewhere, to the same address every step
             self._spawn(self.command(self.master.port), self.log_path, env)
             return
-        if self.workers <= 0:
+        if self.step.workers <= 0:
             self._spawn(self.command(), self.log_path, env)
             return
         port = free_ports(1)[0]
         self._spawn(self.command(port), self.log_path, env)
-        for index in range(self.workers):
+        for index in range(self.step.workers):
             worker_cmd = locust_worker_command(self.python, "127.0.0.1", port)
             self._spawn(worker_cmd, self.out_dir / f"locust-worker-{index}.log", env)
 
     def open_window(self) -> None:
         """Start the measured window now: Locust restarts its statistics."""
-        if not self.windowed:
-            raise LoadGeneratorError("open_window() needs windowed=True")
+        if not self.step.windowed:
+            raise LoadGeneratorError("open_window() needs a windowed step")
         self.window_file.touch()
         self._window_opened = time.monotonic()
 
     def close_window(self) -> None:
         """Close the measured window now: Locust writes its statistics as they stand, then stops its users and
         quits (wait() then returns the window's figures; the stop is in none of them)."""
-        if not self.windowed:
-            raise LoadGeneratorError("close_window() needs windowed=True")
+        if not self.step.windowed:
+            raise LoadGeneratorError("close_window() needs a windowed step")
         self.window_close_file.touch()
         if self._window_opened is not None:
             self._window_s = time.monotonic() - self._window_opened
@@ -304,19 +322,13 @@ class LoadGenerator:
     def wait_spawned(self, timeout: float) -> bool:
         """Block until Locust reports all users spawned (its start-up takes a few seconds), so a measurement
         window can start with the full load. False on timeout or when Locust has already exited."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self._procs:
-                return True
+        def spawned() -> bool:
             try:
-                if "All users spawned" in self.log_path.read_text(errors="replace"):
-                    return True
+                return not self._procs or "All users spawned" in self.log_path.read_text(errors="replace")
             except OSError:
-                pass
-            if self._procs[0].poll() is not None:
                 return False
-            time.sleep(0.1)
-        return False
+
+        return poll_until(spawned, timeout, interval_s=0.1, abort=lambda: self._procs[0].poll() is not None)
 
     def pids(self) -> list[int]:
         """Master and workers (or the single process), for CPU and memory probes."""
@@ -335,11 +347,11 @@ class LoadGenerator:
             alive = [proc for proc in group if proc.poll() is None]  # a reaped pid is never signalled again
             for proc in alive:
                 self._signal(proc, signal.SIGTERM)
-            self._poll_until(alive, deadline)
+            self._exited(alive, deadline - time.monotonic())
         leftovers = [proc for proc in self._procs if proc.poll() is None]
         for proc in leftovers:
             self._signal(proc, signal.SIGKILL)
-        self._poll_until(leftovers, time.monotonic() + 5.0)
+        self._exited(leftovers, 5.0)
         self._close_logs()
 
     @staticmethod
@@ -348,12 +360,8 @@ class LoadGenerator:
             proc.send_signal(signum)
 
     @staticmethod
-    def _poll_until(procs: list[subprocess.Popen[bytes]], deadline: float) -> bool:
-        while any(proc.poll() is None for proc in procs):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
-        return True
+    def _exited(procs: list[subprocess.Popen[bytes]], timeout_s: float) -> bool:
+        return poll_until(lambda: all(proc.poll() is not None for proc in procs), timeout_s, interval_s=0.05)
 
     def _close_logs(self) -> None:
         if any(proc.poll() is None for proc in self._procs):
@@ -381,16 +389,17 @@ class LoadGenerator:
         if self._started_at is None:
             raise LoadGeneratorError("wait() before start()")
         if not self._procs:
-            return LoadOutcome(client=[], rates=achieved_rates(self.scenarios, self.nodes, self.duration_s, []),
-                               notes=[], users={})
-        timeout = timeout if timeout is not None else self.run_time_s + self.spawn_time_s() + 90.0
+            return LoadOutcome(client=[], rates=achieved_rates(self.scenarios, self.step.nodes,
+                                                               self.step.duration_s, []), notes=[], users={})
+        run_time_s = self.step.run_time_s
+        timeout = timeout if timeout is not None else run_time_s + self.spawn_time_s() + 90.0
         master = self._procs[0]
         try:
             code = master.wait(timeout=max(0.0, self._started_at + timeout - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.stop()
             raise LoadGeneratorError(
-                f"Locust did not finish within {timeout:.0f} s (run time {self.run_time_s} s); stopped it. "
+                f"Locust did not finish within {timeout:.0f} s (run time {run_time_s} s); stopped it. "
                 f"Last lines of {self.log_path}:\n{log_tail(self.log_path, 25)}"
             ) from None
         for worker in self._procs[1:]:
@@ -439,7 +448,7 @@ class LoadGenerator:
             )
         client, total = read_stats_csv(path)
         failures = read_failures_csv(self._csv(WINDOW_FAILURES_SUFFIX, FINAL_FAILURES_SUFFIX, "_failures.csv"))
-        rates = achieved_rates(self.scenarios, self.nodes, self._window_s or self.duration_s, client)
+        rates = achieved_rates(self.scenarios, self.step.nodes, self._window_s or self.step.duration_s, client)
         workers, worker_notes, _ = read_workers(self.out_dir / (CSV_PREFIX + WINDOW_WORKERS_SUFFIX))
         notes = failure_note(total, failures) + worker_notes + self._log_notes()
         return LoadOutcome(client=client, rates=rates, notes=notes, total=total, failures=failures,

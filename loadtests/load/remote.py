@@ -18,7 +18,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 from loadtests.errors import LoadTestError
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.private import write_private
+from loadtests.polling import poll_until
 
 DEFAULT_MASTER_PORT = 5557  # Locust's own default
 WORKER_WAIT_S = 120.0  # default: how long a step's master waits for its workers
@@ -125,7 +125,7 @@ class RemoteWorker:
 
     def serve(self, connect_timeout_s: float, idle_timeout_s: float) -> int:
         """Serve step after step; the number of steps served."""
-        if not self._wait(lambda: reachable(self.host, self.port, source=self.source), connect_timeout_s):
+        if not poll_until(lambda: reachable(self.host, self.port, source=self.source), connect_timeout_s):
             raise RemoteWorkerError(f"--master {self.master}: nothing answers there within {connect_timeout_s:g} s; "
                                     "start the run first (`loadtest run ... --master-bind "
                                     f"{self.master} --expect-workers N`) and check the address and firewall")
@@ -143,20 +143,11 @@ class RemoteWorker:
                 self.say(f"step {served} of run {status.run_id} served: the run's last step; done")
                 return served
             self.say(f"step {served} of run {status.run_id} served; waiting for the next step's master")
-            self._wait(lambda: not reachable(self.host, self.port, source=self.source), PORT_CLOSE_WAIT_S)
-            if not self._wait(lambda: reachable(self.host, self.port, source=self.source), idle_timeout_s):
+            poll_until(lambda: not reachable(self.host, self.port, source=self.source), PORT_CLOSE_WAIT_S)
+            if not poll_until(lambda: reachable(self.host, self.port, source=self.source), idle_timeout_s):
                 self.say(f"no master at {self.master} for {idle_timeout_s:g} s: the run is over "
                          f"({served} step(s) served)")
                 return served
-
-    @staticmethod
-    def _wait(condition: Callable[[], bool], timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while not condition():
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.2)
-        return True
 
     def _log(self, step: int) -> Path:
         return self.log_dir / f"locust-worker-step-{step}.log"

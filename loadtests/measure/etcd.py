@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import base64
 import json
-import urllib.request
 
 from loadtests.kube.access import ClusterAccess
+from loadtests.kube.rest import send_once
 
 # Key prefixes counted in etcd at the window's close: what the main etcd holds of each (with Events in their
 # own etcd, "events" falls to zero in the main one)
@@ -15,11 +15,14 @@ COUNTED_PREFIXES = {"events": "/registry/events/", "pods": "/registry/pods/", "l
 
 
 def _post(client: ClusterAccess, path: str, body: dict[str, object], timeout_s: float) -> dict[str, object]:
-    """One call to etcd's JSON gateway (/v3/...), with the client certificate etcd requires."""
-    request = urllib.request.Request(client.server.rstrip("/") + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(request, timeout=timeout_s, context=client.ssl_context()) as response:
-        return json.loads(response.read() or b"{}")
+    """One call to etcd's JSON gateway (/v3/...), with the client certificate etcd requires; OSError naming
+    the status when etcd answers with anything but 200."""
+    response = send_once("POST", client.server.rstrip("/") + path, tls=client.ssl_context(),
+                         body=json.dumps(body).encode(), headers={"Content-Type": "application/json"},
+                         timeout_s=timeout_s)
+    if response.status != 200:
+        raise OSError(f"etcd {path}: HTTP {response.status}: {response.data.decode('utf-8', 'replace')[:200]}")
+    return json.loads(response.data or b"{}")
 
 
 def _b64(text: str) -> str:

@@ -40,11 +40,12 @@ from loadtests.errors import (
 )
 from loadtests.kube import objects
 from loadtests.kube.rest import RestClient
-from loadtests.load.generator import LoadGenerator
+from loadtests.load.generator import LoadGenerator, StepLoad
 from loadtests.load.remote import MasterBind
 from loadtests.measure.probes import StepProbes
 from loadtests.measure.processes import HARNESS
 from loadtests.measure.saturation import RampWitness
+from loadtests.polling import poll_until
 from loadtests.results import ClientStat, RunResult, StepResult
 from loadtests.run.capacity import PlannedSteps, StepChooser, step_failures
 from loadtests.run.fleet import FLEET_USER_AGENT, Fleet
@@ -288,11 +289,12 @@ class Runner:
         churn_namespace = self.plan.load.get("pod_churn", {}).get("namespace") or objects.NS_CHURN
         probes = StepProbes(info, probe_namespace=objects.NS_PROBE, churn_namespace=churn_namespace,
                             scrapes_dir=step_dir)
-        load = LoadGenerator(self.plan.load, info.load_access or info.access, nodes=step.nodes, out_dir=step_dir,
-                             duration_s=step.duration_s, workers=self._workers(), run_id=self.options.out_dir.name,
-                             windowed=True, master=self.options.master, ui_port=self.options.ui_port,
-                             final_step=self._total is not None and index + 1 == self._total
-                             and not self.options.runs_follow)
+        load = LoadGenerator(StepLoad(self.plan.load, nodes=step.nodes, duration_s=step.duration_s, out_dir=step_dir,
+                                      windowed=True, run_id=self.options.out_dir.name, workers=self._workers(),
+                                      master=self.options.master, ui_port=self.options.ui_port,
+                                      final_step=self._total is not None and index + 1 == self._total
+                                      and not self.options.runs_follow),
+                             info.load_access or info.access)
         untrack = SHUTDOWN.track(lambda: [f"locust (pid {pid})" for pid in load.pids() if psutil.pid_exists(pid)])
         try:
             # the window opens once every user runs: a burst of new connections is not the step's steady state
@@ -337,14 +339,15 @@ class Runner:
         self.say(f"{prefix}: starting the load ({load.users.total} users)"
                  + (f"; waiting for {load.master.workers} worker(s) at {load.master.address}" if load.master else "")
                  + (f"; live view (read-only): {load.ui_url()}" if load.ui_url() else ""))
-        deadline = time.monotonic() + load.spawn_time_s() + 120
-        while not load.wait_spawned(timeout=1.0):
-            if not load.running():
-                load.wait(timeout=5)  # raises with the tail of Locust's log
-                raise TargetError(f"the load generator exited before its users were running ({prefix})")
-            if time.monotonic() > deadline:
-                raise TargetError(f"the load generator did not start its users within "
-                                  f"{load.spawn_time_s() + 120:.0f} s ({prefix}); see {load.log_path}")
+        limit_s = load.spawn_time_s() + 120
+        if poll_until(lambda: load.wait_spawned(timeout=1.0), limit_s, interval_s=0.0,
+                      abort=lambda: not load.running()):
+            return
+        if not load.running():
+            load.wait(timeout=5)  # raises with the tail of Locust's log
+            raise TargetError(f"the load generator exited before its users were running ({prefix})")
+        raise TargetError(f"the load generator did not start its users within {limit_s:.0f} s ({prefix}); "
+                          f"see {load.log_path}")
 
     def _measure(self, load: LoadGenerator, step: Step, prefix: str, started: float) -> None:
         """Let the load run through the measured window, printing progress; the health watch may cut it short,

@@ -13,7 +13,7 @@ from loadtests.controlplane.processes import wait_for
 from loadtests.kube import objects
 from loadtests.kube.rest import RestClient
 from loadtests.load.contract import LoadConfig
-from loadtests.load.generator import LoadGenerator
+from loadtests.load.generator import LoadGenerator, StepLoad
 from loadtests.run.fleet import Fleet
 
 NODES = 10
@@ -42,8 +42,8 @@ def churn_pods_left(rest: RestClient, run_id: str) -> int:
 
 def test_every_scenario_achieves_what_it_asks(control_plane: TargetInfo, rest: RestClient, fleet: Fleet,
                                               tmp_path: Path) -> None:
-    gen = LoadGenerator(LOAD, control_plane.access, nodes=NODES, out_dir=tmp_path, duration_s=15,
-                        run_id="it-load")
+    gen = LoadGenerator(StepLoad(LOAD, nodes=NODES, duration_s=15, out_dir=tmp_path, run_id="it-load"),
+                        control_plane.access)
     try:
         gen.start()
         assert gen.wait_spawned(60)
@@ -74,8 +74,8 @@ def test_every_scenario_achieves_what_it_asks(control_plane: TargetInfo, rest: R
 def test_refused_requests_are_failures_not_crashes(control_plane: TargetInfo, fleet: Fleet,
                                                    tmp_path: Path) -> None:
     anonymous = dataclasses.replace(control_plane.access, cert_file=None, key_file=None, token=None)
-    gen = LoadGenerator({"pod_churn": {"rate": 4.0, "users": 1}, "informers": {"count": 1}}, anonymous,
-                        nodes=NODES, out_dir=tmp_path, duration_s=4)
+    gen = LoadGenerator(StepLoad({"pod_churn": {"rate": 4.0, "users": 1}, "informers": {"count": 1}},
+                                 nodes=NODES, duration_s=4, out_dir=tmp_path), anonymous)
     try:
         gen.start()
         outcome = gen.wait(timeout=90)

@@ -30,7 +30,7 @@ from loadtests.controlplane.base import TargetInfo
 from loadtests.controlplane.local import LocalControlPlane
 from loadtests.controlplane.processes import free_ports, listening_ports, wait_for
 from loadtests.kube.rest import RestClient
-from loadtests.load.generator import LoadGenerator
+from loadtests.load.generator import LoadGenerator, StepLoad
 from loadtests.run.fleet import Fleet
 from tests.checks import assert_nothing_left, running_plane
 from tests.cli import error_lines, loadtest, start_loadtest
@@ -167,8 +167,8 @@ def test_the_live_view_shows_the_step_and_refuses_to_change_it(control_plane: Ta
     fleet = Fleet(rest)
     fleet.ensure_namespaces()
     fleet.scale_nodes(3, timeout_s=120)
-    gen = LoadGenerator({"list_pollers": {"rate": 2, "users": 1}}, control_plane.access, nodes=3, out_dir=tmp_path,
-                        duration_s=4, windowed=True, ui_port=free_ports(1)[0])
+    gen = LoadGenerator(StepLoad({"list_pollers": {"rate": 2, "users": 1}}, nodes=3, duration_s=4, out_dir=tmp_path,
+                                 windowed=True, ui_port=free_ports(1)[0]), control_plane.access)
     url = gen.ui_url()
     assert url is not None and url.startswith("http://127.0.0.1:")
     try:

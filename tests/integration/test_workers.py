@@ -9,7 +9,7 @@ import psutil
 
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.rest import RestClient
-from loadtests.load.generator import LoadGenerator
+from loadtests.load.generator import LoadGenerator, StepLoad
 from loadtests.run.fleet import Fleet
 
 RATE = 6.0
@@ -22,8 +22,8 @@ def test_two_workers_share_the_load_and_both_are_counted(control_plane: TargetIn
     fleet.scale_nodes(10, timeout_s=120)
     # two churn users at RATE/2 each: one lands on each worker, so the total rate needs both workers' counts
     load = {"pod_churn": {"rate": RATE, "users": 2, "lifetime_s": 3.0}}
-    gen = LoadGenerator(load, control_plane.access, nodes=10, out_dir=tmp_path, duration_s=15, workers=2,
-                        run_id="it-workers", windowed=True)
+    gen = LoadGenerator(StepLoad(load, nodes=10, duration_s=15, out_dir=tmp_path, workers=2, run_id="it-workers",
+                                 windowed=True), control_plane.access)
     try:
         gen.start()
         pids = gen.pids()

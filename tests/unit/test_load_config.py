@@ -22,7 +22,7 @@ from loadtests.config.scenarios import (
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.names import request_name
 from loadtests.load.contract import LoadConfig
-from loadtests.load.generator import LoadGenerator, failure_note, read_failures_csv, read_stats_csv
+from loadtests.load.generator import LoadGenerator, StepLoad, failure_note, read_failures_csv, read_stats_csv
 from loadtests.report.html import step_warnings
 from loadtests.results import ClientStat, StepResult
 
@@ -63,14 +63,14 @@ class TestSizing:
             user_plan({"pod_storm": {}}, 1)
 
     def test_spawn_rate_and_command(self, tmp_path: Path) -> None:
-        gen = LoadGenerator({"kubelet_watchers": {"max_watchers": 2000}}, ACCESS, nodes=1500, out_dir=tmp_path,
-                            duration_s=59.5, workers=2)
+        gen = LoadGenerator(StepLoad({"kubelet_watchers": {"max_watchers": 2000}}, nodes=1500, duration_s=59.5,
+                                     out_dir=tmp_path, workers=2), ACCESS)
         cmd = gen.command(master_port=5599)
         assert cmd[cmd.index("--users") + 1] == "1500"
         assert cmd[cmd.index("--run-time") + 1] == "60s"
         assert float(cmd[cmd.index("--spawn-rate") + 1]) == 200.0  # capped: 1500 TLS handshakes over ~8 s
         assert cmd[cmd.index("--expect-workers") + 1] == "2" and "127.0.0.1" in cmd
-        small = LoadGenerator({"informers": {"count": 3}}, ACCESS, nodes=1, out_dir=tmp_path, duration_s=5)
+        small = LoadGenerator(StepLoad({"informers": {"count": 3}}, nodes=1, duration_s=5, out_dir=tmp_path), ACCESS)
         assert small.spawn_rate == 50.0 and "--master" not in small.command()
 
 
@@ -103,7 +103,7 @@ class TestConfig:
         assert [by_prefix.node(i) for i in range(4)] == ["n-00000", "n-00001", "n-00002", "n-00000"]
 
     def test_config_file_is_private(self, tmp_path: Path) -> None:
-        gen = LoadGenerator({"informers": {}}, ACCESS, nodes=1, out_dir=tmp_path, duration_s=5, run_id="r")
+        gen = LoadGenerator(StepLoad({"informers": {}}, nodes=1, duration_s=5, out_dir=tmp_path, run_id="r"), ACCESS)
         path = gen._write_config()
         assert path.stat().st_mode & 0o777 == 0o600
         assert LoadConfig.from_dict(json.loads(path.read_text())).access == ACCESS

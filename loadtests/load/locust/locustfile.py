@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import os
-import time
 from typing import Any
 
 import gevent
@@ -38,6 +37,7 @@ from loadtests.load.contract import (
 )
 from loadtests.load.locust import worker_link
 from loadtests.load.locust.scenarios.pod_churn import CLEANUP_S
+from loadtests.polling import poll_until
 
 WIND_DOWN = "loadtest_wind_down"
 WOUND_DOWN = "loadtest_wound_down"
@@ -127,9 +127,7 @@ def _keep_window(environment: Any) -> None:
     if close is None:
         gevent.sleep(CONFIG.window_s or 0.0)
     else:
-        deadline = time.monotonic() + (CONFIG.window_s or 0.0) + CLOSE_CAP_S
-        while not os.path.exists(close) and time.monotonic() < deadline:
-            gevent.sleep(0.02)
+        poll_until(lambda: os.path.exists(close), (CONFIG.window_s or 0.0) + CLOSE_CAP_S, interval_s=0.02)
         _write_window_stats(environment)
     environment.runner.quit()
     if environment.web_ui is not None:  # the live view ends with the step (its server keeps Locust running)
@@ -158,9 +156,7 @@ def _ask_workers(runner: Any, message: str, confirmed: set[str], wait_s: float) 
     workers = {client.id for client in runner.clients.all if client.state != STATE_MISSING}  # lost: no answer
     confirmed.clear()
     runner.send_message(message)
-    deadline = time.monotonic() + wait_s
-    while not workers <= confirmed and time.monotonic() < deadline:
-        gevent.sleep(0.02)
+    poll_until(lambda: workers <= confirmed, wait_s, interval_s=0.02)
 
 
 @events.init.add_listener

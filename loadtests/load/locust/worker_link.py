@@ -29,6 +29,7 @@ from locust import User, constant, task
 from locust.runners import STATE_MISSING, STATE_RUNNING, MasterRunner, WorkerRunner
 
 from loadtests.load.contract import REMOTE_WORKER_ENV, LoadConfig, RemoteWorkerSetup
+from loadtests.polling import poll_until
 
 HELLO = "loadtest_hello"
 STEP_CONFIG = "loadtest_step_config"
@@ -193,20 +194,20 @@ def wait_for_remote_workers(ledger: WorkerLedger, runner: MasterRunner, wait_s: 
     """Master, before any spawn job goes out: every connected worker configured and enough of them; a
     refused worker leaves, so another may be needed. Gives up after wait_s with one line."""
     expected = ledger.config.remote_workers
-    deadline = time.monotonic() + wait_s
-    while True:
+    ready: list[int] = [0]
+
+    def all_ready() -> bool:
         active = [c.id for c in runner.clients.all if c.state != STATE_MISSING]
-        ready = [cid for cid in active if ledger.record(cid).accepted]
-        if len(ready) >= expected and len(ready) == len(active):
-            return
-        if time.monotonic() > deadline:
-            refused = [w for w in ledger.workers.values() if w.refused]
-            ledger.error = (f"waited {wait_s:.0f} s for {expected} worker(s) with this step's configuration; "
-                            f"{len(ready)} ready" + (f", {len(refused)} refused" if refused else ""))
-            logger.error(ledger.error)
-            gevent.spawn(runner.quit)
-            return
-        gevent.sleep(0.05)
+        ready[0] = sum(1 for cid in active if ledger.record(cid).accepted)
+        return ready[0] >= expected and ready[0] == len(active)
+
+    if poll_until(all_ready, wait_s, interval_s=0.05):
+        return
+    refused = [w for w in ledger.workers.values() if w.refused]
+    ledger.error = (f"waited {wait_s:.0f} s for {expected} worker(s) with this step's configuration; "
+                    f"{ready[0]} ready" + (f", {len(refused)} refused" if refused else ""))
+    logger.error(ledger.error)
+    gevent.spawn(runner.quit)
 
 
 # ------------------------------------------------------------------------------------------ worker side
