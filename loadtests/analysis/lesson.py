@@ -274,11 +274,17 @@ def ratio(warned: float, fix: float) -> float:
     return warned / fix
 
 
-def times(effect: float | None) -> str:
-    """An effect as a factor: ×2.41, ×∞ (only the fix measured zero), — (not measured)."""
+def times(effect: float | None, prefix: str = "") -> str:
+    """An effect as a factor: ×2.41, ×∞ (only the fix measured zero), — (not measured); `prefix` "≥ " or "≤ "
+    where a histogram bound says only how large it is at least or at most (see effect_prefix)."""
     if effect is None:
         return "—"
-    return "×∞" if math.isinf(effect) else f"×{effect:.2f}"
+    return "×∞" if math.isinf(effect) else f"{prefix}×{effect:.2f}"
+
+
+def effect_prefix(bounded: str) -> str:
+    """How a bias (see bias) qualifies the effect shown: at least it ("≥ "), at most it ("≤ "), or neither."""
+    return {"understated": "≥ ", "overstated": "≤ "}.get(bounded, "")
 
 
 def bias(measure: Measure, warned_bound: str, fix_bound: str) -> str:
@@ -318,7 +324,7 @@ def judge(measure: Measure, found: Evidence, bounded: str = "") -> tuple[str, st
     report describes (every run beyond every other, or a rank test at ALPHA), not reproduced when they separate
     the other way or overlap within a range an effect of the report's size would have cleared; `bounded` (see
     bias) keeps a verdict from resting on a histogram bound that may hide the real values."""
-    shown = times(found.effect)
+    shown = times(found.effect, effect_prefix(bounded))
     tested = f", U test {stats.p_text(found.p)}" if found.p is not None else ""
     if bounded == "unknown":
         return "inconclusive", f"{shown}, but both values are only histogram bounds: its buckets cannot tell them apart"
@@ -361,6 +367,7 @@ class Comparison:
     fix_bound: str = ""
     p_value: float | None = None
     check: bool = False  # a sanity check, shown and never a verdict
+    effect_prefix: str = ""  # "≥ " or "≤ " where a histogram bound says only a least or a most effect
 
 
 def side_bound(readings: list[tuple[float, str]]) -> str:
@@ -393,21 +400,22 @@ def compare(measure: Measure, warned: list[float], fix: list[float], against: st
         found = evidence(measure, warned, fix)
         holds = found.up and not bounded
         verdict, reason = (CHECK_HOLDS if holds else CHECK_FAILS,
-                           f"{times(effect)}: a sanity check of the setup, not a verdict ("
+                           f"{times(effect, effect_prefix(bounded))}: a sanity check of the setup, not a verdict ("
                            + ("every run as the setup implies" if holds else "not every run as the setup implies")
                            + ")")
         return Comparison(measure.name, against, warned, fix, effect, noise, noise_from, verdict, reason,
-                          measure.unit, warned_bound, fix_bound, check=True)
+                          measure.unit, warned_bound, fix_bound, check=True, effect_prefix=effect_prefix(bounded))
     if runs < MIN_RUNS:
         verdict = SINGLE_RUN if runs == 1 else TOO_FEW_RUNS
-        reason = (f"{times(effect)}; {'single run' if runs == 1 else f'{runs} runs a side'}: noise not measured, "
+        runs_text = "single run" if runs == 1 else f"{runs} runs a side"
+        reason = (f"{times(effect, effect_prefix(bounded))}; {runs_text}: noise not measured, "
                   f"no verdict (run each variant {MIN_RUNS} or more times: --repeat {MIN_RUNS})")
         return Comparison(measure.name, against, warned, fix, effect, noise, noise_from, verdict, reason,
-                          measure.unit, warned_bound, fix_bound)
+                          measure.unit, warned_bound, fix_bound, effect_prefix=effect_prefix(bounded))
     found = evidence(measure, warned, fix)
     verdict, reason = judge(measure, found, bounded)
     return Comparison(measure.name, against, warned, fix, effect, noise, noise_from, verdict, reason, measure.unit,
-                      warned_bound, fix_bound, p_value=found.p)
+                      warned_bound, fix_bound, p_value=found.p, effect_prefix=effect_prefix(bounded))
 
 
 @dataclass

@@ -48,7 +48,7 @@ def write_lesson_page(lesson: Lesson, folder: Path) -> Path:
     (folder / LESSON_RESULTS).write_text(json.dumps(summary(evaluated), indent=1, default=str))
     panels = [_growth_panel(i, *what) if kind == "growth" else _bar_panel(i, *what)
               for kind, i, *what in evaluated["charted"]]
-    html = page.render("lesson.html", folder=folder.name, effect_text=lambda c: times(c.effect),
+    html = page.render("lesson.html", folder=folder.name, effect_text=lambda c: times(c.effect, c.effect_prefix),
                        results_file=RESULTS_FILE, figures=charts.payload(panels), panels=panels, **evaluated)
     return page.write(folder / LESSON_PAGE, html)
 
@@ -57,10 +57,12 @@ def _cell(values: list[float], unit: str, bound: str = "") -> str:
     """The median of a side's runs, with their range and count where there are several."""
     if not values:
         return "—"
-    median = f"{bound} {page.in_unit(statistics.median(values), unit)}".lstrip()
+    def shown(value: float) -> str:
+        return f"{bound} {page.in_unit(value, unit)}".lstrip()
+
     if len(values) == 1:
-        return median
-    return f"{median} ({page.in_unit(min(values), unit)} – {page.in_unit(max(values), unit)}, n={len(values)})"
+        return shown(values[0])
+    return f"{shown(statistics.median(values))} ({shown(min(values))} – {shown(max(values))}, n={len(values)})"
 
 
 def lessons_table(folders: list[Path]) -> str:
@@ -73,7 +75,7 @@ def lessons_table(folders: list[Path]) -> str:
         deciding = data.get("deciding") or (comparisons[0]["measure"] if comparisons else "")
         first = [c for c in comparisons if c["measure"] == deciding]
         for i, c in enumerate(first):
-            effect = "×∞" if c["effect_infinite"] else times(c["effect"])
+            effect = "×∞" if c["effect_infinite"] else times(c["effect"], c.get("effect_prefix", ""))
             fix = f"{c['against']}: {_cell(c['fix'], c['unit'], c.get('fix_bound', ''))}"
             name, verdict = (f"`{data['lesson']}`", f"**{data['verdict']}**") if i == 0 else ("", "")
             rows.append(f"| {name} | {verdict} | {c['measure'] if i == 0 else ''} | "

@@ -405,3 +405,13 @@ def test_saturation_while_measured_is_decided_again_from_the_recorded_health() -
     found.health.samples[-1].values["nodes_not_ready"] = 0  # recomputed health that held: measured again
     saturation.apply(found, saturation.while_measured(found, cpus=2))
     assert found.status == "measured" and found.saturation == {}
+
+
+def test_an_effect_against_a_bound_is_a_least_effect() -> None:
+    # etcd-disk: fsync on disk measured, on a tmpfs every fsync in the first bucket ("< 1 ms")
+    measure = lesson_mod.Measure("etcd WAL fsync p99", "s", "etcd", {"figure": "etcd.wal_fsync_p99_s"},
+                                 min_effect=2.0)
+    found = compare(measure, [0.0125, 0.0132, 0.0148], [0.001] * 3, "memory", "", "<")
+    assert found.verdict == "reproduced" and found.effect_prefix == "≥ "
+    assert found.reason.startswith("≥ ×13.20: every run")
+    assert compare(measure, [0.0125, 0.0132, 0.0148], [0.004, 0.005, 0.006], "memory").effect_prefix == ""
