@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadtests.kube.names import ListNames, WatchNames, request_name
-from loadtests.kube.objects import NS_CHURN, NS_FLEET
+from loadtests.kube.objects import NS_CHURN, NS_FLEET, NS_OBJECTS_PREFIX
 from loadtests.results import ClientStat, RateResult
 
 # resources a LIST or WATCH scenario may name (each has a path in loadtests.kube.paths)
@@ -52,11 +52,13 @@ class Demand:
     counted_by: tuple[str, str]  # (Type, Name) of the client row whose successes are what was achieved
     per_second: bool = True
     received_by: tuple[str, str] | None = None  # (Type, Name) of the row counting what its watchers received
+    also_counted_by: tuple[tuple[str, str], ...] = ()  # more rows that count, e.g. one per kind of object
 
     def achieved(self, scenario: str, client: list[ClientStat], duration_s: float) -> RateResult:
         """Successes of the measuring request per second of the window (or watches established); for
         watchers that count what they receive, the events and bytes they received in the window too."""
-        done = sum(s.count - s.failures for s in client if (s.type, s.name) == self.counted_by)
+        counted = {self.counted_by, *self.also_counted_by}
+        done = sum(s.count - s.failures for s in client if (s.type, s.name) in counted)
         achieved = done / duration_s if self.per_second and duration_s > 0 else float(done)
         result = RateResult(scenario=scenario, asked_per_s=self.asked, achieved_per_s=round(achieved, 3),
                             unit=self.unit, per_second=self.per_second)
@@ -132,6 +134,26 @@ def _list_pollers(params: dict[str, Any], nodes: int) -> Demand:
                   counted_by=("LIST", poller_names(params).first))
 
 
+def objects_request(verb: str, kind: str, subresource: str = "") -> str:
+    """The client row of the objects scenario's requests: one per verb and kind ("POST ConfigMap (objects)")."""
+    return request_name(verb, f"{kind}/{subresource}" if subresource else kind, "objects")
+
+
+def objects_namespaces(nodes: int, nodes_per_namespace: int) -> list[str]:
+    """The objects scenario's namespaces at a scale: one per `nodes_per_namespace` nodes, as ClusterLoader2's
+    NODES_PER_NAMESPACE (at least one)."""
+    count = max(1, -(-int(nodes) // max(1, int(nodes_per_namespace))))
+    return [f"{NS_OBJECTS_PREFIX}{i}" for i in range(count)]
+
+
+def _objects(params: dict[str, Any], nodes: int) -> Demand:
+    kinds = sorted({str(t.get("kind", "")) for t in params.get("templates") or []})
+    rows = tuple(("POST", objects_request("POST", kind)) for kind in kinds) or (("POST", objects_request("POST", "")),)
+    return Demand(users={"ObjectsUser": _users_for(params["rate"], params["users"]) if kinds else 0},
+                  asked=float(params["rate"]) if kinds else 0.0, unit="creates", counted_by=rows[0],
+                  also_counted_by=rows[1:])
+
+
 @dataclass(frozen=True)
 class Scenario:
     """One scenario's declaration."""
@@ -142,6 +164,8 @@ class Scenario:
     defaults: dict[str, Any]
     demand: Callable[[dict[str, Any], int], Demand]
     choices: dict[str, frozenset[str]] = field(default_factory=dict)  # parameter -> the values it may take
+    # parameters that are lists of object templates (read and checked with the plan: config/templates.py)
+    template_lists: frozenset[str] = frozenset()
 
     def factory(self) -> Callable[..., list[Any]]:
         """The module's user class factory; imported only when asked, since it imports Locust."""
@@ -180,6 +204,17 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "\"\" is a consistent read", "loadtests.load.locust.scenarios.list_pollers",
         {"rate": 1.0, "users": 2, "resource": "pods", "resource_version": "0", "namespace": "", "limit": 500},
         _list_pollers, {"resource": LIST_RESOURCES}),
+    Scenario(
+        "objects", "objects of any kind made from YAML templates (`templates`: each a `template` file with "
+        "`replicas` objects per iteration and `input_vars`), created at `rate`/s in one namespace per "
+        "`nodes_per_namespace` nodes, updated every `update_every_s` s (a rolling update for Deployments, "
+        "StatefulSets and DaemonSets), scaled every `scale_every_s` s to a random size in [0.5x, 1.5x] of the "
+        "template's (kinds with a /scale subresource) and deleted after `lifetime_s`; `install`: templates "
+        "(CustomResourceDefinitions, PriorityClasses) made once before the steps and removed at the end",
+        "loadtests.load.locust.scenarios.objects",
+        {"rate": 5.0, "users": 2, "lifetime_s": 60.0, "update_every_s": 0.0, "scale_every_s": 0.0,
+         "nodes_per_namespace": 100, "templates": [], "install": []},
+        _objects, template_lists=frozenset({"templates", "install"})),
 )}
 
 

@@ -219,7 +219,7 @@ class ExistingCluster:
         nodes = client.list_items("nodes", label_selector=objects.NODE_SELECTOR)
         names = sorted(n["metadata"]["name"] for n in nodes)
         namespaces = []
-        for name in (*objects.NAMESPACES, KWOK_NAMESPACE):
+        for name in (*self._harness_namespaces(), KWOK_NAMESPACE):
             path = resource_path("namespaces", name=name)
             found = client.request("GET", path, ok=(404,))
             if found and found["metadata"].get("deletionTimestamp") and not names:
@@ -346,7 +346,7 @@ class ExistingCluster:
             return False
 
         if self._claimed:
-            namespaces = [resource_path("namespaces", name=name) for name in objects.NAMESPACES]
+            namespaces = [resource_path("namespaces", name=name) for name in self._harness_namespaces()]
             deleted = attempt("harness namespaces", lambda: self._delete_owned(namespaces, objects.MANAGED_BY))
             # while kwok still runs, the pods on the fake nodes finish deleting and the namespaces go quickly;
             # pods left on deleted nodes (kwok dead, say) are removed later by the pod garbage collector
@@ -367,6 +367,14 @@ class ExistingCluster:
         if problems:
             raise TargetError(f"clean-up of {self._where} incomplete: {'; '.join(problems)}")
         self._release()
+
+    def _harness_namespaces(self) -> list[str]:
+        """The harness's fixed namespaces, and those the objects scenario made (one per N nodes), found by
+        their name and the managed-by label."""
+        listed = self._rest().list_items("namespaces", label_selector=objects.MANAGED_BY_SELECTOR)
+        made = sorted(n["metadata"]["name"] for n in listed
+                      if n["metadata"]["name"].startswith(objects.NS_OBJECTS_PREFIX) and _owned(n, objects.MANAGED_BY))
+        return [*objects.NAMESPACES, *made]
 
     def _release(self) -> None:
         """Close the client and remove the private folder with the credential files (and forget its tokens)."""

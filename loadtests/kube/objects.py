@@ -27,6 +27,7 @@ NS_FLEET = "loadtest-fleet"  # the steady population of pods per step (a Deploym
 NS_CHURN = "loadtest-churn"  # pods and Deployments created and deleted by the load
 NS_PROBE = "loadtest-probe"  # objects written by the watch-delay probe
 NAMESPACES = (NS_FLEET, NS_CHURN, NS_PROBE)
+NS_OBJECTS_PREFIX = "loadtest-objects-"  # the objects scenario's namespaces, one per N nodes: -0, -1, ...
 
 # Each fake node's pod addresses: a /24 by node index out of 10.128.0.0/9, clear of kwok's own default range
 # (loadtests.controlplane.kwok, 10.0.0.0/16) and of the Service range (10.96.0.0/16); kwok allocates a pod's IP

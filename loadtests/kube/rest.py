@@ -16,6 +16,7 @@ import socket
 import ssl
 import threading
 import time
+import warnings
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -30,6 +31,11 @@ from loadtests.kube.watch import WATCH_READ_TIMEOUT_S, WATCH_TIMEOUT_MIN_S, List
 
 USER_AGENT = "k8s-loadtest"
 TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
+
+# The scheduler's and controller-manager's serving certificates are self-signed on loopback: health checks and
+# scrapes of them skip verification on purpose, so urllib3 need not say so (for loopback only).
+warnings.filterwarnings("ignore", message="Unverified HTTPS request is being made to host '127.0.0.1'",
+                        category=urllib3.exceptions.InsecureRequestWarning)
 
 
 def short_error(error: BaseException) -> str:

@@ -21,6 +21,13 @@ WINDOW_FAILURES_SUFFIX = "_window_failures.csv"
 WINDOW_WORKERS_SUFFIX = "_window_workers.json"  # the master's per-worker figures (loadtests/load/locust/worker_link.py)
 
 
+def run_label(run_id: str) -> str:
+    """The run id as a label value and name fragment: lowercase alphanumerics and '-', at most 20 (the load's
+    objects carry it, and the runner finds them by it)."""
+    label = re.sub(r"[^a-z0-9-]+", "-", run_id.lower()).strip("-")[-20:].strip("-")
+    return label or "run"
+
+
 @dataclass(frozen=True)
 class LoadConfig:
     access: ClusterAccess
@@ -57,9 +64,7 @@ class LoadConfig:
         return self.node_names[index] if self.node_names else node_name(index)
 
     def run_label(self) -> str:
-        """The run id as a label value and name fragment: lowercase alphanumerics and '-', at most 20."""
-        label = re.sub(r"[^a-z0-9-]+", "-", self.run_id.lower()).strip("-")[-20:].strip("-")
-        return label or "run"
+        return run_label(self.run_id)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

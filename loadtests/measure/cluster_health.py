@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import threading
 import time
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import psutil
-import urllib3
 
 from loadtests.analysis.metrics import Snapshot
 from loadtests.controlplane.base import TargetInfo
@@ -58,12 +56,6 @@ from loadtests.measure.processes import CpuMeter
 from loadtests.results import ClusterHealth, HealthSample, HealthSummary
 
 DEFAULT_INTERVAL_S = 5.0
-
-
-# The scheduler's and controller-manager's serving certificates are self-signed on loopback: scrapes of them
-# skip verification on purpose (as the control plane's own health checks do), so urllib3 need not say so.
-warnings.filterwarnings("ignore", message="Unverified HTTPS request is being made to host '127.0.0.1'",
-                        category=urllib3.exceptions.InsecureRequestWarning)
 
 
 def _maximum(samples: Sequence[HealthSample], key: str) -> float | None:

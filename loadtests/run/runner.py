@@ -31,6 +31,7 @@ from loadtests.errors import (
     AccessRefused,
     EnvironmentProblem,
     LoadTestError,
+    PlanError,
     RunAborted,
     Saturated,
     TargetError,
@@ -40,6 +41,7 @@ from loadtests.errors import (
 )
 from loadtests.kube import objects
 from loadtests.kube.rest import RestClient
+from loadtests.load.contract import run_label
 from loadtests.load.generator import LoadGenerator, StepLoad
 from loadtests.load.remote import MasterBind
 from loadtests.measure.probes import StepProbes
@@ -50,6 +52,7 @@ from loadtests.results import ClientStat, RunResult, StepResult
 from loadtests.run.capacity import PlannedSteps, StepChooser, step_failures
 from loadtests.run.fleet import FLEET_USER_AGENT, Fleet
 from loadtests.run.join import NodeJoin
+from loadtests.run.objects import ObjectsSetup
 from loadtests.shutdown import SHUTDOWN, interrupt_reason
 
 
@@ -193,6 +196,8 @@ class Runner:
             return EnvironmentProblem("out of memory" + self._where())
         if isinstance(error, AccessRefused) and not self._target_up:
             return error  # the kubeconfig's user, refused before anything ran: bad input (2), not an abort
+        if isinstance(error, PlanError):
+            return error  # what the plan asks, refused by the apiserver before a window: bad input (2)
         if isinstance(error, EnvironmentProblem | RunAborted):
             return error
         if isinstance(error, LoadTestError):
@@ -224,12 +229,13 @@ class Runner:
         # nodes that join inside a window register as kubelets do, where the target says who a kubelet is
         node_client = RestClient(info.node_access, user_agent=FLEET_USER_AGENT) if info.node_access else None
         joiner = Fleet(node_client) if node_client else fleet
+        made = ObjectsSetup(client, self.plan.load, run_label(self.options.out_dir.name), self.plan.source, self.say)
         try:
             fleet.ensure_namespaces()
             limits = thresholds(run)
             step, index = self.chooser.first(), 0
             while step is not None:
-                step_result = self._step(index, step, info, fleet, joiner)
+                step_result = self._step(index, step, info, fleet, joiner, made)
                 run.steps.append(step_result)
                 self._phase = f"saving step {index + 1}"
                 self._save(run)  # on disk before the next step starts
@@ -238,6 +244,9 @@ class Runner:
                          + (f"; did not hold: {'; '.join(failures)}" if failures else ""))
                 step, index = self.chooser.next(step_result, not failures), index + 1
         finally:
+            with SHUTDOWN.shielded():  # what the load made goes, whatever ended the run
+                for problem in made.remove():
+                    self.say(f"warning: clean-up of the objects scenario: {problem}")
             client.close()
             if node_client:
                 node_client.close()
@@ -250,7 +259,8 @@ class Runner:
     def _label(self, index: int, step: Step) -> str:
         return f"step {index + 1}{f'/{self._total}' if self._total else ''} ({step.name})"
 
-    def _step(self, index: int, step: Step, info: TargetInfo, fleet: Fleet, joiner: Fleet) -> StepResult:
+    def _step(self, index: int, step: Step, info: TargetInfo, fleet: Fleet, joiner: Fleet,
+              made: ObjectsSetup) -> StepResult:
         prefix = self._label(index, step)
         left = ""
         if self._total:
@@ -289,12 +299,14 @@ class Runner:
         churn_namespace = self.plan.load.get("pod_churn", {}).get("namespace") or objects.NS_CHURN
         probes = StepProbes(info, probe_namespace=objects.NS_PROBE, churn_namespace=churn_namespace,
                             scrapes_dir=step_dir)
-        load = LoadGenerator(StepLoad(self.plan.load, nodes=step.nodes, duration_s=step.duration_s, out_dir=step_dir,
-                                      windowed=True, run_id=self.options.out_dir.name, workers=self._workers(),
-                                      master=self.options.master, ui_port=self.options.ui_port,
-                                      final_step=self._total is not None and index + 1 == self._total
-                                      and not self.options.runs_follow),
-                             info.load_access or info.access)
+        if made.active:
+            self._phase = f"{prefix}: objects set-up"
+            made.prepare(step.nodes)  # a template the apiserver refuses stops the run here, before the window
+        final = self._total is not None and index + 1 == self._total and not self.options.runs_follow
+        asked = StepLoad(made.scenarios(self.plan.load), nodes=step.nodes, duration_s=step.duration_s,
+                         out_dir=step_dir, windowed=True, run_id=self.options.out_dir.name, workers=self._workers(),
+                         master=self.options.master, ui_port=self.options.ui_port, final_step=final)
+        load = LoadGenerator(asked, info.load_access or info.access)
         untrack = SHUTDOWN.track(lambda: [f"locust (pid {pid})" for pid in load.pids() if psutil.pid_exists(pid)])
         try:
             # the window opens once every user runs: a burst of new connections is not the step's steady state

@@ -33,6 +33,7 @@ from tests.cli import error_lines, loadtest
 
 CONTEXT = "loadtest"  # the context name of the kubeconfig a local control plane writes
 THEIR_NAMESPACE, THEIR_CONFIGMAP, THEIR_NODE = "theirs", "their-settings", "their-worker-1"
+WIDGETS_CRD = "widgets.loadtest.example.com"  # what the bundled custom-resources plan installs
 KWOK_PID = re.compile(r"kwok \S+ runs here \(pid (\d+),")
 
 
@@ -83,6 +84,11 @@ def assert_nothing_of_ours_left(client: RestClient) -> None:
     wait_for(ours_gone, 90, "harness namespaces gone", interval_s=1.0)
     nodes = client.list_items("nodes", label_selector=objects.NODE_SELECTOR)
     assert nodes == []
+    # nothing the objects scenario made or installed: its namespaces, the bundled CRD
+    assert [n["metadata"]["name"] for n in client.list_items("namespaces")
+            if n["metadata"]["name"].startswith(objects.NS_OBJECTS_PREFIX)] == []
+    assert not client.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{WIDGETS_CRD}",
+                              ok=(404,))
     assert client.get(f"/api/v1/namespaces/{THEIR_NAMESPACE}")["status"]["phase"] == "Active"
     configmap = client.get(f"/api/v1/namespaces/{THEIR_NAMESPACE}/configmaps/{THEIR_CONFIGMAP}")
     assert configmap["data"] == {"owner": "someone else"}
@@ -194,6 +200,24 @@ def test_a_run_against_the_existing_cluster_leaves_it_as_it_was(their_plane: Loc
     assert match, result.stdout
     assert pid_gone(int(match.group(1)), finished)
     assert (out / "control-plane-logs" / "kwok.log").is_file()
+    assert_nothing_of_ours_left(theirs)
+
+
+def test_the_custom_resources_plan_removes_its_crd_and_namespaces(their_plane: LocalControlPlane,
+                                                                  theirs: RestClient, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = loadtest("run", "--plan", "custom-resources", "--kubeconfig", kubeconfig(their_plane), "--context",
+                      CONTEXT, "--allow-context", CONTEXT, "--no-gate", "--out", str(out), timeout=400)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "warning:" not in result.stdout, result.stdout
+    run = results.load(out)
+    assert run.status == "complete" and len(run.steps) == 2
+    for step in run.steps:
+        created = {c.name: c.count - c.failures for c in step.client if c.type == "POST"}
+        assert created.get("POST Widget (objects)", 0) > 0 and created.get("POST ConfigMap (objects)", 0) > 0
+        rate = next(r for r in step.rates if r.scenario == "objects")
+        assert rate.achieved_per_s >= 0.7 * rate.asked_per_s, step.rates
+        assert any(s.resource == "widgets" for s in step.server)  # the apiserver's own rows, per kind
     assert_nothing_of_ours_left(theirs)
 
 

@@ -1,0 +1,191 @@
+"""The runner's side of the `objects` scenario: before the first window, what the plan installs (CRDs,
+PriorityClasses), the step's namespaces, each template's kind resolved by the apiserver's discovery and every
+template tried by it (a server-side dry run), so a template it refuses stops the run in one line before
+anything is measured; at the end, everything of it removed: the namespaces (with every object in them), the
+cluster-scoped objects the load made, and what was installed.
+
+Every object carries the harness's labels (config/templates.py): removal finds them by the run's label and
+never touches anything else."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from loadtests.config.scenarios import objects_namespaces
+from loadtests.config.templates import RUN_LABEL, ObjectTemplate
+from loadtests.errors import PlanError, TargetError
+from loadtests.kube import objects
+from loadtests.kube.discovery import Kind, UnknownKind, resolve
+from loadtests.kube.errors import ApiError
+from loadtests.kube.paths import resource_path
+from loadtests.kube.rest import RestClient
+from loadtests.polling import poll_until
+
+SCENARIO = "objects"
+CRD_KIND = "CustomResourceDefinition"
+ESTABLISH_TIMEOUT_S = 60.0  # a CRD's Established condition, then its kind in discovery
+REMOVE_TIMEOUT_S = 180.0  # namespaces and installed objects gone at the end
+
+
+class ObjectsSetup:
+    """What the objects scenario of a plan needs around its steps. Inert when the plan has no such scenario."""
+
+    def __init__(self, client: RestClient, load: dict[str, dict[str, Any]], run: str, source: str,
+                 say: Callable[[str], None] = lambda _line: None) -> None:
+        self.client, self.run, self.source, self.say = client, run, source, say
+        self.params = copy.deepcopy(load.get(SCENARIO)) if SCENARIO in load else None
+        self.templates = [ObjectTemplate.from_dict(t) for t in (self.params or {}).get("templates", [])]
+        self.installs = [ObjectTemplate.from_dict(t) for t in (self.params or {}).get("install", [])]
+        self.kinds: list[Kind] = []
+        self.installed: list[str] = []  # paths of what install() made, in order
+        self.namespaces: list[str] = []  # every namespace ensure() made or found
+        self._checked = False
+
+    @property
+    def active(self) -> bool:
+        return self.params is not None
+
+    def _where(self, key: str, index: int, template: ObjectTemplate) -> str:
+        return f"{self.source}: load.scenarios.{SCENARIO}.{key}[{index}] ({template.template})"
+
+    # ---------------------------------------------------------------------------------------- before
+    def install(self) -> None:
+        """Make what the plan installs, once per run; a CRD is waited for until its kind is served."""
+        for i, template in enumerate(self.installs):
+            where = self._where("install", i, template)
+            obj = template.render(name=template.label, namespace="", index=i, run=self.run, keep_name=True)
+            kind = self._resolve(obj, where)
+            if kind.namespaced:
+                raise PlanError(f"{where}: {obj['kind']} is namespaced; `install` takes cluster-scoped objects "
+                                "(CustomResourceDefinitions, PriorityClasses): put it in `templates`")
+            path = kind.path("", obj["metadata"]["name"])
+            try:
+                self.client.create(kind.collection(), obj)
+            except ApiError as error:
+                if error.status == 409:
+                    raise PlanError(f"{where}: {obj['kind']} {obj['metadata']['name']} already exists in the "
+                                    "cluster; the harness installs only what it can remove again (delete it, "
+                                    "or drop it from `install`)") from None
+                raise PlanError(f"{where}: the apiserver refused it: {error.reason}") from None
+            self.installed.append(path)
+            if obj["kind"] == CRD_KIND:
+                self._established(obj, where)
+
+    def _established(self, crd: dict[str, Any], where: str) -> None:
+        spec = crd.get("spec") or {}
+        versions = [v.get("name") for v in spec.get("versions") or [] if v.get("served")]
+        path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+
+        def served() -> bool:
+            found = self.client.request("GET", path, ok=(404,))
+            conditions = (found.get("status") or {}).get("conditions") or []
+            if not any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
+                return False
+            group, kind = spec.get("group", ""), (spec.get("names") or {}).get("kind", "")
+            try:
+                for version in versions:
+                    resolve(self.client, f"{group}/{version}", kind)
+            except UnknownKind:
+                return False
+            return True
+
+        if not poll_until(served, ESTABLISH_TIMEOUT_S, interval_s=0.2):
+            raise PlanError(f"{where}: the CustomResourceDefinition was not established (its kind served) within "
+                            f"{ESTABLISH_TIMEOUT_S:.0f} s")
+
+    def _resolve(self, obj: dict[str, Any], where: str) -> Kind:
+        try:
+            return resolve(self.client, str(obj["apiVersion"]), str(obj["kind"]))
+        except UnknownKind as error:
+            raise PlanError(f"{where}: {error}; install its CustomResourceDefinition first (`install`)") from None
+
+    def ensure(self, nodes: int) -> None:
+        """The step's namespaces (one per nodes_per_namespace nodes), with their default ServiceAccounts."""
+        assert self.params is not None
+        wanted = objects_namespaces(nodes, int(self.params["nodes_per_namespace"]))
+        for name in wanted:
+            if name not in self.namespaces:
+                self.client.create(resource_path("namespaces"), objects.namespace_manifest(name), exist_ok=True)
+                self.namespaces.append(name)
+        for name in wanted:
+            path = resource_path("serviceaccounts", name, "default")
+            if not poll_until(lambda p=path: bool(self.client.request("GET", p, ok=(404,))), 60.0, interval_s=0.1):
+                raise TargetError(f"namespace {name}: its default ServiceAccount did not appear within 60 s")
+
+    def check(self) -> None:
+        """Each template's kind resolved and one object of it tried by the apiserver (dryRun=All): nothing
+        is created, and a refusal is one line naming the template and what the apiserver said."""
+        if self._checked:
+            return
+        namespace = self.namespaces[0] if self.namespaces else ""
+        kinds = []
+        for i, template in enumerate(self.templates):
+            where = self._where("templates", i, template)
+            sample = template.render(name=f"check-{self.run}-{i}", namespace=namespace, index=0, run=self.run)
+            kind = self._resolve(sample, where)
+            if not kind.namespaced:
+                sample["metadata"].pop("namespace", None)
+            try:
+                self.client.request("POST", kind.collection(namespace), sample, params={"dryRun": "All"})
+            except ApiError as error:
+                if error.status == 0 or error.status >= 500:
+                    raise
+                raise PlanError(f"{where}: the apiserver refused it: {error.reason}") from None
+            kinds.append(kind)
+        self.kinds = kinds
+        self._checked = True
+
+    def prepare(self, nodes: int) -> None:
+        """All of the above that a step needs before its window: install once, namespaces, the check once."""
+        if not self.active:
+            return
+        if not self.installed and self.installs:
+            self.install()
+        self.ensure(nodes)
+        self.check()
+
+    def scenarios(self, load: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The plan's load with the objects scenario's resolved kinds, as the Locust processes read it."""
+        if not self.active:
+            return load
+        return {**load, SCENARIO: {**load[SCENARIO], "kinds": [k.to_dict() for k in self.kinds]}}
+
+    # ---------------------------------------------------------------------------------------- after
+    def remove(self) -> list[str]:
+        """Everything of the scenario gone: the namespaces, the cluster-scoped objects the load made (by the
+        run's label), then what was installed, newest first. Problems come back as lines, never raised: the
+        run's own outcome stands."""
+        if not self.active:
+            return []
+        problems: list[str] = []
+        paths = [resource_path("namespaces", name=name) for name in self.namespaces]
+        selector = f"{RUN_LABEL}={self.run}"
+        for kind in {k for k in self.kinds if not k.namespaced}:
+            try:
+                self.client.request("DELETE", kind.collection(), params={"labelSelector": selector})
+            except ApiError as error:
+                problems.append(f"{kind.kind} objects of this run: {error}")
+        for path in paths:
+            self._delete(path, problems)
+        for path in reversed(self.installed):
+            self._delete(path, problems)
+        leftover = [*paths, *self.installed]
+        if not poll_until(lambda: not any(self.client.request("GET", p, ok=(404,)) for p in leftover),
+                          REMOVE_TIMEOUT_S, interval_s=0.5):
+            still = [p for p in leftover if self.client.request("GET", p, ok=(404,))]
+            problems.append(f"still there after {REMOVE_TIMEOUT_S:.0f} s: {', '.join(still)}")
+        else:
+            self.installed, self.namespaces = [], []
+        return problems
+
+    def _delete(self, path: str, problems: list[str]) -> None:
+        """Delete the object at `path` if it is the harness's (it carries the managed-by label)."""
+        try:
+            found = self.client.request("GET", path, ok=(404,))
+            labels = (found.get("metadata") or {}).get("labels") or {}
+            if found and all(labels.get(key) == value for key, value in objects.MANAGED_BY.items()):
+                self.client.delete(path)
+        except ApiError as error:
+            problems.append(f"{path}: {error}")
