@@ -139,6 +139,19 @@ class Distribution:
 
 
 @dataclass
+class ControlledPods:
+    """One kind of pod-controlling object over a window (measure/controlled.py): how long each generation of
+    each object took from asked (created, scaled, updated) to done (all its pods running; a Job complete)."""
+
+    running: Distribution = field(default_factory=Distribution)
+    slowest: dict[str, float] = field(default_factory=dict)  # object (generation) -> seconds, slowest first
+    deleted_first: int = 0  # generations whose object was deleted before its controller was done
+    superseded: int = 0  # generations replaced by a newer one (updated or scaled again) before done
+    unfinished: int = 0  # generations still not done when the window closed
+    unfinished_named: list[str] = field(default_factory=list)
+
+
+@dataclass
 class ClientStat:
     """Client-side latency of one request kind, as Locust measured it (milliseconds, as Locust reports)."""
 
@@ -371,6 +384,8 @@ class StepResult:
     etcd: EtcdStats = field(default_factory=EtcdStats)
     pod_startup: Distribution = field(default_factory=Distribution)
     watch_delay: Distribution = field(default_factory=Distribution)
+    # per kind (Deployment, StatefulSet, DaemonSet, Job) of the objects scenario: asked -> all pods running
+    controlled: dict[str, ControlledPods] = field(default_factory=dict)
     processes: list[ProcessStat] = field(default_factory=list)
     # the machine's CPU over the same interval as processes (None: not measured, e.g. older results)
     machine_cpu_percent: float | None = None
@@ -432,6 +447,9 @@ def _build(cls: Any, data: Any) -> Any:
     if origin is list and isinstance(data, list):
         (item,) = typing.get_args(cls)
         return [_build(item, x) for x in data]
+    if origin is dict and isinstance(data, dict):
+        _, item = typing.get_args(cls)
+        return {key: _build(item, value) for key, value in data.items()}
     return data
 
 

@@ -8,6 +8,8 @@ resourceVersion: one cheap request per resource, exact at the moment it is serve
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from loadtests.kube.paths import resource_path
 from loadtests.kube.rest import RestClient
 
@@ -16,11 +18,15 @@ COUNTED = ("pods", "nodes", "leases", "namespaces", "events", "configmaps", "dep
 SOURCE = "LIST limit=1: items + remainingItemCount, at the window's close"
 
 
-def count_objects(client: RestClient, resources: tuple[str, ...] = COUNTED) -> dict[str, int]:
-    """Objects per resource, cluster-wide, now."""
+def count_objects(client: RestClient, resources: tuple[str, ...] = COUNTED,
+                  more: Mapping[str, str] | None = None) -> dict[str, int]:
+    """Objects per resource, cluster-wide, now; `more` adds collections by name and path (the kinds the load
+    made from templates, custom resources among them)."""
+    paths = {resource: resource_path(resource) for resource in resources}
+    paths.update({name: path for name, path in (more or {}).items() if name not in paths})
     counts = {}
-    for resource in resources:
-        answer = client.get(resource_path(resource), limit=1)
+    for name, path in paths.items():
+        answer = client.get(path, limit=1)
         remaining = (answer.get("metadata") or {}).get("remainingItemCount") or 0
-        counts[resource] = len(answer.get("items") or []) + int(remaining)
+        counts[name] = len(answer.get("items") or []) + int(remaining)
     return counts

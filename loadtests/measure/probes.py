@@ -25,11 +25,12 @@ from loadtests.kube.rest import RestClient
 from loadtests.measure import etcd as etcd_asked
 from loadtests.measure.audit import AuditReader
 from loadtests.measure.cluster_health import DEFAULT_INTERVAL_S, ClusterHealthSampler
+from loadtests.measure.controlled import ControlledPodsProbe
 from loadtests.measure.object_counts import count_objects
 from loadtests.measure.processes import ProcessSampler, harness_note
 from loadtests.measure.prometheus import scrape, scrape_apiserver
 from loadtests.measure.watchers import PodStartupProbe, WatchDelayProbe
-from loadtests.results import ClusterHealth, EtcdStats, StepResult, utc_at
+from loadtests.results import ClusterHealth, ControlledPods, EtcdStats, StepResult, utc_at
 
 T = TypeVar("T")
 OBJECT_COUNTS_USER_AGENT = "k8s-loadtest/probe-object-counts"
@@ -65,6 +66,8 @@ class Window:
     watch_delay_interval_s: float
     health_interval_s: float
     opened: float | None  # monotonic time the window opened (the start scrape's answer), if it was scraped
+    controlled: tuple[str, ...] = ()  # kinds of the objects scenario whose pods are timed (measure/controlled.py)
+    objects_selector: str = ""  # the label selector of the run's objects
 
 
 class _Processes:
@@ -130,6 +133,36 @@ class _Watcher:
         pass
 
 
+class _Controlled:
+    """Controlled pods running per kind of the objects scenario: closed with the others, into step.controlled."""
+
+    def __init__(self, probe: ControlledPodsProbe) -> None:
+        self.probe = probe
+        self.gathered: dict[str, ControlledPods] = {}
+
+    def start(self) -> None:
+        self.probe.start()
+
+    def close(self) -> None:
+        self.gathered = self.probe.gather()
+
+    def fill(self, step: StepResult, notes: list[str]) -> None:
+        step.controlled = self.gathered
+        for kind, found in self.gathered.items():
+            if found.unfinished:
+                notes.append(f"controlled pods: {found.unfinished} {kind} generation(s) not done at the window's "
+                             f"close: {', '.join(found.unfinished_named)}")
+
+    def stop(self) -> None:
+        self.probe.stop()
+
+    def requests(self) -> Mapping[tuple[str, str], int]:
+        return self.probe.requests()
+
+    def add(self, component: str, pids: Iterable[int]) -> None:
+        pass
+
+
 class _Health:
     """Cluster health through the window: its last sample is taken when it closes, before the others stop."""
 
@@ -160,13 +193,16 @@ class _Health:
 
 # Every background probe of a window, by name, in the order they start (they close in the reverse order,
 # the health sampler first, and fill in this order). The names head their notes: "pod startup probe start
-# failed: ...". The factories look their classes up when called, so a test can replace one.
-PROBES: dict[str, Callable[[Window], Probe]] = {
+# failed: ...". The factories look their classes up when called, so a test can replace one; a factory that
+# returns None has nothing to measure in this window.
+PROBES: dict[str, Callable[[Window], Probe | None]] = {
     "process sampler": lambda w: _Processes(ProcessSampler(w.pids, w.process_interval_s)),
     "pod startup probe": lambda w: _Watcher(PodStartupProbe(w.info.access, w.churn_namespace),
                                             "pod startup", "pod_startup"),
     "watch delay probe": lambda w: _Watcher(WatchDelayProbe(w.info.access, w.probe_namespace,
                                                             w.watch_delay_interval_s), "watch delay", "watch_delay"),
+    "controlled pods probe": lambda w: _Controlled(ControlledPodsProbe(w.info.access, w.controlled,
+                                                                       w.objects_selector)) if w.controlled else None,
     "cluster health sampler": lambda w: _Health(ClusterHealthSampler(
         w.info, w.pids, interval_s=w.health_interval_s, pod_namespaces=(objects.NS_FLEET, w.churn_namespace),
         origin=w.opened)),
@@ -189,8 +225,12 @@ class StepProbes:
     def __init__(self, target_info: TargetInfo, probe_namespace: str, churn_namespace: str, *,
                  process_interval_s: float = 1.0, watch_delay_interval_s: float = 0.5,
                  health_interval_s: float = DEFAULT_INTERVAL_S, extra_families: Iterable[str] = (),
-                 scrapes_dir: Path | None = None) -> None:
+                 scrapes_dir: Path | None = None, counted: Mapping[str, str] | None = None,
+                 controlled: Iterable[str] = (), objects_selector: str = "") -> None:
         self.target_info = target_info
+        self.counted = dict(counted or {})  # more collections to count at the window's close: name -> path
+        self.controlled = tuple(controlled)  # the objects scenario's pod-controlling kinds, timed per window
+        self.objects_selector = objects_selector
         # the scrapes keep only the metric families the probes read (plus any the caller asks for)
         self.apiserver_families = apiserver.FAMILIES | set(extra_families)
         self.etcd_families = etcd.FAMILIES | set(extra_families)
@@ -264,18 +304,21 @@ class StepProbes:
         # the health time series counts from the moment the window opened (the start scrape's answer)
         window = Window(self.target_info, pids, self.probe_namespace, self.churn_namespace, self.process_interval_s,
                         self.watch_delay_interval_s, self.health_interval_s,
-                        self.start_snapshot.taken_at if self.start_snapshot is not None else None)
+                        self.start_snapshot.taken_at if self.start_snapshot is not None else None,
+                        self.controlled, self.objects_selector)
         self._running = {}
         for name, make in PROBES.items():
             probe = self._start(name, lambda make=make: make(window))
             if probe is not None:
                 self._running[name] = probe
 
-    def _start(self, what: str, make: Callable[[], Probe]) -> Probe | None:
-        """The probe, started; None (and a note) when it could not be made or start."""
+    def _start(self, what: str, make: Callable[[], Probe | None]) -> Probe | None:
+        """The probe, started; None when it has nothing to measure, or (with a note) could not be made or start."""
         probe = None
         try:
             probe = make()
+            if probe is None:
+                return None
             probe.start()
             return probe
         except Exception as error:
@@ -363,7 +406,7 @@ class StepProbes:
         """Objects per resource at the window's close; the requests that counted them."""
         client = RestClient(self.target_info.access, pool_size=1, user_agent=OBJECT_COUNTS_USER_AGENT)
         try:
-            step.objects = self._attempt("object counts", lambda: count_objects(client)) or {}
+            step.objects = self._attempt("object counts", lambda: count_objects(client, more=self.counted)) or {}
             return collections.Counter(client.sent())
         finally:
             client.close()

@@ -21,6 +21,7 @@ from loadtests.kube.discovery import Kind, UnknownKind, resolve
 from loadtests.kube.errors import ApiError
 from loadtests.kube.paths import resource_path
 from loadtests.kube.rest import RestClient
+from loadtests.measure.controlled import CONTROLLERS
 from loadtests.polling import poll_until
 
 SCENARIO = "objects"
@@ -146,6 +147,24 @@ class ObjectsSetup:
         self.ensure(nodes)
         self.check()
 
+    def counted(self) -> dict[str, str]:
+        """The templates' kinds as collections to count at each window's close: built-in kinds by their
+        plural, custom resources by plural.group (as the apiserver's storage metrics name them)."""
+        found = {}
+        for kind in self.kinds:
+            group = kind.api_version.rpartition("/")[0]
+            found[f"{kind.plural}.{group}" if "." in group else kind.plural] = kind.collection()
+        return found
+
+    def controlled(self) -> list[str]:
+        """The templates' kinds whose controllers make pods (their pods are timed per window)."""
+        return sorted({k.kind for k in self.kinds if k.kind in CONTROLLERS})
+
+    @property
+    def selector(self) -> str:
+        """The label selector of every object the run's load made."""
+        return f"{RUN_LABEL}={self.run}"
+
     def scenarios(self, load: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """The plan's load with the objects scenario's resolved kinds, as the Locust processes read it."""
         if not self.active:
@@ -161,7 +180,7 @@ class ObjectsSetup:
             return []
         problems: list[str] = []
         paths = [resource_path("namespaces", name=name) for name in self.namespaces]
-        selector = f"{RUN_LABEL}={self.run}"
+        selector = self.selector
         for kind in {k for k in self.kinds if not k.namespaced}:
             try:
                 self.client.request("DELETE", kind.collection(), params={"labelSelector": selector})

@@ -297,11 +297,12 @@ class Runner:
         info.pids = self.target.info().pids  # components restarted since up() have new pids
         step_dir = step_folder(self.options.out_dir, index)
         churn_namespace = self.plan.load.get("pod_churn", {}).get("namespace") or objects.NS_CHURN
-        probes = StepProbes(info, probe_namespace=objects.NS_PROBE, churn_namespace=churn_namespace,
-                            scrapes_dir=step_dir)
         if made.active:
             self._phase = f"{prefix}: objects set-up"
             made.prepare(step.nodes)  # a template the apiserver refuses stops the run here, before the window
+        probes = StepProbes(info, probe_namespace=objects.NS_PROBE, churn_namespace=churn_namespace,
+                            scrapes_dir=step_dir, counted=made.counted(), controlled=made.controlled(),
+                            objects_selector=made.selector)
         final = self._total is not None and index + 1 == self._total and not self.options.runs_follow
         asked = StepLoad(made.scenarios(self.plan.load), nodes=step.nodes, duration_s=step.duration_s,
                          out_dir=step_dir, windowed=True, run_id=self.options.out_dir.name, workers=self._workers(),

@@ -14,6 +14,7 @@ from loadtests.errors import PlanError
 from loadtests.kube import objects
 from loadtests.kube.rest import RestClient
 from loadtests.load.generator import LoadGenerator, StepLoad
+from loadtests.measure.controlled import ControlledPodsProbe
 from loadtests.run.fleet import Fleet
 from loadtests.run.objects import ObjectsSetup
 
@@ -46,7 +47,7 @@ def test_every_kind_is_created_updated_scaled_and_deleted(control_plane: TargetI
     fleet.scale_nodes(NODES, timeout_s=120)
     run = "it-objects"
     plan = _plan(tmp_path, {
-        "rate": 10.0, "users": 2, "lifetime_s": 4.0, "update_every_s": 1.0, "scale_every_s": 1.5,
+        "rate": 10.0, "users": 2, "lifetime_s": 6.0, "update_every_s": 2.0, "scale_every_s": 2.5,
         "nodes_per_namespace": 2,
         "install": [{"template": "widget-crd.yaml"},
                     {"template": "priorityclass.yaml", "input_vars": {"class_name": f"loadtest-{run}"}}],
@@ -58,7 +59,10 @@ def test_every_kind_is_created_updated_scaled_and_deleted(control_plane: TargetI
         made.prepare(NODES)
         assert made.namespaces == ["loadtest-objects-0", "loadtest-objects-1"]  # one per 2 nodes
         assert {k.kind: k.scalable for k in made.kinds}["Widget"]  # the CRD's /scale subresource, discovered
-        gen = LoadGenerator(StepLoad(made.scenarios(plan.load), nodes=NODES, duration_s=10, out_dir=tmp_path,
+        assert made.controlled() == ["DaemonSet", "Deployment", "Job", "StatefulSet"]
+        controlled = ControlledPodsProbe(control_plane.access, made.controlled(), made.selector)
+        controlled.start()
+        gen = LoadGenerator(StepLoad(made.scenarios(plan.load), nodes=NODES, duration_s=12, out_dir=tmp_path,
                                      run_id=run), control_plane.access)
         try:
             gen.start()
@@ -66,6 +70,11 @@ def test_every_kind_is_created_updated_scaled_and_deleted(control_plane: TargetI
             outcome = gen.wait(timeout=120)
         finally:
             gen.stop()
+            timed = controlled.gather()
+        # every pod-controlling kind had generations timed from asked to all pods running (a Job: complete)
+        for kind in ("DaemonSet", "Deployment", "Job", "StatefulSet"):
+            running = timed[kind].running
+            assert running.count > 0 and 0 < running.p50 <= running.max < 12, (kind, timed[kind])
         rows = {c.name: c for c in outcome.client}
         failed = {c.name: c.failures for c in outcome.client if c.failures}
         assert not failed, (failed, outcome.failures[:5])
