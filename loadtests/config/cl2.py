@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+CREATE, SCALE, DELETE = "cl2-create", "cl2-scale", "cl2-delete"
+PHASES = (CREATE, SCALE, DELETE)  # a step's `phase`: its window is that phase of the load test
 BIG, MEDIUM, SMALL = 250, 30, 5
 SMALL_CLUSTER_NODES = 100  # below it ClusterLoader2 makes no big Job
 RANDOM_SCALE_FACTOR = 0.5  # "scale and update": each object to a random size in [0.5x, 1.5x]

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import yaml
 
 from loadtests import PACKAGE_DIR
-from loadtests.config import templates
+from loadtests.config import cl2, templates
 from loadtests.config.scenarios import SCENARIOS
 from loadtests.config.versions import DEFAULT_KUBE_VERSION, check_kube_version
 from loadtests.errors import PlanError, SetupError
@@ -96,6 +96,20 @@ class Step:
     name: str = ""
     ramp_timeout_s: float = 300.0  # nodes Ready and pods Running within this, or the step is saturated
     join: Join = field(default_factory=Join)
+    # a phase of ClusterLoader2's load test (config/cl2.py) instead of a steady window: its window lasts until
+    # the cluster has done what the phase asked, at most duration_s
+    phase: str = ""
+
+
+@dataclass
+class Cl2:
+    """ClusterLoader2's load-test parameters, with its defaults (its PODS_PER_NODE, NODES_PER_NAMESPACE,
+    CL2_LOAD_TEST_THROUGHPUT and CL2_DELETE_TEST_THROUGHPUT)."""
+
+    pods_per_node: int = 30
+    nodes_per_namespace: int = 100
+    throughput: float = 10.0  # pods per second created (and scaled) by the phases
+    delete_throughput: float = 0.0  # pods per second deleted; 0: as throughput
 
 
 @dataclass
@@ -138,6 +152,7 @@ class Plan:
     repeat: int = 1  # runs of the whole plan, each on a fresh control plane (noise-aware comparisons need >= 4)
     compare: dict[str, float] = field(default_factory=dict)
     capacity: Capacity = field(default_factory=Capacity)
+    cl2: Cl2 = field(default_factory=Cl2)
     audit: Audit = field(default_factory=Audit)
     project_to: list[int] = field(default_factory=lambda: list(DEFAULT_PROJECT_TO))
     source: str = ""
@@ -148,6 +163,10 @@ class Plan:
         for step in data["steps"]:  # a step without a join is written as before joins existed (same digest)
             if not step["join"]["nodes"]:
                 step.pop("join")
+            if not step["phase"]:  # nor one without a phase, nor a plan without phases
+                step.pop("phase")
+        if not any(step.phase for step in self.steps):
+            data.pop("cl2")
         return data
 
     def on_kube_version(self, version: str) -> Plan:
@@ -223,7 +242,7 @@ def parse(data: Any, source: str = "plan") -> Plan:
     """Validate a plan mapping and fill in defaults: one parser per section, each refusing in one line."""
     data = _mapping(source, "(top level)", data)
     _no_unknown(source, "", data, {"name", "target", "steps", "load", "slo", "gate", "workers", "compare",
-                                   "capacity", "audit", "project_to", "repeat"})
+                                   "capacity", "audit", "project_to", "repeat", "cl2"})
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise field_error(source, "name", f"must be letters, digits, - or _ (got {name!r})")
@@ -237,7 +256,7 @@ def parse(data: Any, source: str = "plan") -> Plan:
                 capacity=_capacity(source, data.get("capacity")), audit=_audit(source, data.get("audit")),
                 project_to=(_project_to(source, data["project_to"], largest) if "project_to" in data
                             else default_project_to(largest)),
-                compare=_compare(source, data.get("compare")), source=source)
+                compare=_compare(source, data.get("compare")), cl2=_cl2(source, data.get("cl2")), source=source)
 
 
 def _target(source: str, value: Any) -> Target:
@@ -268,7 +287,17 @@ def _target(source: str, value: Any) -> Target:
 def _steps(source: str, value: Any) -> list[Step]:
     if not isinstance(value, list) or not value:
         raise field_error(source, "steps", "must be a non-empty list of steps (each with at least `nodes`)")
-    return [_step(source, f"steps[{i}]", raw) for i, raw in enumerate(value)]
+    steps = [_step(source, f"steps[{i}]", raw) for i, raw in enumerate(value)]
+    created: set[int] = set()  # node counts whose mix exists (a create phase ran, no delete since)
+    for i, step in enumerate(steps):
+        if step.phase == cl2.CREATE:
+            created.add(step.nodes)
+        elif step.phase in (cl2.SCALE, cl2.DELETE) and step.nodes not in created:
+            raise field_error(source, f"steps[{i}].phase", f"{step.phase} needs a {cl2.CREATE} step of "
+                                                          f"{step.nodes} nodes before it")
+        if step.phase == cl2.DELETE:
+            created.discard(step.nodes)
+    return steps
 
 
 def _step(source: str, path: str, value: Any) -> Step:
@@ -287,7 +316,9 @@ def _step(source: str, path: str, value: Any) -> Step:
     _number(source, f"{path}.warmup_s", step.warmup_s, minimum=0)
     _number(source, f"{path}.duration_s", step.duration_s, minimum=1)
     _number(source, f"{path}.ramp_timeout_s", step.ramp_timeout_s, minimum=1)
-    step.name = str(step.name or f"{step.nodes} nodes")
+    if step.phase:
+        _one_of(source, f"{path}.phase", step.phase, cl2.PHASES)
+    step.name = str(step.name or (f"{step.nodes} nodes · {step.phase}" if step.phase else f"{step.nodes} nodes"))
     return step
 
 
@@ -358,6 +389,15 @@ def _compare(source: str, value: Any) -> dict[str, float]:
     for key, number in compare.items():
         _number(source, f"compare.{key}", number, minimum=0)
     return compare
+
+
+def _cl2(source: str, value: Any) -> Cl2:
+    found = _section(source, "cl2", value, Cl2)
+    _number(source, "cl2.pods_per_node", found.pods_per_node, minimum=1, integer=True)
+    _number(source, "cl2.nodes_per_namespace", found.nodes_per_namespace, minimum=1, integer=True)
+    _number(source, "cl2.throughput", found.throughput, minimum=0.1)
+    _number(source, "cl2.delete_throughput", found.delete_throughput, minimum=0)
+    return found
 
 
 def _capacity(source: str, value: Any) -> Capacity:

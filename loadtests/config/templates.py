@@ -30,6 +30,7 @@ TEMPLATES_DIR = PACKAGE_DIR / "objects"  # the bundled templates (a plan names t
 RUN_LABEL = "k8s-loadtest/run"
 SCENARIO_LABEL = "k8s-loadtest/scenario"
 TEMPLATE_LABEL = "k8s-loadtest/template"
+POD_TEMPLATE_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"})
 MAX_REPLICAS = 1000  # objects of one template per iteration
 _ENVIRONMENT = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
 
@@ -74,8 +75,13 @@ class ObjectTemplate:
             meta["namespace"] = namespace
         else:
             meta.pop("namespace", None)
-        meta["labels"] = {**(meta.get("labels") or {}), **MANAGED_BY, RUN_LABEL: run,
-                          SCENARIO_LABEL: "objects", TEMPLATE_LABEL: self.label}
+        ours = {**MANAGED_BY, RUN_LABEL: run, SCENARIO_LABEL: "objects", TEMPLATE_LABEL: self.label}
+        meta["labels"] = {**(meta.get("labels") or {}), **ours}
+        pod_template = (obj.get("spec") or {}).get("template") if obj.get("kind") in POD_TEMPLATE_KINDS else None
+        if isinstance(pod_template, dict):  # the pods a controller makes of it are the run's too
+            pod_meta = pod_template.get("metadata") or {}
+            pod_template["metadata"] = pod_meta
+            pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **ours}
         return obj
 
     def to_dict(self) -> dict[str, Any]:

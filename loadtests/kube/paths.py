@@ -34,6 +34,7 @@ RESOURCES: dict[str, ApiResource] = {
     "statefulsets": ApiResource("/apis/apps/v1", "StatefulSet"),
     "daemonsets": ApiResource("/apis/apps/v1", "DaemonSet"),
     "jobs": ApiResource("/apis/batch/v1", "Job"),
+    "priorityclasses": ApiResource("/apis/scheduling.k8s.io/v1", "PriorityClass", namespaced=False),
     "clusterroles": ApiResource("/apis/rbac.authorization.k8s.io/v1", "ClusterRole", namespaced=False),
     "clusterrolebindings": ApiResource("/apis/rbac.authorization.k8s.io/v1", "ClusterRoleBinding",
                                        namespaced=False),

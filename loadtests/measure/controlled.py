@@ -109,6 +109,8 @@ class ControlledPodsProbe:
         with self._lock:
             for kind in self.kinds:
                 keys = [k for k in self._began if k[0] == kind]
+                if not keys:  # nothing of this kind asked for pods in the window (a deletion phase)
+                    continue
                 times = {f"{k[1]} (generation {k[2]})": self._ended[k] - self._began[k] for k in keys
                          if k in self._ended}
                 unfinished = sorted(f"{k[1]} (generation {k[2]})" for k in keys if k not in self._ended

@@ -68,9 +68,15 @@ def _error_bars(line: Line, factor: float, hover: str) -> tuple[dict[str, Any], 
     return bars, f"median {hover}<br>min {low_text} – max {high_text} (n=%{{customdata[2]}})"
 
 
-def _trace(chart: Chart, line: Line) -> dict[str, Any]:
+def by_step(lines: list[Line]) -> bool:
+    """Whether lines must be drawn per step rather than against nodes: steps of the same node count (the
+    phases of ClusterLoader2's load test) would stack on one point of a nodes axis."""
+    return any(len(set(line.x)) < len(line.x) for line in lines)
+
+
+def _trace(chart: Chart, line: Line, per_step: bool = False) -> dict[str, Any]:
     factor, _, hover = DISPLAY[chart.unit]
-    x, categories = line.x, line.categories
+    x, categories = (line.categories, line.categories) if per_step else (line.x, line.categories)
     y = [None if v is None else v * factor for v in line.series.values]
     if line.series.slo_line:
         return {"type": "scatter", "mode": "lines", "x": x, "y": y, "name": line.label,
@@ -85,7 +91,8 @@ def _trace(chart: Chart, line: Line) -> dict[str, Any]:
     return {"type": "scatter", "mode": "lines+markers", "x": x, "y": y, "name": line.label,
             "legendgroup": line.group or line.label, "connectgaps": False,
             "line": {"color": line.colour, "dash": line.dash, "width": 2}, "marker": {"size": 7},
-            "hovertemplate": f"{line.label}<br>{hover}<br>%{{x}} nodes<extra></extra>", **bars}
+            "hovertemplate": f"{line.label}<br>{hover}<br>%{{x}}{'' if per_step else ' nodes'}<extra></extra>",
+            **bars}
 
 
 _AXIS = {"gridcolor": "#e4e7eb", "linecolor": "#9aa5b1", "automargin": True}
@@ -110,13 +117,15 @@ def _y_axis(label: str, log_y: bool) -> dict[str, Any]:
 def figure(chart: Chart, lines: list[Line]) -> dict[str, Any]:
     """One chart: measurements against nodes (or grouped bars per step), with its title and source."""
     nodes = [n for line in lines for n in line.x]
-    if chart.kind == "bar":
+    per_step = by_step(lines)
+    if chart.kind == "bar" or per_step:
         xaxis = {"type": "category"}
     else:
         ticks = sorted(set(nodes))
         xaxis = {"tickmode": "array", "tickvals": ticks, "ticktext": [f"{n:,} nodes" for n in ticks],
                  "zeroline": False}
-    return {"data": [_trace(chart, line) for line in lines], "layout": _layout(chart, xaxis), "config": _CONFIG}
+    return {"data": [_trace(chart, line, per_step) for line in lines], "layout": _layout(chart, xaxis),
+            "config": _CONFIG}
 
 
 def _layout(chart: Chart, xaxis: dict[str, Any]) -> dict[str, Any]:

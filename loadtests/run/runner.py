@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ from loadtests.measure.saturation import RampWitness
 from loadtests.polling import poll_until
 from loadtests.results import ClientStat, RunResult, StepResult
 from loadtests.run.capacity import PlannedSteps, StepChooser, step_failures
+from loadtests.run.cl2 import Cl2Load
 from loadtests.run.fleet import FLEET_USER_AGENT, Fleet
 from loadtests.run.join import NodeJoin
 from loadtests.run.objects import ObjectsSetup
@@ -230,12 +231,13 @@ class Runner:
         node_client = RestClient(info.node_access, user_agent=FLEET_USER_AGENT) if info.node_access else None
         joiner = Fleet(node_client) if node_client else fleet
         made = ObjectsSetup(client, self.plan.load, run_label(self.options.out_dir.name), self.plan.source, self.say)
+        mix = Cl2Load(client, asdict(self.plan.cl2), run_label(self.options.out_dir.name), self.say)
         try:
             fleet.ensure_namespaces()
             limits = thresholds(run)
             step, index = self.chooser.first(), 0
             while step is not None:
-                step_result = self._step(index, step, info, fleet, joiner, made)
+                step_result = self._step(index, step, info, fleet, joiner, made, mix)
                 run.steps.append(step_result)
                 self._phase = f"saving step {index + 1}"
                 self._save(run)  # on disk before the next step starts
@@ -247,6 +249,8 @@ class Runner:
             with SHUTDOWN.shielded():  # what the load made goes, whatever ended the run
                 for problem in made.remove():
                     self.say(f"warning: clean-up of the objects scenario: {problem}")
+                for problem in mix.remove():
+                    self.say(f"warning: clean-up of the ClusterLoader2 load: {problem}")
             client.close()
             if node_client:
                 node_client.close()
@@ -260,7 +264,7 @@ class Runner:
         return f"step {index + 1}{f'/{self._total}' if self._total else ''} ({step.name})"
 
     def _step(self, index: int, step: Step, info: TargetInfo, fleet: Fleet, joiner: Fleet,
-              made: ObjectsSetup) -> StepResult:
+              made: ObjectsSetup, mix: Cl2Load) -> StepResult:
         prefix = self._label(index, step)
         left = ""
         if self._total:
@@ -300,9 +304,11 @@ class Runner:
         if made.active:
             self._phase = f"{prefix}: objects set-up"
             made.prepare(step.nodes)  # a template the apiserver refuses stops the run here, before the window
+        phased = bool(step.phase)
         probes = StepProbes(info, probe_namespace=objects.NS_PROBE, churn_namespace=churn_namespace,
-                            scrapes_dir=step_dir, counted=made.counted(), controlled=made.controlled(),
-                            objects_selector=made.selector)
+                            scrapes_dir=step_dir, counted={**made.counted(), **(mix.counted() if phased else {})},
+                            controlled=mix.controlled() if phased else made.controlled(),
+                            objects_selector=mix.selector if phased else made.selector)
         final = self._total is not None and index + 1 == self._total and not self.options.runs_follow
         asked = StepLoad(made.scenarios(self.plan.load), nodes=step.nodes, duration_s=step.duration_s,
                          out_dir=step_dir, windowed=True, run_id=self.options.out_dir.name, workers=self._workers(),
@@ -323,7 +329,12 @@ class Runner:
             started = time.monotonic()
             joining = NodeJoin(joiner, step.nodes, step.join, timeout_s=step.ramp_timeout_s)
             joining.start()
-            self._measure(load, step, prefix, started)
+            if phased:  # the window lasts as long as the phase: its operations, then the cluster doing them
+                self.say(f"{prefix}: {step.phase} of ClusterLoader2's load at {step.nodes} nodes")
+                phase = mix.run_phase(step.phase, step.nodes, step.duration_s, interrupt=self._check_alive)
+                step_result.notes.extend(phase.notes)
+            else:
+                self._measure(load, step, prefix, started)
             step_result.notes.extend(joining.finish())
             if joining.seconds is not None:
                 step_result.ramp["join_s"] = round(joining.seconds, 3)
@@ -342,6 +353,8 @@ class Runner:
         finally:
             untrack()
         step_result.client, step_result.rates = outcome.client, outcome.rates
+        if phased:
+            step_result.rates.extend(phase.rates)
         step_result.server_requests = server_counts(probes, outcome.client)
         step_result.workers = outcome.workers
         step_result.notes.extend(outcome.notes)

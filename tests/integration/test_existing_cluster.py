@@ -21,6 +21,7 @@ import yaml
 from loadtests import results
 from loadtests.binaries import cache as binaries
 from loadtests.config import versions
+from loadtests.config.cl2 import load_mix
 from loadtests.controlplane.existing import KWOK_NAMESPACE, ClusterOptions, ExistingCluster, guard
 from loadtests.controlplane.local import LocalControlPlane
 from loadtests.controlplane.processes import wait_for
@@ -219,6 +220,42 @@ def test_the_custom_resources_plan_removes_its_crd_and_namespaces(their_plane: L
         assert rate.achieved_per_s >= 0.7 * rate.asked_per_s, step.rates
         assert any(s.resource == "widgets" for s in step.server)  # the apiserver's own rows, per kind
     assert_nothing_of_ours_left(theirs)
+
+
+def test_the_cl2_smoke_plan_runs_its_three_phases_and_leaves_nothing(their_plane: LocalControlPlane,
+                                                                      theirs: RestClient, tmp_path: Path) -> None:
+    """ClusterLoader2's load test in miniature: its mix created, scaled and updated, deleted, each phase its own
+    window with controlled pods running per kind and the rate asked and achieved; nothing of it left."""
+    out = tmp_path / "cl2"
+    result = loadtest("run", "--plan", "cl2-smoke", "--kubeconfig", kubeconfig(their_plane), "--context", CONTEXT,
+                      "--allow-context", CONTEXT, "--no-gate", "--out", str(out), timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "warning:" not in result.stdout, result.stdout
+    run = results.load(out)
+    assert run.status == "complete"
+    assert [s.name for s in run.steps] == ["20 nodes · cl2-create", "20 nodes · cl2-scale", "20 nodes · cl2-delete"]
+    mix = load_mix(20, 10)
+    create, scale, delete = run.steps
+    # every controlling object's pods ran: the mix's count of each kind timed once, none left undone
+    wanted = {kind: mix.per_namespace(kind) * mix.namespaces
+              for kind in ("Deployment", "StatefulSet", "Job", "DaemonSet")}
+    assert {kind: c.running.count for kind, c in create.controlled.items()} == wanted, create.controlled
+    assert all(c.unfinished == 0 for c in create.controlled.values()), create.notes
+    assert create.objects["deployments"] >= wanted["Deployment"] and create.objects["jobs"] == wanted["Job"]
+    assert create.objects["secrets"] >= mix.per_namespace("Secret")
+    # scaled and updated: every Deployment rolled to its new size
+    assert scale.controlled["Deployment"].running.count == wanted["Deployment"], scale.controlled
+    assert all(c.unfinished == 0 for c in scale.controlled.values()), scale.notes
+    for step, phase in ((create, "cl2-create"), (scale, "cl2-scale"), (delete, "cl2-delete")):
+        rate = next(r for r in step.rates if r.scenario == phase)
+        assert rate.asked_per_s == 10 and rate.unit == "pods" and rate.achieved_per_s >= 7, step.rates
+        assert not [n for n in step.notes if "ran out" in n], step.notes
+    assert any(s.verb == "POST" and s.resource == "deployments" for s in create.server)
+    assert delete.objects["jobs"] == 0 and delete.objects["statefulsets"] == 0  # gone before the window closed
+    assert delete.controlled == {}  # nothing asked for pods while deleting
+    assert (out / "report.html").read_text().count("<h3>Controlled pods running</h3>") == 2
+    assert_nothing_of_ours_left(theirs)
+    assert theirs.list_items("priorityclasses", label_selector=objects.MANAGED_BY_SELECTOR) == []
 
 
 def test_in_cluster_kwok_is_applied_and_removed_when_it_cannot_start(their_plane: LocalControlPlane,

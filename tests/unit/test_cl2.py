@@ -30,3 +30,79 @@ def test_a_small_cluster_is_one_namespace_of_all_its_nodes_without_big_jobs() ->
     assert kinds["small-deployment"] == 200 // 10 - 2  # less one for the StatefulSet, one for the Jobs
     assert "medium-deployment" not in kinds  # 200 // 120 = 1, less the same two: none
     assert kinds["small-statefulset"] == kinds["medium-statefulset"] == kinds["daemonset"] == 1
+
+
+def test_phases_are_steps_and_a_change_needs_a_mix_before_it(tmp_path) -> None:
+    import pytest
+
+    from loadtests.config import plan as plan_mod
+    from loadtests.errors import PlanError
+
+    plan = plan_mod.load("cl2-smoke")
+    assert [s.phase for s in plan.steps] == ["cl2-create", "cl2-scale", "cl2-delete"]
+    assert plan.cl2.pods_per_node == 10 and plan.to_dict()["cl2"]["throughput"] == 10
+    assert "cl2" not in plan_mod.load("smoke").to_dict()  # a plan without phases reads as before
+    assert "phase" not in plan_mod.load("smoke").to_dict()["steps"][0]
+    with pytest.raises(PlanError, match=r"steps\[0\].phase: cl2-scale needs a cl2-create step of 20 nodes"):
+        plan_mod.parse({"steps": [{"nodes": 20, "phase": "cl2-scale"}]})
+    with pytest.raises(PlanError, match=r"steps\[2\].phase: cl2-delete needs a cl2-create step"):
+        plan_mod.parse({"steps": [{"nodes": 20, "phase": "cl2-create"}, {"nodes": 20, "phase": "cl2-delete"},
+                                  {"nodes": 20, "phase": "cl2-delete"}]})
+    with pytest.raises(PlanError, match=r"steps\[0\].phase: must be one of: cl2-create, cl2-scale, cl2-delete"):
+        plan_mod.parse({"steps": [{"nodes": 20, "phase": "soak"}]})
+    with pytest.raises(PlanError, match=r"cl2.throughput: must be a number >= 0.1"):
+        plan_mod.parse({"steps": [{"nodes": 20}], "cl2": {"throughput": 0}})
+
+
+def test_steps_of_one_node_count_are_drawn_per_step() -> None:
+    from loadtests.analysis.figures import CHARTS, Series
+    from loadtests.report.charts import Line, figure
+
+    series = Series("server_mutating", "POST deployments", [0.1, 0.2, 0.15])
+    names = ["20 nodes · cl2-create", "20 nodes · cl2-scale", "20 nodes · cl2-delete"]
+    drawn = figure(CHARTS["server_mutating"], [Line(series, "POST deployments", "#000000", [20, 20, 20], names)])
+    assert drawn["layout"]["xaxis"]["type"] == "category" and drawn["data"][0]["x"] == names
+    growing = figure(CHARTS["server_mutating"], [Line(series, "POST", "#000000", [10, 20, 40], names)])
+    assert growing["data"][0]["x"] == [10, 20, 40] and growing["layout"]["xaxis"]["ticktext"][0] == "10 nodes"
+
+
+def test_each_object_of_the_mix_is_made_as_clusterloader2_makes_it() -> None:
+    from loadtests.config.cl2 import Group
+    from loadtests.kube.access import ClusterAccess
+    from loadtests.kube.rest import RestClient
+    from loadtests.run.cl2 import Cl2Load, Cl2Object
+
+    client = RestClient(ClusterAccess(server="https://127.0.0.1:1", kubeconfig="/nonexistent"))
+    load = Cl2Load(client, {"pods_per_node": 10, "nodes_per_namespace": 100, "throughput": 10}, "r1")
+    small = Group("Deployment", "small-deployment", 18, 5)
+    deployment = load._manifest(Cl2Object(small, "ns", "small-deployment-3", 5))
+    pod = deployment["spec"]["template"]
+    assert deployment["spec"]["replicas"] == 5
+    assert {v["name"]: v.get("configMap", v.get("secret")) for v in pod["spec"]["volumes"]} == {
+        "configmap": {"name": "small-deployment-3"}, "secret": {"secretName": "small-deployment-3"}}
+    assert pod["metadata"]["labels"]["k8s-loadtest/run"] == "r1"  # its pods are the run's, found by label
+    service = load._manifest(Cl2Object(Group("Service", "small-service", 9), "ns", "small-service-3", 0))
+    assert service["spec"]["selector"] == {"app": "small-deployment-3"}
+    job = load._manifest(Cl2Object(Group("Job", "medium-job", 1, 30, 90), "ns", "medium-job-0", 30))
+    assert (job["spec"]["parallelism"], job["spec"]["completions"]) == (30, 90)
+    daemonset = load._manifest(Cl2Object(Group("DaemonSet", "daemonset", 1), "ns", "daemonset-0", 0))
+    assert daemonset["spec"]["template"]["spec"]["priorityClassName"] == load.priority_class
+    client.close()
+
+
+def test_the_documented_table_is_what_the_formulas_give() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "plans.md").read_text()
+    mix = load_mix(5000)
+    count = {g.basename: g.per_namespace for g in mix.groups if g.kind not in ("ConfigMap", "Secret")}
+    rows = [
+        f"| big Deployments | {count['big-deployment']} | 250 |",
+        f"| medium Deployments | {count['medium-deployment']} | 30 |",
+        f"| small Deployments | {count['small-deployment']} | 5 |",
+        f"| Services (for big, medium, small Deployments) | {count['big-service']}, {count['medium-service']}, "
+        f"{count['small-service']} | — |",
+        f"| ConfigMaps, Secrets | {mix.per_namespace('ConfigMap')}, {mix.per_namespace('Secret')} | — |",
+    ]
+    for row in rows:
+        assert row in text, row
