@@ -90,6 +90,7 @@ import hashlib
 import json
 import math
 import os
+import types
 import typing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -149,6 +150,25 @@ class ControlledPods:
     superseded: int = 0  # generations replaced by a newer one (updated or scaled again) before done
     unfinished: int = 0  # generations still not done when the window closed
     unfinished_named: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SchedulingThroughput:
+    """Pods scheduled per second in each interval of a scheduler-throughput phase (as ClusterLoader2's
+    SchedulingThroughput: pods with a node, counted every interval_s), from the pods' creation until every one
+    had a node; nearest-rank quantiles of the intervals, and the verdict on the best one (as ClusterLoader2)."""
+
+    pods: int = 0
+    interval_s: float = 5.0
+    samples: list[float] = field(default_factory=list)  # pods per second, one per interval, in order
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    threshold: float | None = None
+    passed: bool | None = None  # None: not every pod was scheduled (nothing to judge the best interval on)
+    seconds: float | None = None  # from the Deployment's creation until every pod had a node
+    source: str = ""
 
 
 @dataclass
@@ -386,6 +406,7 @@ class StepResult:
     watch_delay: Distribution = field(default_factory=Distribution)
     # per kind (Deployment, StatefulSet, DaemonSet, Job) of the objects scenario: asked -> all pods running
     controlled: dict[str, ControlledPods] = field(default_factory=dict)
+    scheduling: SchedulingThroughput | None = None  # the scheduler-throughput phase's
     processes: list[ProcessStat] = field(default_factory=list)
     # the machine's CPU over the same interval as processes (None: not measured, e.g. older results)
     machine_cpu_percent: float | None = None
@@ -444,6 +465,9 @@ def _build(cls: Any, data: Any) -> Any:
                 kwargs[f.name] = _build(hints[f.name], data[f.name])
         return cls(**kwargs)
     origin = typing.get_origin(cls)
+    if origin in (typing.Union, types.UnionType) and isinstance(data, dict):  # X | None: the dataclass X
+        members = [arg for arg in typing.get_args(cls) if dataclasses.is_dataclass(arg)]
+        return _build(members[0], data) if members else data
     if origin is list and isinstance(data, list):
         (item,) = typing.get_args(cls)
         return [_build(item, x) for x in data]

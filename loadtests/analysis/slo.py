@@ -154,7 +154,9 @@ def verdicts(run: RunResult) -> list[Verdict]:
 
 def run_passed(run: RunResult) -> bool:
     """The gate: the run completed (not aborted, not left "running" by a crash), no step saturated (the
-    control plane did not converge) and no SLO failed."""
+    control plane did not converge), no SLO failed and no scheduler-throughput phase fell short."""
     if run.status != "complete" or any(step.status == "saturated" for step in run.steps):
         return False
+    if any(step.scheduling is not None and step.scheduling.passed is False for step in run.steps):
+        return False  # a scheduler-throughput phase whose best interval fell short of its threshold
     return not any(v.passed is False for v in verdicts(run))

@@ -107,6 +107,10 @@ def run_plan(plan: Plan, out_dir: Path, request: RunRequest, runs_follow: int = 
     for verdict in failed:
         say(f"SLO FAILED  step {verdict.step_name}: {verdict.slo} p99 {verdict.value_s:.3f} s > "
             f"{verdict.threshold_s:g} s")
+    for step in run.steps:
+        if step.scheduling is not None and step.scheduling.passed is False:
+            say(f"FAILED      step {step.name}: scheduler throughput at best {step.scheduling.max:g} pods/s < "
+                f"{step.scheduling.threshold:g} pods/s")
     passed = run_passed(run)
     judged = sum(1 for v in found if v.passed is not None)
     say(f"{'PASS' if passed else 'FAIL'}: {judged - len(failed)}/{judged} SLO checks passed over "

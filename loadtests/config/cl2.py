@@ -16,7 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 CREATE, SCALE, DELETE = "cl2-create", "cl2-scale", "cl2-delete"
-PHASES = (CREATE, SCALE, DELETE)  # a step's `phase`: its window is that phase of the load test
+SCHEDULER, POD_STARTUP = "scheduler-throughput", "pod-startup"
+PHASES = (CREATE, SCALE, DELETE, SCHEDULER, POD_STARTUP)  # a step's `phase`: its window is that phase of the test
+MIN_SCHEDULER_PODS = 1000  # the scheduler-throughput phase: max(1000, nodes) pods at once
+SCHEDULER_THRESHOLD = 100.0  # pods scheduled per second: CL2_SCHEDULER_THROUGHPUT_THRESHOLD, judged on the max
+LATENCY_PODS = 500  # the pod-startup phase's latency pods (CL2_LATENCY_POD_COUNT), one Deployment each ...
+LATENCY_QPS = 5.0  # ... created at 5 per second (its Uniform5qps)
 BIG, MEDIUM, SMALL = 250, 30, 5
 SMALL_CLUSTER_NODES = 100  # below it ClusterLoader2 makes no big Job
 RANDOM_SCALE_FACTOR = 0.5  # "scale and update": each object to a random size in [0.5x, 1.5x]

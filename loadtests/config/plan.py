@@ -110,6 +110,10 @@ class Cl2:
     nodes_per_namespace: int = 100
     throughput: float = 10.0  # pods per second created (and scaled) by the phases
     delete_throughput: float = 0.0  # pods per second deleted; 0: as throughput
+    scheduler_pods: int = 0  # the scheduler-throughput phase's pods at once; 0: max(1000, nodes)
+    scheduler_threshold: float = cl2.SCHEDULER_THRESHOLD  # pods per second, judged on the best 5 s window
+    latency_pods: int = cl2.LATENCY_PODS  # the pod-startup phase's pods, one Deployment each ...
+    latency_qps: float = cl2.LATENCY_QPS  # ... created at this many per second
 
 
 @dataclass
@@ -397,6 +401,10 @@ def _cl2(source: str, value: Any) -> Cl2:
     _number(source, "cl2.nodes_per_namespace", found.nodes_per_namespace, minimum=1, integer=True)
     _number(source, "cl2.throughput", found.throughput, minimum=0.1)
     _number(source, "cl2.delete_throughput", found.delete_throughput, minimum=0)
+    _number(source, "cl2.scheduler_pods", found.scheduler_pods, minimum=0, integer=True)
+    _number(source, "cl2.scheduler_threshold", found.scheduler_threshold, minimum=0)
+    _number(source, "cl2.latency_pods", found.latency_pods, minimum=1, integer=True)
+    _number(source, "cl2.latency_qps", found.latency_qps, minimum=0.1)
     return found
 
 

@@ -181,6 +181,13 @@ def banner(run: RunResult, found: list[Verdict]) -> dict[str, str]:
         return {"state": "fail", "label": "SATURATED", "counts": counts,
                 "line": f"{held_text}breaking point at {saturated.name}: {saturated.saturation.get('condition')}: "
                         f"{saturated.saturation.get('evidence')}"}
+    short = [s for s in run.steps if s.scheduling is not None and s.scheduling.passed is False]
+    if short and not failed:
+        s = short[0].scheduling
+        assert s is not None
+        return {"state": "fail", "label": "FAIL", "counts": counts,
+                "line": f"scheduler throughput at {short[0].name}: at best {s.max:g} pods/s, under the "
+                        f"{s.threshold:g} pods/s threshold"}
     if failed:
         worst = [f"{v.slo} at {v.step_name} ({page.duration(v.value_s)} > {page.duration(v.threshold_s)})"
                  for v in found if v.passed is False]

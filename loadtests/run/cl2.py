@@ -18,23 +18,44 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadtests.config.cl2 import CREATE, DELETE, RANDOM_SCALE_FACTOR, SCALE, Group, LoadMix, load_mix
+from loadtests.config.cl2 import (
+    CREATE,
+    DELETE,
+    MIN_SCHEDULER_PODS,
+    POD_STARTUP,
+    RANDOM_SCALE_FACTOR,
+    SCALE,
+    SCHEDULER,
+    Group,
+    LoadMix,
+    load_mix,
+)
 from loadtests.config.templates import RUN_LABEL, ObjectTemplate, read
 from loadtests.errors import TargetError
 from loadtests.kube import objects
 from loadtests.kube.discovery import Kind, resolve
 from loadtests.kube.errors import ApiError
+from loadtests.kube.names import WatchNames
 from loadtests.kube.paths import resource_path
+from loadtests.kube.reflector import BackgroundReflector
 from loadtests.kube.rest import RestClient
+from loadtests.kube.watch import WatchEvent
 from loadtests.measure.controlled import CONTROLLERS, done
 from loadtests.polling import poll_until
-from loadtests.results import RateResult
+from loadtests.results import Distribution, RateResult, SchedulingThroughput
 
+SCHEDULER_NAMESPACE = f"{objects.NS_OBJECTS_PREFIX}scheduler"  # the scheduler-throughput phase's Deployment
+LATENCY_NAMESPACE = f"{objects.NS_OBJECTS_PREFIX}latency"  # the pod-startup phase's latency Deployments
+SCHEDULING_INTERVAL_S = 5.0
+SCHEDULING_SOURCE = ("a watch of the phase's pods, each bound when first seen with spec.nodeName; per 5 s from the "
+                     "Deployment's creation, the last interval ending at the last binding")
 THREADS = 16  # concurrent operations at most: ClusterLoader2's client is not one request at a time either
 TEMPLATES = {"Deployment": "deployment.yaml", "StatefulSet": "statefulset.yaml", "Job": "job.yaml",
              "DaemonSet": "daemonset.yaml", "Service": "service.yaml", "ConfigMap": "configmap.yaml",
              "Secret": "secret.yaml"}
 PRIORITY_CLASS = "priorityclass.yaml"
+MOUNTING = frozenset({"big-deployment", "medium-deployment", "small-deployment"})  # the mix's, with their own
+# ConfigMap and Secret; the scheduler-throughput and latency Deployments mount nothing
 UPDATE_ANNOTATION = "k8s-loadtest/update"
 
 
@@ -57,6 +78,30 @@ class PhaseOutcome:
     rates: list[RateResult]
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0  # from the first operation to the cluster having done them all (or the limit)
+    scheduling: SchedulingThroughput | None = None
+
+
+def scheduling_throughput(bound_at: list[float], started: float, pods: int, threshold: float, complete: bool,
+                          interval_s: float = SCHEDULING_INTERVAL_S) -> SchedulingThroughput:
+    """Pods bound per second in each interval from `started` (the Deployment's creation); the last interval ends
+    at the last binding, so a burst shorter than an interval is its pods over its own time, not over a whole
+    interval. The verdict is on the best interval (ClusterLoader2's); none where not every pod was bound."""
+    samples: list[float] = []
+    if bound_at:
+        end = bound_at[-1]
+        edge, i = started, 0
+        while edge < end:
+            upper = min(edge + interval_s, end)
+            count = 0
+            while i < len(bound_at) and bound_at[i] <= upper:
+                count, i = count + 1, i + 1
+            samples.append(round(count / max(upper - edge, 1e-6), 3))
+            edge = upper
+    q = Distribution.of(samples, "")
+    return SchedulingThroughput(
+        pods=pods, interval_s=interval_s, samples=samples, p50=q.p50, p90=q.p90, p99=q.p99, max=q.max,
+        threshold=threshold, passed=(q.max is not None and q.max >= threshold) if complete else None,
+        seconds=round(bound_at[-1] - started, 3) if complete and bound_at else None, source=SCHEDULING_SOURCE)
 
 
 class Cl2Load:
@@ -95,6 +140,10 @@ class Cl2Load:
         """One phase, to its end; `interrupt` is called while waiting (the runner's checks may raise there)."""
         if phase == CREATE:
             return self._create(nodes, limit_s, interrupt)
+        if phase == SCHEDULER:
+            return self._scheduler(nodes, limit_s, interrupt)
+        if phase == POD_STARTUP:
+            return self._pod_startup(limit_s, interrupt)
         if not self.made:
             raise TargetError(f"{phase} needs a {CREATE} phase before it (nothing of the mix exists)")
         if phase == SCALE:
@@ -165,6 +214,119 @@ class Cl2Load:
                                         round(pods / max(asked_s, 1e-9), 3), "pods")], notes,
                             time.monotonic() - started)
 
+    def prepare(self, phase: str) -> None:
+        """Before a phase's window: the pods of the phase before it that are not of the mix gone (the
+        scheduler-throughput Deployment before the latency pods, as ClusterLoader2 deletes it first), and the
+        namespace the phase writes to made."""
+        for namespace in (SCHEDULER_NAMESPACE, LATENCY_NAMESPACE):
+            if namespace in self.namespaces:
+                self._empty(namespace)
+        if phase in (SCHEDULER, POD_STARTUP):
+            self._namespace(SCHEDULER_NAMESPACE if phase == SCHEDULER else LATENCY_NAMESPACE)
+
+    def pod_namespace(self, phase: str) -> str | None:
+        """Where a phase's pods are timed from creation to Running by the step's pod startup probe."""
+        return LATENCY_NAMESPACE if phase == POD_STARTUP else None
+
+    def _namespace(self, name: str) -> None:
+        self.client.create(resource_path("namespaces"), objects.namespace_manifest(name), exist_ok=True)
+        if name not in self.namespaces:
+            self.namespaces.append(name)
+        path = resource_path("serviceaccounts", name, "default")
+        if not poll_until(lambda: bool(self.client.request("GET", path, ok=(404,))), 60, interval_s=0.1):
+            raise TargetError(f"namespace {name}: its default ServiceAccount did not appear within 60 s")
+
+    def _empty(self, namespace: str) -> None:
+        """Every Deployment of the run in the namespace deleted, and its pods gone."""
+        kind = self._kind("Deployment")
+        self.client.request("DELETE", kind.collection(namespace), params={"labelSelector": self.selector})
+
+        def gone() -> bool:
+            pods = self.client.get(resource_path("pods", namespace), labelSelector=self.selector)
+            return not pods.get("items")
+
+        if not poll_until(gone, 180, interval_s=0.5):
+            raise TargetError(f"the pods of namespace {namespace} were not gone within 180 s")
+
+    def _scheduler(self, nodes: int, limit_s: float, interrupt: Callable[[], None]) -> PhaseOutcome:
+        """max(1000, nodes) pods at once in one Deployment; each pod's binding seen by a watch (its first event
+        with a node), counted per interval from the Deployment's creation to the last binding."""
+        pods = int(self.params.get("scheduler_pods") or max(MIN_SCHEDULER_PODS, nodes))
+        threshold = float(self.params["scheduler_threshold"])
+        obj = Cl2Object(Group("Deployment", "scheduler-throughput-deployment", 1, pods), SCHEDULER_NAMESPACE,
+                        "scheduler-throughput-deployment-0", pods)
+        bound: dict[str, float] = {}
+
+        def on_event(event: WatchEvent) -> None:
+            meta, spec = event.object.get("metadata") or {}, event.object.get("spec") or {}
+            if event.type != "DELETED" and spec.get("nodeName") and meta.get("uid"):
+                bound.setdefault(str(meta["uid"]), event.received_at)
+
+        watch = BackgroundReflector(self.client, "pods", WatchNames.of("pods", SCHEDULER_NAMESPACE, "cl2", list_rv="0"),
+                                    namespace=SCHEDULER_NAMESPACE, label_selector=self.selector, page_limit=1,
+                                    all_pages=False, on_event=on_event)
+        def all_bound() -> bool:
+            interrupt()
+            return len(bound) >= pods
+
+        watch.start()
+        try:
+            started = time.monotonic()
+            self._create_one(obj)
+            complete = poll_until(all_bound, limit_s, interval_s=0.2)
+        finally:
+            watch.stop()
+        notes = [] if complete else [
+            f"scheduler-throughput: {len(bound)} of {pods} pods had a node when the phase's duration_s ran out"]
+        found = scheduling_throughput(sorted(bound.values()), started, pods, threshold, complete)
+        notes += self._converge_one(obj, started + limit_s - time.monotonic(), interrupt)
+        asked = RateResult(SCHEDULER, float(pods), float(len(bound)), "pods", per_second=False)
+        return PhaseOutcome([asked], notes, time.monotonic() - started, found)
+
+    def _converge_one(self, obj: Cl2Object, left_s: float, interrupt: Callable[[], None]) -> list[str]:
+        kind = self._kind(obj.kind)
+
+        def running() -> bool:
+            interrupt()
+            found = self.client.request("GET", kind.path(obj.namespace, obj.name), ok=(404,))
+            return bool(found) and done(obj.kind, found)
+
+        if poll_until(running, max(0.0, left_s), interval_s=1.0):
+            return []
+        return [f"{obj.kind} {obj.namespace}/{obj.name}: not every pod running when the phase's duration_s ran out"]
+
+    def _pod_startup(self, limit_s: float, interrupt: Callable[[], None]) -> PhaseOutcome:
+        """latency_pods Deployments of one pod each, created latency_qps a second; the step's pod startup probe
+        times each pod from creation to Running (judged against the pod startup SLO, 5 s at p99)."""
+        count, qps = int(self.params["latency_pods"]), float(self.params["latency_qps"])
+        latency = [Cl2Object(Group("Deployment", "latency-deployment", count, 1), LATENCY_NAMESPACE,
+                             f"latency-deployment-{i}", 1) for i in range(count)]
+        started = time.monotonic()
+        self._paced(latency, qps, self._create_one, interrupt)
+        asked_s = time.monotonic() - started
+        notes = []
+        for obj in latency:
+            short = self._converge_one(obj, started + limit_s - time.monotonic(), interrupt)
+            if short:
+                notes.append(f"pod-startup: latency Deployments not running when the phase's duration_s ran out "
+                             f"(first: {obj.name})")
+                break
+        achieved = (count - 1) / asked_s if count > 1 and asked_s > 0 else float(count)
+        return PhaseOutcome([RateResult(POD_STARTUP, qps, round(achieved, 3), "creates")], notes,
+                            time.monotonic() - started)
+
+    def _paced(self, work: list[Cl2Object], qps: float, operation: Callable[[Cl2Object], None],
+               interrupt: Callable[[], None]) -> None:
+        """One operation every 1/qps seconds, in order (ClusterLoader2's qpsLoad)."""
+        start = time.monotonic()
+        for i, obj in enumerate(work):
+            time.sleep(max(0.0, start + i / qps - time.monotonic()))
+            interrupt()
+            try:
+                operation(obj)
+            except ApiError as error:
+                raise TargetError(f"create {obj.kind} {obj.namespace}/{obj.name}: {error}") from None
+
     # ---------------------------------------------------------------------------------------- operations
     def _priority(self) -> None:
         if self._priority_made:
@@ -178,7 +340,7 @@ class Cl2Load:
 
     def _manifest(self, obj: Cl2Object) -> dict[str, Any]:
         input_vars: dict[str, Any] = {"replicas": obj.size}
-        if obj.kind == "Deployment":  # its own ConfigMap and Secret, mounted
+        if obj.kind == "Deployment" and obj.group.basename in MOUNTING:  # its own ConfigMap and Secret, mounted
             input_vars.update(configmap=obj.name, secret=obj.name)
         elif obj.kind == "Job":
             input_vars.update(parallelism=obj.size, completions=obj.group.completions)

@@ -305,6 +305,10 @@ class Runner:
             self._phase = f"{prefix}: objects set-up"
             made.prepare(step.nodes)  # a template the apiserver refuses stops the run here, before the window
         phased = bool(step.phase)
+        if phased:
+            self._phase = f"{prefix}: {step.phase} set-up"
+            mix.prepare(step.phase)  # what the phase before it left that is not of the mix goes first
+            churn_namespace = mix.pod_namespace(step.phase) or churn_namespace
         probes = StepProbes(info, probe_namespace=objects.NS_PROBE, churn_namespace=churn_namespace,
                             scrapes_dir=step_dir, counted={**made.counted(), **(mix.counted() if phased else {})},
                             controlled=mix.controlled() if phased else made.controlled(),
@@ -355,6 +359,7 @@ class Runner:
         step_result.client, step_result.rates = outcome.client, outcome.rates
         if phased:
             step_result.rates.extend(phase.rates)
+            step_result.scheduling = phase.scheduling
         step_result.server_requests = server_counts(probes, outcome.client)
         step_result.workers = outcome.workers
         step_result.notes.extend(outcome.notes)

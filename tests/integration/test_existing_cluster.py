@@ -20,6 +20,7 @@ import yaml
 
 from loadtests import results
 from loadtests.binaries import cache as binaries
+from loadtests.config import plan as plan_mod
 from loadtests.config import versions
 from loadtests.config.cl2 import load_mix
 from loadtests.controlplane.existing import KWOK_NAMESPACE, ClusterOptions, ExistingCluster, guard
@@ -233,9 +234,9 @@ def test_the_cl2_smoke_plan_runs_its_three_phases_and_leaves_nothing(their_plane
     assert "warning:" not in result.stdout, result.stdout
     run = results.load(out)
     assert run.status == "complete"
-    assert [s.name for s in run.steps] == ["20 nodes · cl2-create", "20 nodes · cl2-scale", "20 nodes · cl2-delete"]
+    assert [s.phase for s in plan_mod.load("cl2-smoke").steps] == [s.name.split(" · ")[1] for s in run.steps]
     mix = load_mix(20, 10)
-    create, scale, delete = run.steps
+    create, scale, delete, scheduler, startup = run.steps
     # every controlling object's pods ran: the mix's count of each kind timed once, none left undone
     wanted = {kind: mix.per_namespace(kind) * mix.namespaces
               for kind in ("Deployment", "StatefulSet", "Job", "DaemonSet")}
@@ -253,7 +254,14 @@ def test_the_cl2_smoke_plan_runs_its_three_phases_and_leaves_nothing(their_plane
     assert any(s.verb == "POST" and s.resource == "deployments" for s in create.server)
     assert delete.objects["jobs"] == 0 and delete.objects["statefulsets"] == 0  # gone before the window closed
     assert delete.controlled == {}  # nothing asked for pods while deleting
-    assert (out / "report.html").read_text().count("<h3>Controlled pods running</h3>") == 2
+    # the scheduler's throughput on its pods at once, judged on the best interval; the latency pods' startup
+    assert scheduler.scheduling is not None and scheduler.scheduling.pods == 500
+    assert scheduler.scheduling.samples and scheduler.scheduling.passed is not None, scheduler.scheduling
+    assert scheduler.controlled["Deployment"].running.count == 1
+    assert startup.pod_startup.count == 50 and startup.pod_startup.p99 is not None
+    html = (out / "report.html").read_text()
+    assert html.count("<h3>Controlled pods running</h3>") == sum(1 for s in run.steps if s.controlled)
+    assert html.count("<h3>Scheduling throughput</h3>") == 1
     assert_nothing_of_ours_left(theirs)
     assert theirs.list_items("priorityclasses", label_selector=objects.MANAGED_BY_SELECTOR) == []
 

@@ -39,7 +39,8 @@ def test_phases_are_steps_and_a_change_needs_a_mix_before_it(tmp_path) -> None:
     from loadtests.errors import PlanError
 
     plan = plan_mod.load("cl2-smoke")
-    assert [s.phase for s in plan.steps] == ["cl2-create", "cl2-scale", "cl2-delete"]
+    assert [s.phase for s in plan.steps] == ["cl2-create", "cl2-scale", "cl2-delete", "scheduler-throughput",
+                                             "pod-startup"]
     assert plan.cl2.pods_per_node == 10 and plan.to_dict()["cl2"]["throughput"] == 10
     assert "cl2" not in plan_mod.load("smoke").to_dict()  # a plan without phases reads as before
     assert "phase" not in plan_mod.load("smoke").to_dict()["steps"][0]
@@ -48,7 +49,8 @@ def test_phases_are_steps_and_a_change_needs_a_mix_before_it(tmp_path) -> None:
     with pytest.raises(PlanError, match=r"steps\[2\].phase: cl2-delete needs a cl2-create step"):
         plan_mod.parse({"steps": [{"nodes": 20, "phase": "cl2-create"}, {"nodes": 20, "phase": "cl2-delete"},
                                   {"nodes": 20, "phase": "cl2-delete"}]})
-    with pytest.raises(PlanError, match=r"steps\[0\].phase: must be one of: cl2-create, cl2-scale, cl2-delete"):
+    one_of = r"steps\[0\].phase: must be one of: cl2-create, cl2-scale, cl2-delete, scheduler-throughput"
+    with pytest.raises(PlanError, match=one_of):
         plan_mod.parse({"steps": [{"nodes": 20, "phase": "soak"}]})
     with pytest.raises(PlanError, match=r"cl2.throughput: must be a number >= 0.1"):
         plan_mod.parse({"steps": [{"nodes": 20}], "cl2": {"throughput": 0}})
@@ -106,3 +108,18 @@ def test_the_documented_table_is_what_the_formulas_give() -> None:
     ]
     for row in rows:
         assert row in text, row
+
+
+def test_scheduling_throughput_per_interval_and_a_burst_shorter_than_one() -> None:
+    from loadtests.run.cl2 import scheduling_throughput
+
+    # 500 pods bound over 2.5 s: one interval, ending at the last binding: 200 pods/s, not 500 / 5 = 100
+    burst = scheduling_throughput([100.0 + 2.5 * (i + 1) / 500 for i in range(500)], 100.0, 500, 100.0, True)
+    assert burst.samples == [200.0] and burst.max == 200.0 and burst.passed is True and burst.seconds == 2.5
+    # 1,000 pods at 50 pods/s for 20 s: four full intervals, every one under the threshold
+    slow = scheduling_throughput([i / 50 + 0.02 for i in range(1000)], 0.0, 1000, 100.0, True)
+    assert slow.samples == [50.0, 50.0, 50.0, 50.0] and slow.passed is False
+    # not every pod bound: the best interval judges nothing
+    short = scheduling_throughput([1.0, 2.0], 0.0, 10, 100.0, False)
+    assert short.passed is None and short.seconds is None and short.samples == [1.0]
+    assert scheduling_throughput([], 0.0, 10, 100.0, False).samples == []
