@@ -38,8 +38,11 @@ def assert_nothing_left(leftovers: list[ProcessRecord | psutil.Process]) -> None
 def running_plane(bins: binaries.Binaries, directory: Path, name: str, *, kwok: bool = True
                   ) -> Iterator[LocalControlPlane]:
     """A local control plane for a test (kwok=False: one standing in for a cluster someone else runs, which a
-    run brings its own kwok to); stopped at the end, and its teardown checked to leave nothing behind."""
-    plane = LocalControlPlane(LocalOptions(name=name, directory=directory, kwok=kwok), bins)
+    run brings its own kwok to); stopped at the end, and its teardown checked to leave nothing behind.
+
+    Its etcd keeps its data in memory (a tmpfs): the suite's shared planes test function, not disks, and on a
+    2-core machine their fsyncs would otherwise queue behind those of the runs measured beside them."""
+    plane = LocalControlPlane(LocalOptions(name=name, directory=directory, kwok=kwok, etcd_storage="memory"), bins)
     plane.up(log=lambda _m: None)
     state = plane.state
     assert state is not None and ("kwok" in {p.component for p in state.processes}) == kwok

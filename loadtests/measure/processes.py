@@ -71,6 +71,9 @@ class _Component:
     tracked: list[_Tracked] = field(default_factory=list)
 
 
+TICK_S = 0.01  # the kernel's clock tick, in which /proc/<pid>/stat says when a process started
+
+
 def _cpu_seconds(process: psutil.Process) -> float:
     times = process.cpu_times()
     return times.user + times.system
@@ -89,6 +92,7 @@ class ProcessSampler:
         self._thread: threading.Thread | None = None
         self._started_mono: float | None = None
         self._started_wall: float | None = None
+        self._started_boot: float | None = None  # seconds since boot at start() (Linux), see _born_since_start
         self._machine_start_s: float | None = None
         # the whole machine's busy CPU (all cores) over the same interval as the components; None until gather()
         self.machine_cpu_seconds: float | None = None
@@ -98,6 +102,8 @@ class ProcessSampler:
         """Count from now; `background` samples every interval_s in a thread (else only when asked)."""
         self._started_mono = time.monotonic()
         self._started_wall = time.time()
+        clock = getattr(time, "CLOCK_BOOTTIME", None)  # Linux: the clock /proc/<pid>/stat counts starts on
+        self._started_boot = time.clock_gettime(clock) if clock is not None else None
         self._machine_start_s = _machine_busy_s()
         pending, self._pending = self._pending, {}
         for component, pids in pending.items():
@@ -128,8 +134,17 @@ class ProcessSampler:
                     self.missing.setdefault(component, []).append(pid)
                     continue
                 # a process born during the step spent all its CPU in the step
-                base = 0.0 if created >= self._started_wall else cpu
+                base = 0.0 if self._born_since_start(created) else cpu
                 entry.tracked.append(_Tracked(component, pid, process, base_cpu=base, last_cpu=cpu))
+
+    def _born_since_start(self, created: float) -> bool:
+        """Whether a process started after start(). psutil's create_time is boot time (whole seconds, from
+        /proc/stat) plus the start in clock ticks, so against time.time() it can be off by up to a second;
+        since boot, both sides are on the kernel's own clock, to its 10 ms tick (a process started within one
+        tick of start() counts as born in the step: it cannot have used CPU before it)."""
+        if self._started_boot is None:
+            return created >= (self._started_wall or 0.0)
+        return created - psutil.boot_time() >= self._started_boot - TICK_S
 
     def sample(self) -> None:
         """Take one sample now (the thread calls this; tests and gather() too)."""
