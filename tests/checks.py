@@ -12,6 +12,8 @@ from loadtests.analysis.metrics import Snapshot
 from loadtests.binaries import cache as binaries
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions
 from loadtests.controlplane.processes import ProcessRecord, listening_ports
+from loadtests.kube.access import ClusterAccess
+from loadtests.load.generator import LoadGenerator, LoadOutcome, StepLoad
 
 DATA = Path(__file__).parent / "unit" / "data"
 
@@ -57,3 +59,16 @@ def running_plane(bins: binaries.Binaries, directory: Path, name: str, *, kwok: 
 def recorded(name: str, families: Collection[str] | None = None) -> Snapshot:
     """A /metrics page recorded from a real component, in tests/unit/data (only `families`, when given)."""
     return Snapshot.parse((DATA / name).read_text(), families=families)
+
+
+def run_load(step: StepLoad, access: ClusterAccess, *, spawn_timeout_s: float = 60,
+             timeout_s: float = 120) -> LoadOutcome:
+    """One step's load as the runner runs it: started, every user spawned, waited for to its end; stopped
+    whatever happens."""
+    gen = LoadGenerator(step, access)
+    try:
+        gen.start()
+        assert gen.wait_spawned(spawn_timeout_s)
+        return gen.wait(timeout=timeout_s)
+    finally:
+        gen.stop()

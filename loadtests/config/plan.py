@@ -7,6 +7,7 @@ A bad plan is refused with the path of the offending field and the reason, e.g.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
@@ -395,25 +396,26 @@ def _compare(source: str, value: Any) -> dict[str, float]:
     return compare
 
 
+def _numbers(source: str, path: str, section: Any, minima: dict[str, float]) -> None:
+    """The section's numeric fields, each from its minimum (an integer where the dataclass's default is one)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(section)}
+    for name, minimum in minima.items():
+        value = getattr(section, name)
+        if value is not None:
+            _number(source, f"{path}.{name}", value, minimum=minimum, integer=isinstance(defaults[name], int))
+
+
 def _cl2(source: str, value: Any) -> Cl2:
     found = _section(source, "cl2", value, Cl2)
-    _number(source, "cl2.pods_per_node", found.pods_per_node, minimum=1, integer=True)
-    _number(source, "cl2.nodes_per_namespace", found.nodes_per_namespace, minimum=1, integer=True)
-    _number(source, "cl2.throughput", found.throughput, minimum=0.1)
-    _number(source, "cl2.delete_throughput", found.delete_throughput, minimum=0)
-    _number(source, "cl2.scheduler_pods", found.scheduler_pods, minimum=0, integer=True)
-    _number(source, "cl2.scheduler_threshold", found.scheduler_threshold, minimum=0)
-    _number(source, "cl2.latency_pods", found.latency_pods, minimum=1, integer=True)
-    _number(source, "cl2.latency_qps", found.latency_qps, minimum=0.1)
+    _numbers(source, "cl2", found, {"pods_per_node": 1, "nodes_per_namespace": 1, "throughput": 0.1,
+                                    "delete_throughput": 0, "scheduler_pods": 0, "scheduler_threshold": 0,
+                                    "latency_pods": 1, "latency_qps": 0.1})
     return found
 
 
 def _capacity(source: str, value: Any) -> Capacity:
     capacity = _section(source, "capacity", value, Capacity)
-    if capacity.growth is not None:
-        _number(source, "capacity.growth", capacity.growth, minimum=1.05)
-    _number(source, "capacity.max_nodes", capacity.max_nodes, minimum=1, integer=True)
-    _number(source, "capacity.resolution", capacity.resolution, minimum=0.01)
+    _numbers(source, "capacity", capacity, {"growth": 1.05, "max_nodes": 1, "resolution": 0.01})
     return capacity
 
 

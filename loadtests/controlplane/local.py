@@ -7,6 +7,7 @@ to stop exactly what it started), chooses every port itself, and can tear down h
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from collections.abc import Callable
@@ -176,9 +177,11 @@ class LocalControlPlane:
 
     @property
     def memory_dir(self) -> Path:
-        """Where etcd keeps its data with etcd_storage "memory"; named after the cluster folder, so `down`
-        finds it even for a cluster whose options it does not know."""
-        return MEMORY_ROOT / f"k8s-loadtest-{self.directory.name}"
+        """Where etcd keeps its data with etcd_storage "memory"; named after the cluster folder (its name and a
+        digest of its whole path: two folders of one name elsewhere, as the test workers' "cluster0", must not
+        share one), so `down` finds it even for a cluster whose options it does not know."""
+        digest = hashlib.sha256(str(self.directory.resolve()).encode()).hexdigest()[:10]
+        return MEMORY_ROOT / f"k8s-loadtest-{self.directory.name}-{digest}"
 
     def folders(self) -> list[Path]:
         """The cluster folder, etcd's data (in memory or on disk) and the audit log's folder."""

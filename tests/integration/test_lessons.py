@@ -50,7 +50,7 @@ class Lessons:
 def assert_left_nothing(out: Path, pid: int) -> None:
     """No cluster folder of the command, no etcd data left in memory, no process still using its folder."""
     assert [p for p in clusters_root().glob(f"run-*-{pid}") if p.exists()] == []
-    assert list(MEMORY_ROOT.glob(f"k8s-loadtest-run-*-{pid}")) == []
+    assert list(MEMORY_ROOT.glob(f"k8s-loadtest-run-*-{pid}-*")) == []
     strays = [p.info["pid"] for p in psutil.process_iter(["pid", "cmdline"])
               if any(str(out) in part for part in (p.info["cmdline"] or []))]
     assert strays == []

@@ -15,6 +15,7 @@ from loadtests.kube.rest import RestClient
 from loadtests.load.contract import LoadConfig
 from loadtests.load.generator import LoadGenerator, StepLoad
 from loadtests.run.fleet import Fleet
+from tests.checks import run_load
 
 NODES = 10
 LOAD = {
@@ -42,14 +43,8 @@ def churn_pods_left(rest: RestClient, run_id: str) -> int:
 
 def test_every_scenario_achieves_what_it_asks(control_plane: TargetInfo, rest: RestClient, fleet: Fleet,
                                               tmp_path: Path) -> None:
-    gen = LoadGenerator(StepLoad(LOAD, nodes=NODES, duration_s=15, out_dir=tmp_path, run_id="it-load"),
-                        control_plane.access)
-    try:
-        gen.start()
-        assert gen.wait_spawned(60)
-        outcome = gen.wait(timeout=120)
-    finally:
-        gen.stop()
+    outcome = run_load(StepLoad(LOAD, nodes=NODES, duration_s=15, out_dir=tmp_path, run_id="it-load"),
+                       control_plane.access)
 
     stats = {c.name: c for c in outcome.client}
     rates = {r.scenario: r for r in outcome.rates}

@@ -13,10 +13,11 @@ from loadtests.controlplane.base import TargetInfo
 from loadtests.errors import PlanError
 from loadtests.kube import objects
 from loadtests.kube.rest import RestClient
-from loadtests.load.generator import LoadGenerator, StepLoad
+from loadtests.load.generator import StepLoad
 from loadtests.measure.controlled import ControlledPodsProbe
 from loadtests.run.fleet import Fleet
 from loadtests.run.objects import ObjectsSetup
+from tests.checks import run_load
 
 NODES = 4
 EVERY_KIND = ["configmap.yaml", "secret.yaml", "deployment.yaml", "service.yaml", "statefulset.yaml", "job.yaml",
@@ -62,14 +63,10 @@ def test_every_kind_is_created_updated_scaled_and_deleted(control_plane: TargetI
         assert made.controlled() == ["DaemonSet", "Deployment", "Job", "StatefulSet"]
         controlled = ControlledPodsProbe(control_plane.access, made.controlled(), made.selector)
         controlled.start()
-        gen = LoadGenerator(StepLoad(made.scenarios(plan.load), nodes=NODES, duration_s=12, out_dir=tmp_path,
-                                     run_id=run), control_plane.access)
         try:
-            gen.start()
-            assert gen.wait_spawned(60)
-            outcome = gen.wait(timeout=120)
+            outcome = run_load(StepLoad(made.scenarios(plan.load), nodes=NODES, duration_s=12, out_dir=tmp_path,
+                                        run_id=run), control_plane.access)
         finally:
-            gen.stop()
             timed = controlled.gather()
         # every pod-controlling kind had generations timed from asked to all pods running (a Job: complete)
         for kind in ("DaemonSet", "Deployment", "Job", "StatefulSet"):
