@@ -43,6 +43,7 @@ from loadtests.kube.watch import WatchEvent
 from loadtests.measure.controlled import CONTROLLERS, done
 from loadtests.polling import poll_until
 from loadtests.results import Distribution, RateResult, SchedulingThroughput
+from loadtests.run.fleet import ensure_namespaces
 
 SCHEDULER_NAMESPACE = f"{objects.NS_OBJECTS_PREFIX}scheduler"  # the scheduler-throughput phase's Deployment
 LATENCY_NAMESPACE = f"{objects.NS_OBJECTS_PREFIX}latency"  # the pod-startup phase's latency Deployments
@@ -155,13 +156,9 @@ class Cl2Load:
 
     def _create(self, nodes: int, limit_s: float, interrupt: Callable[[], None]) -> PhaseOutcome:
         self.mix = mix = load_mix(nodes, int(self.params["pods_per_node"]), int(self.params["nodes_per_namespace"]))
-        self.namespaces = [f"{objects.NS_OBJECTS_PREFIX}{i}" for i in range(mix.namespaces)]
-        for name in self.namespaces:
-            self.client.create(resource_path("namespaces"), objects.namespace_manifest(name), exist_ok=True)
-        for name in self.namespaces:
-            path = resource_path("serviceaccounts", name, "default")
-            if not poll_until(lambda p=path: bool(self.client.request("GET", p, ok=(404,))), 60, interval_s=0.1):
-                raise TargetError(f"namespace {name}: its default ServiceAccount did not appear within 60 s")
+        mixed = [f"{objects.NS_OBJECTS_PREFIX}{i}" for i in range(mix.namespaces)]
+        self.namespaces += [name for name in mixed if name not in self.namespaces]  # removed at the end
+        ensure_namespaces(self.client, mixed)
         self._priority()
         made = [Cl2Object(group, namespace, f"{group.basename}-{i}", group.size)
                 for namespace in self.namespaces for group in mix.groups for i in range(group.per_namespace)]
@@ -229,12 +226,9 @@ class Cl2Load:
         return LATENCY_NAMESPACE if phase == POD_STARTUP else None
 
     def _namespace(self, name: str) -> None:
-        self.client.create(resource_path("namespaces"), objects.namespace_manifest(name), exist_ok=True)
         if name not in self.namespaces:
-            self.namespaces.append(name)
-        path = resource_path("serviceaccounts", name, "default")
-        if not poll_until(lambda: bool(self.client.request("GET", path, ok=(404,))), 60, interval_s=0.1):
-            raise TargetError(f"namespace {name}: its default ServiceAccount did not appear within 60 s")
+            self.namespaces.append(name)  # removed at the end
+        ensure_namespaces(self.client, [name])
 
     def _empty(self, namespace: str) -> None:
         """Every Deployment of the run in the namespace deleted, and its pods gone."""

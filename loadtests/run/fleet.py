@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +106,18 @@ class NodeWatch:
         self._watch.stop()
 
 
+def ensure_namespaces(client: RestClient, names: Iterable[str], timeout_s: float = 60.0) -> None:
+    """Create the harness's namespaces (labelled as its own) and wait for their default ServiceAccounts: pods
+    created before those exist are refused, and the ReplicaSet controller then backs off for many seconds."""
+    names = list(names)
+    for name in names:
+        client.create(resource_path("namespaces"), objects.namespace_manifest(name), exist_ok=True)
+    for name in names:
+        path = resource_path("serviceaccounts", name, "default")
+        wait_for(lambda p=path: bool(client.request("GET", p, ok=(404,))), timeout_s,
+                 f"default ServiceAccount in namespace {name}", interval_s=0.1)
+
+
 class Fleet:
     """Scale the fake nodes and the steady pod population of a step."""
 
@@ -113,14 +125,8 @@ class Fleet:
         self.client = client
 
     def ensure_namespaces(self, timeout_s: float = 60.0) -> None:
-        """Create the harness's namespaces and wait for their default ServiceAccounts: pods created before
-        those exist are refused, and the ReplicaSet controller then backs off for many seconds."""
-        for name in objects.NAMESPACES:
-            self.client.create(resource_path("namespaces"), objects.namespace_manifest(name), exist_ok=True)
-        for name in objects.NAMESPACES:
-            path = resource_path("serviceaccounts", name, "default")
-            wait_for(lambda p=path: bool(self.client.request("GET", p, ok=(404,))), timeout_s,
-                     f"default ServiceAccount in namespace {name}", interval_s=0.1)
+        """The harness's own namespaces, ready for pods."""
+        ensure_namespaces(self.client, objects.NAMESPACES, timeout_s)
 
     def scale_nodes(self, count: int, *, timeout_s: float = 300.0,
                     progress: Callable[[str], None] | None = None) -> RampResult:

@@ -15,7 +15,7 @@ from typing import Any
 
 from loadtests.config.scenarios import objects_namespaces
 from loadtests.config.templates import RUN_LABEL, ObjectTemplate
-from loadtests.errors import PlanError, TargetError
+from loadtests.errors import PlanError
 from loadtests.kube import objects
 from loadtests.kube.discovery import Kind, UnknownKind, resolve
 from loadtests.kube.errors import ApiError
@@ -23,6 +23,7 @@ from loadtests.kube.paths import resource_path
 from loadtests.kube.rest import RestClient
 from loadtests.measure.controlled import CONTROLLERS
 from loadtests.polling import poll_until
+from loadtests.run.fleet import ensure_namespaces
 
 SCENARIO = "objects"
 CRD_KIND = "CustomResourceDefinition"
@@ -106,14 +107,8 @@ class ObjectsSetup:
         """The step's namespaces (one per nodes_per_namespace nodes), with their default ServiceAccounts."""
         assert self.params is not None
         wanted = objects_namespaces(nodes, int(self.params["nodes_per_namespace"]))
-        for name in wanted:
-            if name not in self.namespaces:
-                self.client.create(resource_path("namespaces"), objects.namespace_manifest(name), exist_ok=True)
-                self.namespaces.append(name)
-        for name in wanted:
-            path = resource_path("serviceaccounts", name, "default")
-            if not poll_until(lambda p=path: bool(self.client.request("GET", p, ok=(404,))), 60.0, interval_s=0.1):
-                raise TargetError(f"namespace {name}: its default ServiceAccount did not appear within 60 s")
+        self.namespaces += [name for name in wanted if name not in self.namespaces]  # removed at the end
+        ensure_namespaces(self.client, wanted)
 
     def check(self) -> None:
         """Each template's kind resolved and one object of it tried by the apiserver (dryRun=All): nothing
