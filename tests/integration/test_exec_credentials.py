@@ -30,6 +30,7 @@ from loadtests.controlplane.local import LocalControlPlane
 from loadtests.kube.errors import ApiError
 from loadtests.kube.rest import RestClient
 from loadtests.measure.prometheus import fetch_metrics_text
+from loadtests.polling import poll_until
 from tests.checks import running_plane
 from tests.cli import loadtest, start_loadtest
 
@@ -99,7 +100,16 @@ class ConnectProxy:
 
     @staticmethod
     def _pid_of(address: tuple[str, int]) -> int | None:
-        found = [c.pid for c in psutil.net_connections("tcp") if c.laddr and tuple(c.laddr) == address]
+        """The process whose socket is the tunnel's other end. psutil finds a socket's pid by scanning every
+        process's open files, which can miss one opened that instant: looked for again, for up to 2 s."""
+        found: list[int | None] = []
+
+        def look() -> bool:
+            found[:] = [c.pid for c in psutil.net_connections("tcp") if c.laddr and tuple(c.laddr) == address
+                        and c.pid is not None]
+            return bool(found)
+
+        poll_until(look, 2.0, interval_s=0.05)
         return found[0] if found else None
 
     @staticmethod
