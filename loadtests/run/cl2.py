@@ -12,6 +12,7 @@ the harness's own CPU; what was asked and achieved is the phase's rate (pods per
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import random
 import time
 from collections.abc import Callable
@@ -111,13 +112,17 @@ class Cl2Load:
     def __init__(self, client: RestClient, params: dict[str, Any], run: str,
                  say: Callable[[str], None] = lambda _line: None) -> None:
         self.client, self.params, self.run, self.say = client, params, run, say
-        self.templates = {kind: read("cl2", kind, {"template": file}) for kind, file in TEMPLATES.items()}
         self.kinds: dict[str, Kind] = {}
         self.mix: LoadMix | None = None
         self.made: list[Cl2Object] = []
         self.namespaces: list[str] = []
         self.priority_class = f"loadtest-{run}-daemonset"[:63]
         self._priority_made = False
+
+    @functools.cached_property
+    def templates(self) -> dict[str, ObjectTemplate]:
+        """The mix's templates, read when a phase first needs them (a run without phases never does)."""
+        return {kind: read("cl2", kind, {"template": file}) for kind, file in TEMPLATES.items()}
 
     @property
     def selector(self) -> str:
