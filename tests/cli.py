@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from loadtests.binaries.cache import cache_root
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -16,6 +18,15 @@ def as_from_a_terminal() -> None:
     process inherited (`nohup` ignores SIGHUP, a background job SIGQUIT), so a test's signal is the user's."""
     for name in ("SIGHUP", "SIGQUIT", "SIGINT"):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
+
+
+def private_cache(root: Path) -> dict[str, str]:
+    """A cache folder of its own (its clusters and logs there, its binaries the shared ones, linked), so what a
+    run leaves in it, or fails to write to it, is this test's alone."""
+    root.mkdir(parents=True, exist_ok=True)
+    if not (root / "bin").exists():
+        (root / "bin").symlink_to(cache_root() / "bin", target_is_directory=True)
+    return {"LOADTEST_CACHE": str(root)}
 
 
 def start_loadtest(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.Popen[str]:

@@ -11,9 +11,8 @@ from typing import IO
 import psutil
 
 from loadtests import results
-from loadtests.binaries.cache import cache_root
 from loadtests.controlplane.processes import ProcessRecord, wait_for
-from tests.cli import start_loadtest, write_tiny_plan
+from tests.cli import private_cache, start_loadtest, write_tiny_plan
 
 
 class WatchedRun:
@@ -23,12 +22,17 @@ class WatchedRun:
                  second_nodes: int = 10, durations_s: tuple[float, float] = (8, 30),
                  command: tuple[str, ...] = ("run",)) -> None:
         """`loadtest run` (or `command`, e.g. ("capacity", "--max-nodes", "40")) of the given plan, or of the
-        tiny two-step one (its health timeout 15 s, its second step of `second_nodes`)."""
+        tiny two-step one (its health timeout 15 s, its second step of `second_nodes`).
+
+        The run keeps its cluster in a cache folder of its own (`env` names it for later commands), so a folder a
+        killed run leaves there on purpose is never another test's "stale cluster" warning."""
         plan = plan or write_tiny_plan(tmp_path / "fault.yaml", "fault", durations_s, second_nodes=second_nodes,
                                        unresponsive_s=15)
         self.out = out or tmp_path / "run"
-        self.proc = start_loadtest(*command, "--out", str(self.out), "--plan", str(plan))
-        self.state_file = cache_root() / "clusters" / f"run-{self.out.name}-{self.proc.pid}" / "state.json"
+        cache = tmp_path / "cache"
+        self.env = private_cache(cache)
+        self.proc = start_loadtest(*command, "--out", str(self.out), "--plan", str(plan), env=self.env)
+        self.state_file = cache / "clusters" / f"run-{self.out.name}-{self.proc.pid}" / "state.json"
         self.lines: list[str] = []
         self.err_lines: list[str] = []
         self._readers = [threading.Thread(target=self._read, args=(stream, into), daemon=True)

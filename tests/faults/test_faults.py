@@ -22,10 +22,9 @@ import psutil
 import pytest
 
 from loadtests import results
-from loadtests.binaries.cache import cache_root
 from loadtests.controlplane.processes import ProcessRecord, wait_for
 from tests.checks import assert_nothing_left
-from tests.cli import loadtest, start_loadtest
+from tests.cli import loadtest, private_cache, start_loadtest
 from tests.watched import WatchedRun
 
 FAULT_WITHIN_S = 60  # a hung component must end the run within this (its health timeout is 15 s here)
@@ -120,11 +119,11 @@ def test_a_killed_harness_leaves_no_control_plane(faulty) -> None:
     run.finish()
     wait_for(lambda: not any(r.alive() for r in records), 15, "the control plane gone with its harness")
     assert_nothing_left(run.seen)
-    status = json.loads(loadtest("status", "--json").stdout)
+    status = json.loads(loadtest("status", "--json", env=run.env).stdout)
     assert status["orphans"] == []  # nothing of it runs
     assert run.state_file.exists()  # but its folder, with its keys, is left: named, and removed on request
     assert any(str(run.state_file.parent) in line for line in status["stale"]), status["stale"]
-    down = loadtest("down", "--orphans")
+    down = loadtest("down", "--orphans", env=run.env)
     assert down.returncode == 0 and run.state_file.parent.name in down.stdout
     assert not run.state_file.parent.exists()
 
@@ -173,14 +172,6 @@ def test_a_full_disk_ends_the_run_in_one_line_and_keeps_finished_steps(faulty, t
     assert len(saved.steps) == 1 and saved.steps[0].nodes == 5
     assert "Traceback" not in run.stdout + run.stderr
     assert_nothing_left(run.seen)
-
-
-def private_cache(root: Path) -> dict[str, str]:
-    """A cache folder of its own (its clusters and logs there, its binaries the shared ones, linked), so what a
-    run leaves in it, or fails to write to it, is this test's alone."""
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "bin").symlink_to(cache_root() / "bin", target_is_directory=True)
-    return {"LOADTEST_CACHE": str(root)}
 
 
 def processes_using(folder: Path) -> list[str]:
