@@ -44,7 +44,7 @@ from loadtests.kube.watch import WatchEvent
 from loadtests.measure.controlled import CONTROLLERS, done
 from loadtests.polling import poll_until
 from loadtests.results import Distribution, RateResult, SchedulingThroughput
-from loadtests.run.fleet import ensure_namespaces
+from loadtests.run.fleet import ensure_namespaces, remove_owned
 
 SCHEDULER_NAMESPACE = f"{objects.NS_OBJECTS_PREFIX}scheduler"  # the scheduler-throughput phase's Deployment
 LATENCY_NAMESPACE = f"{objects.NS_OBJECTS_PREFIX}latency"  # the pod-startup phase's latency Deployments
@@ -426,18 +426,10 @@ class Cl2Load:
 
     def remove(self) -> list[str]:
         """The mix's namespaces and the PriorityClass gone; problems as lines, never raised."""
-        problems = []
         paths = [resource_path("namespaces", name=name) for name in self.namespaces]
         if self._priority_made:
             paths.append(f"/apis/scheduling.k8s.io/v1/priorityclasses/{self.priority_class}")
-        for path in paths:
-            try:
-                self.client.delete(path)
-            except ApiError as error:
-                problems.append(f"{path}: {error}")
-        gone = poll_until(lambda: not any(self.client.request("GET", p, ok=(404,)) for p in paths), 180, interval_s=0.5)
-        if not gone:
-            problems.append(f"still there after 180 s: {', '.join(paths)}")
-        else:
+        problems = remove_owned(self.client, paths)
+        if not problems:
             self.namespaces, self._priority_made, self.made = [], False, []
         return problems

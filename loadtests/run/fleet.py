@@ -24,6 +24,7 @@ from loadtests.kube.paths import resource_path
 from loadtests.kube.reflector import BackgroundReflector
 from loadtests.kube.rest import RestClient
 from loadtests.kube.watch import ListPage, WatchEvent
+from loadtests.polling import poll_until
 
 CREATE_CONCURRENCY = 16  # enough to keep the apiserver busy, few enough to spread joins over seconds
 FLEET_USER_AGENT = "k8s-loadtest/fleet"  # the fleet's own requests, told apart from the load's and the probes'
@@ -116,6 +117,29 @@ def ensure_namespaces(client: RestClient, names: Iterable[str], timeout_s: float
         path = resource_path("serviceaccounts", name, "default")
         wait_for(lambda p=path: bool(client.request("GET", p, ok=(404,))), timeout_s,
                  f"default ServiceAccount in namespace {name}", interval_s=0.1)
+
+
+REMOVE_TIMEOUT_S = 180.0  # what a scenario made gone at the end (a namespace takes its objects with it)
+
+
+def remove_owned(client: RestClient, paths: Iterable[str], timeout_s: float = REMOVE_TIMEOUT_S) -> list[str]:
+    """Delete each object at `paths` that is the harness's (it carries the managed-by label; a namespace or
+    CRD of the same name someone else made stays), in order, and wait until none of them is there. Problems
+    come back as lines, never raised: the run's own outcome stands; [] means every one is gone."""
+    paths, problems = list(paths), []
+    for path in paths:
+        try:
+            found = client.request("GET", path, ok=(404,))
+            labels = (found.get("metadata") or {}).get("labels") or {}
+            if found and all(labels.get(key) == value for key, value in objects.MANAGED_BY.items()):
+                client.delete(path)
+        except ApiError as error:
+            problems.append(f"{path}: {error}")
+    if not poll_until(lambda: not any(client.request("GET", p, ok=(404,)) for p in paths), timeout_s,
+                      interval_s=0.5):
+        still = [p for p in paths if client.request("GET", p, ok=(404,))]
+        problems.append(f"still there after {timeout_s:.0f} s: {', '.join(still)}")
+    return problems
 
 
 class Fleet:

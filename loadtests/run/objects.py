@@ -16,19 +16,17 @@ from typing import Any
 from loadtests.config.scenarios import objects_namespaces
 from loadtests.config.templates import RUN_LABEL, ObjectTemplate
 from loadtests.errors import PlanError
-from loadtests.kube import objects
 from loadtests.kube.discovery import Kind, UnknownKind, resolve
 from loadtests.kube.errors import ApiError
 from loadtests.kube.paths import resource_path
 from loadtests.kube.rest import RestClient
 from loadtests.measure.controlled import CONTROLLERS
 from loadtests.polling import poll_until
-from loadtests.run.fleet import ensure_namespaces
+from loadtests.run.fleet import ensure_namespaces, remove_owned
 
 SCENARIO = "objects"
 CRD_KIND = "CustomResourceDefinition"
 ESTABLISH_TIMEOUT_S = 60.0  # a CRD's Established condition, then its kind in discovery
-REMOVE_TIMEOUT_S = 180.0  # namespaces and installed objects gone at the end
 
 
 class ObjectsSetup:
@@ -174,32 +172,13 @@ class ObjectsSetup:
         if not self.active:
             return []
         problems: list[str] = []
-        paths = [resource_path("namespaces", name=name) for name in self.namespaces]
-        selector = self.selector
         for kind in {k for k in self.kinds if not k.namespaced}:
             try:
-                self.client.request("DELETE", kind.collection(), params={"labelSelector": selector})
+                self.client.request("DELETE", kind.collection(), params={"labelSelector": self.selector})
             except ApiError as error:
                 problems.append(f"{kind.kind} objects of this run: {error}")
-        for path in paths:
-            self._delete(path, problems)
-        for path in reversed(self.installed):
-            self._delete(path, problems)
-        leftover = [*paths, *self.installed]
-        if not poll_until(lambda: not any(self.client.request("GET", p, ok=(404,)) for p in leftover),
-                          REMOVE_TIMEOUT_S, interval_s=0.5):
-            still = [p for p in leftover if self.client.request("GET", p, ok=(404,))]
-            problems.append(f"still there after {REMOVE_TIMEOUT_S:.0f} s: {', '.join(still)}")
-        else:
+        paths = [resource_path("namespaces", name=name) for name in self.namespaces]
+        left = remove_owned(self.client, [*paths, *reversed(self.installed)])
+        if not left:
             self.installed, self.namespaces = [], []
-        return problems
-
-    def _delete(self, path: str, problems: list[str]) -> None:
-        """Delete the object at `path` if it is the harness's (it carries the managed-by label)."""
-        try:
-            found = self.client.request("GET", path, ok=(404,))
-            labels = (found.get("metadata") or {}).get("labels") or {}
-            if found and all(labels.get(key) == value for key, value in objects.MANAGED_BY.items()):
-                self.client.delete(path)
-        except ApiError as error:
-            problems.append(f"{path}: {error}")
+        return problems + left
