@@ -20,11 +20,18 @@ from loadtests.results import RunResult, StepResult
 
 
 def step_failures(step: StepResult, limits: dict[str, Any]) -> list[str]:
-    """What did not hold at a step, in words (empty: it held)."""
+    """What did not hold at a step, in words (empty: it held): saturation, an SLO, and for a phase of
+    ClusterLoader2's load the scheduler's throughput and objects whose controllers were not done in time."""
     if step.status == "saturated":
         return [f"{step.saturation.get('condition', 'did not converge')}: {step.saturation.get('evidence', '')}"]
-    return [f"{v.slo} p99 {v.value_s:.3f} s > {v.threshold_s:g} s" for v in step_verdicts(step, limits)
-            if v.passed is False]
+    failed = [f"{v.slo} p99 {v.value_s:.3f} s > {v.threshold_s:g} s" for v in step_verdicts(step, limits)
+              if v.passed is False]
+    scheduling = step.scheduling
+    if scheduling is not None and scheduling.passed is False:
+        failed.append(f"scheduler throughput at best {scheduling.max:g} pods/s < {scheduling.threshold:g} pods/s")
+    failed += [f"{c.unfinished} {kind} generation(s) not done when the window closed "
+               f"({', '.join(c.unfinished_named[:3])})" for kind, c in sorted(step.controlled.items()) if c.unfinished]
+    return failed
 
 
 class StepChooser(Protocol):

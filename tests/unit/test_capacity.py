@@ -112,3 +112,22 @@ def test_planned_steps_stop_growing_after_a_saturated_step() -> None:
     chooser = PlannedSteps(plan_of([10, 20, 30]))
     assert chooser.next(result(0, 10), True) is not None
     assert chooser.next(result(1, 20, saturated=True), False) is None
+
+
+def test_a_phase_did_not_hold_when_the_scheduler_was_slow_or_a_controller_not_done() -> None:
+    from loadtests.config.plan import DEFAULT_SLO
+    from loadtests.results import ControlledPods, SchedulingThroughput
+    from loadtests.run.capacity import step_failures
+
+    step, limits = result(0, 100), dict(DEFAULT_SLO)
+    assert step_failures(step, limits) == []
+    step.scheduling = SchedulingThroughput(pods=1000, interval_s=5, samples=[40.0, 62.5], max=62.5, threshold=100,
+                                           passed=False)
+    step.controlled = {"Deployment": ControlledPods(unfinished=2, unfinished_named=["ns/a (generation 1)",
+                                                                                    "ns/b (generation 2)"]),
+                       "Job": ControlledPods()}
+    assert step_failures(step, limits) == [
+        "scheduler throughput at best 62.5 pods/s < 100 pods/s",
+        "2 Deployment generation(s) not done when the window closed (ns/a (generation 1), ns/b (generation 2))"]
+    step.scheduling.passed = None  # not every pod was scheduled: not judged here (the unfinished say it)
+    assert len(step_failures(step, limits)) == 1
