@@ -123,3 +123,17 @@ def test_scheduling_throughput_per_interval_and_a_burst_shorter_than_one() -> No
     short = scheduling_throughput([1.0, 2.0], 0.0, 10, 100.0, False)
     assert short.passed is None and short.seconds is None and short.samples == [1.0]
     assert scheduling_throughput([], 0.0, 10, 100.0, False).samples == []
+
+
+def test_the_bundled_cl2_load_plan_has_clusterloader2s_defaults() -> None:
+    from loadtests.config import cl2
+    from loadtests.config import plan as plan_mod
+
+    plan = plan_mod.load("cl2-load")
+    assert (plan.cl2.pods_per_node, plan.cl2.nodes_per_namespace, plan.cl2.throughput) == (30, 100, 10)
+    assert plan.cl2.scheduler_pods == 0 and plan.cl2.latency_pods == cl2.LATENCY_PODS  # max(1000, nodes), 500
+    assert plan.cl2.scheduler_threshold == cl2.SCHEDULER_THRESHOLD
+    assert [(s.nodes, s.phase) for s in plan.steps] == [(n, p) for n in (100, 200) for p in cl2.PHASES]
+    # every phase has time for its pods at the plan's pace: 3,000 pods at 10/s at 100 nodes
+    pods_s = cl2.load_mix(100, 30).controlled_pods() / plan.cl2.throughput
+    assert all(s.duration_s > pods_s for s in plan.steps[:3])
