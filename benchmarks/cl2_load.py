@@ -190,22 +190,22 @@ def main() -> int:
     parser.add_argument("--from-raw", action="store_true", help="rebuild the table from the kept raw results")
     args = parser.parse_args()
     raw = RAW_DIR / NAME
-    command = ".venv/bin/python benchmarks/cl2_load.py --scales " + " ".join(str(n) for n in args.scales)
-    if args.from_raw:
-        runs = read_raw(raw)
-        command = json.loads(gzip.decompress((raw / "command.json.gz").read_bytes()))["command"]
-    else:
+    if not args.from_raw:
         runs = []
         with tempfile.TemporaryDirectory(prefix="cl2-load-") as tmp:
             for nodes in sorted(args.scales):
                 plan = scale_plan(nodes, Path(tmp))
                 run = run_once(str(plan), Path(tmp) / f"run-{nodes}", search=False, force=True)
                 runs.append(run)
-                keep_runs(runs, raw)  # each scale on disk before the next starts
-                keep_raw(f"{NAME}/command.json.gz", {"command": command})
+                keep_runs(runs, raw)  # each scale on disk before the next starts, with the command that ran it
+                ran = " ".join(str(r.results.steps[0].nodes) for r in runs if r.results.steps)
+                keep_raw(f"{NAME}/command.json.gz",
+                         {"command": f".venv/bin/python benchmarks/cl2_load.py --scales {ran or nodes}"})
                 limits = thresholds(run.results)
                 if run.results.status != "complete" or any(step_failures(s, limits) for s in run.results.steps):
                     break
+    runs = read_raw(raw)  # what was kept, whether this call ran it or an earlier one (a search cut short too)
+    command = json.loads(gzip.decompress((raw / "command.json.gz").read_bytes()))["command"]
     versions = runs[0].results.environment.get("versions", {})
     lines = results_head(
         f"ClusterLoader2's load test (cl2-load): {len(runs)} scale(s)",

@@ -276,6 +276,20 @@ class HealthSample:
 
 
 @dataclass
+class WorkQueue:
+    """One of the controller-manager's work queues over a step's window (its workqueue_* metrics): what its
+    controller was given to do, and how long an item waited and took. None where the page had no such series
+    (not measured); a p99 with nothing counted in the window is None too."""
+
+    adds: float | None = None  # items added over the window
+    retries: float | None = None  # items put back after a failed sync, over the window
+    depth_max: float | None = None  # the deepest a health sample saw it
+    wait_p99_s: float | None = None  # an item's wait in the queue before a worker took it, p99 over the window
+    work_p99_s: float | None = None  # one item's processing, p99 over the window
+    bounds: dict[str, str] = field(default_factory=dict)  # "<" or ">" per p99 that is only a histogram bound
+
+
+@dataclass
 class HealthSummary:
     """What a step's cluster health came to over its window. Each figure is None where its source was not
     measured (a component whose /metrics could not be read, a step without health samples), never 0."""
@@ -315,6 +329,9 @@ class HealthSummary:
     scheduler_attempts: dict[str, float] = field(default_factory=dict)  # per result: scheduled, error, ...
     apf_wait_p99_s: float | None = None
     workqueue_slowest_p99_s: dict[str, float] = field(default_factory=dict)  # the slowest queues' wait p99
+    # the queues of the controllers a workload of Deployments, StatefulSets, DaemonSets, Jobs and Services
+    # drives (measure/component_metrics.CONTROLLER_QUEUES), then the other queues that had the most work
+    workqueues: dict[str, WorkQueue] = field(default_factory=dict)
     cpu_machine_avg: float | None = None  # the machine's CPU over the whole window, % of one core
     cpus: int | None = None  # the machine's cores
     # "<" or ">" per p99 figure above that is only a histogram bound (its value is that bound)

@@ -48,6 +48,7 @@ from loadtests.measure.component_metrics import (
     MetricsSource,
     apiserver_figures,
     controller_manager_figures,
+    controller_queues,
     etcd_figures,
     metrics_sources,
     scheduler_figures,
@@ -286,4 +287,5 @@ class ClusterHealthSampler:
         queues = pair(CONTROLLER_MANAGER)
         found["workqueue_slowest_p99_s"] = (
             _top(controller_manager_figures(*queues, used).wait_p99) if queues else {})
+        found["workqueues"] = controller_queues(*queues, self._queue_depth_max, used) if queues else {}
         return found

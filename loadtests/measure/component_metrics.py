@@ -20,14 +20,17 @@ from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.access import ClusterAccess, unverified_context
 from loadtests.kube.rest import TRANSPORT_ERRORS, short_error
 from loadtests.measure.prometheus import MetricsPage, page
+from loadtests.results import WorkQueue
 
 Figures = dict[str, float | None]
 USER_AGENT = "k8s-loadtest/health"  # every request of the health sampler: the apiserver's logs tell it apart
 
 
 SCHEDULER, CONTROLLER_MANAGER = "kube-scheduler", "kube-controller-manager"
-
-
+# the work queues (by their `name` label) of the controllers that Deployments, StatefulSets, DaemonSets, Jobs
+# and Services drive: ClusterLoader2's load test is their work
+CONTROLLER_QUEUES = ("deployment", "replicaset", "statefulset", "daemonset", "job", "endpoint_slice")
+OTHER_QUEUES = 4  # beside those, the queues with the most items added over the window
 
 
 # figure -> metric names to look for, newest first (the first one on the page is used and recorded)
@@ -36,6 +39,9 @@ METRICS: dict[str, tuple[str, ...]] = {
     "scheduler_attempts": ("scheduler_schedule_attempts_total",),
     "workqueue_depth": ("workqueue_depth",),
     "workqueue_queue_p99": ("workqueue_queue_duration_seconds",),
+    "workqueue_work_p99": ("workqueue_work_duration_seconds",),
+    "workqueue_adds": ("workqueue_adds_total",),
+    "workqueue_retries": ("workqueue_retries_total",),
     "evictions_node_collector": ("node_collector_evictions_total", "node_collector_evictions_number"),
     "evictions_taint_manager": ("taint_eviction_controller_pod_deletions_total",),
     "apiserver_inflight": ("apiserver_current_inflight_requests",),
@@ -49,15 +55,16 @@ METRICS: dict[str, tuple[str, ...]] = {
 }
 
 
-HISTOGRAMS = frozenset({"workqueue_queue_p99", "apf_wait_p99", "etcd_wal_fsync_p99", "etcd_backend_commit_p99"})
+HISTOGRAMS = frozenset({"workqueue_queue_p99", "workqueue_work_p99", "apf_wait_p99", "etcd_wal_fsync_p99",
+                        "etcd_backend_commit_p99"})
 
 
 # which source serves which figures; the scrapes keep only these families
 SOURCE_FIGURES: dict[str, tuple[str, ...]] = {
     "kube-apiserver": ("apiserver_inflight", "apf_inqueue", "apf_rejected", "apf_wait_p99"),
     SCHEDULER: ("scheduler_pending_pods", "scheduler_attempts"),
-    CONTROLLER_MANAGER: ("workqueue_depth", "workqueue_queue_p99", "evictions_node_collector",
-                         "evictions_taint_manager"),
+    CONTROLLER_MANAGER: ("workqueue_depth", "workqueue_queue_p99", "workqueue_work_p99", "workqueue_adds",
+                         "workqueue_retries", "evictions_node_collector", "evictions_taint_manager"),
     "etcd": ("etcd_slow_applies", "etcd_leader_changes", "etcd_wal_fsync_p99", "etcd_backend_commit_p99"),
 }
 
@@ -175,6 +182,31 @@ def controller_manager_figures(previous: Snapshot | None, current: Snapshot, use
     for figure in ("evictions_node_collector", "evictions_taint_manager"):
         figures[figure] = read.counter(previous, current, figure)
     return QueueFigures(figures, depth, waits)
+
+
+def controller_queues(first: Snapshot, last: Snapshot, depth_max: dict[str, float], used: dict[str, str],
+                      named: tuple[str, ...] = CONTROLLER_QUEUES, others: int = OTHER_QUEUES) -> dict[str, WorkQueue]:
+    """The named queues (each one, measured or not), then the `others` with the most items added, over the
+    window between two scrapes; `depth_max` is the deepest each queue was in a health sample."""
+    read = MetricReader(used)
+    adds_name, retries_name = read.name(last, "workqueue_adds"), read.name(last, "workqueue_retries")
+    adds = counter_delta_by(first, last, adds_name, "name") if adds_name else {}
+    retries = counter_delta_by(first, last, retries_name, "name") if retries_name else {}
+    p99s: dict[str, dict[str, Quantile]] = {}
+    for figure in ("workqueue_queue_p99", "workqueue_work_p99"):
+        name = read.name(last, figure)
+        deltas = histogram_deltas(first, last, name, ("name",)) if name else {}
+        p99s[figure] = {dict(labels)["name"]: histogram.p99() for labels, histogram in deltas.items()}
+    busiest = sorted((q for q in adds if q not in named and adds[q]), key=lambda q: -adds[q])[:others]
+    found = {}
+    for queue in (*named, *busiest):
+        wait, work = p99s["workqueue_queue_p99"].get(queue), p99s["workqueue_work_p99"].get(queue)
+        bounds = {key: q.bound for key, q in (("wait_p99_s", wait), ("work_p99_s", work)) if q and q.bound}
+        found[queue] = WorkQueue(
+            adds=adds.get(queue) if adds_name else None, retries=retries.get(queue) if retries_name else None,
+            depth_max=depth_max.get(queue), wait_p99_s=wait.honest if wait else None,
+            work_p99_s=work.honest if work else None, bounds=bounds)
+    return found
 
 
 def apiserver_figures(previous: Snapshot | None, current: Snapshot, used: dict[str, str],

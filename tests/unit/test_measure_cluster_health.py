@@ -72,6 +72,34 @@ def test_controller_manager_work_queues() -> None:
     assert used["evictions_taint_manager"] == "taint_eviction_controller_pod_deletions_total"
 
 
+def test_the_controllers_work_queues_of_a_workload() -> None:
+    """Pages recorded around ClusterLoader2's mix at 20 nodes being created until every pod ran
+    (tests/unit/data/record_controller_queues.py)."""
+    start, end = pair("kube-controller-manager_v1.37.2_workload")
+    used: dict[str, str] = {}
+    queues = component_metrics.controller_queues(start, end, {"deployment": 3.0}, used)
+    named = list(component_metrics.CONTROLLER_QUEUES)
+    assert list(queues)[:len(named)] == named  # each named queue, in order, then the busiest others
+    for name in named:
+        assert queues[name].adds, (name, queues[name])  # the mix gave every one of them work
+        assert queues[name].wait_p99_s is not None and queues[name].work_p99_s is not None, name
+    assert queues["deployment"].depth_max == 3.0 and queues["job"].depth_max is None  # no sample saw it
+    others = [queues[name].adds or 0 for name in list(queues)[len(named):]]
+    assert 0 < len(others) <= component_metrics.OTHER_QUEUES and others == sorted(others, reverse=True)
+    assert all(queues[name].retries is not None for name in named)  # a queue without a rate limiter has none
+    assert used["workqueue_adds"] == "workqueue_adds_total"
+    assert used["workqueue_work_p99"] == "workqueue_work_duration_seconds"
+    # a p99 inside one bucket is that bucket's bound, and says so
+    assert all(bound in ("<", ">") for q in queues.values() for bound in q.bounds.values())
+
+
+def test_a_page_without_the_adds_counter_has_its_queues_not_measured() -> None:
+    start, end = pair("kube-controller-manager_v1.37.2")  # trimmed before the sampler read workqueue_adds
+    queues = component_metrics.controller_queues(start, end, {}, {})
+    assert list(queues) == list(component_metrics.CONTROLLER_QUEUES)  # no busiest others without the counter
+    assert all(q.adds is None and q.retries is None for q in queues.values())
+
+
 def test_apiserver_inflight_and_priority_and_fairness() -> None:
     start, end = pair("apiserver-health_v1.37.2")
     used: dict[str, str] = {}
@@ -276,3 +304,23 @@ def test_the_maximum_of_sampled_bounds_is_a_bound_only_where_every_top_sample_is
     assert _maximum_bound([*bounded, HealthSample(15, {key: 0.001})], key) == ""  # the same height, measured
     assert _maximum_bound([*bounded, HealthSample(15, {key: 0.004})], key) == ""
     assert _maximum_bound([HealthSample(5, {key: None})], key) == ""
+
+
+def test_the_report_has_a_row_per_work_queue_with_its_bounds_and_what_was_not_measured(tmp_path) -> None:
+    from loadtests.report.html import write_report
+    from tests.unit.reportdata import SAMPLE, edited_run
+
+    def edit(data: dict) -> None:
+        step = data["steps"][0]
+        step["duration_s"] = 20.0
+        step.setdefault("health", {}).setdefault("summary", {})["workqueues"] = {
+            "deployment": {"adds": 40, "retries": 2, "depth_max": 5, "wait_p99_s": 0.005, "work_p99_s": 0.02,
+                           "bounds": {"wait_p99_s": "<"}},
+            "job": {}}
+
+    html = write_report(edited_run(SAMPLE, tmp_path / "run", edit)).read_text(encoding="utf-8")
+    assert html.count("<h3>Controller work queues</h3>") == 1  # only the step that has them
+    row = html[html.index("<td>deployment</td>"):].split("</tr>")[0]
+    assert ">40<" in row and ">2.0<" in row and "&lt; 5.0 ms" in row and "20.0 ms" in row  # 40 items in 20 s
+    job = html[html.index("<td>job</td>"):].split("</tr>")[0]
+    assert job.count("—") == 6  # nothing of it measured, and none of it shown as 0
