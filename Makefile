@@ -17,7 +17,7 @@ BASELINE ?=
 GATE_REPEAT = $$($(BIN)/python -c 'from loadtests.config.plan import REGRESSION_DEFAULTS as d; from loadtests.analysis.stats import samples_needed; print(samples_needed(d["alpha"]))')
 RUN_FLAGS := $(if $(OUT),--out $(OUT),) $(if $(REPEAT),--repeat $(REPEAT),$(if $(BASELINE),--repeat $(GATE_REPEAT),)) $(if $(BASELINE),--baseline $(BASELINE),)
 
-.PHONY: setup venv binaries browser load-test capacity lessons test unit-test quick-test lint benchmark upgrade-rehearsal report clean-clusters
+.PHONY: setup venv binaries browser loadbalancer load-test capacity lessons test unit-test quick-test lint benchmark upgrade-rehearsal report clean-clusters
 
 venv: $(VENV)/.installed
 
@@ -40,7 +40,17 @@ browser:
 	     (apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null)); \
 	  else echo "chromium not found: install Debian's chromium package for the report rendering test"; fi; }
 
-setup: venv binaries
+# HAProxy in front of several apiservers (target.topology.apiservers > 1, loadtest up --apiservers N), from
+# Debian's packages when we may, as kubeadm's HA guide uses it.
+loadbalancer:
+	@command -v haproxy >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing haproxy (control planes with more than one apiserver)"; \
+	    (apt-get install -y -qq haproxy >/dev/null 2>&1 || \
+	     (apt-get update -qq >/dev/null && apt-get install -y -qq haproxy >/dev/null)); \
+	  else echo "haproxy not found: install Debian's haproxy package for control planes with several apiservers"; fi; }
+
+setup: venv binaries loadbalancer
 
 load-test: setup
 	$(BIN)/loadtest run --plan $(PLAN) $(KUBE_FLAG) $(RUN_FLAGS)

@@ -50,4 +50,4 @@ def etcd_stats(start: Snapshot | None, end: Snapshot) -> EtcdStats:
 def etcd_stats_from_apiserver(end: Snapshot) -> EtcdStats:
     """For clusters whose etcd we cannot reach: the database size the apiserver reports (summed over clusters,
     e.g. when events live in their own etcd)."""
-    return EtcdStats(db_size_bytes=end.total(STORAGE_SIZE), source=SOURCE_APISERVER)
+    return EtcdStats(db_size_bytes=end.shared_total(STORAGE_SIZE), source=SOURCE_APISERVER)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loadtests.analysis.slo import classify, thresholds
+from loadtests.config.topology import component_of
 from loadtests.results import RunResult, StepResult
 
 # Components in the order a reader expects them (the control plane, kwok, the load generator, then the harness's
@@ -104,7 +105,8 @@ def _ordered_components(run: RunResult) -> list[str]:
 
 
 def _component_sum(step: StepResult, component: str, attribute: str) -> float | None:
-    found = [getattr(p, attribute) for p in step.processes if p.component == component]
+    """A component's figure for the cluster: the sum over its instances (kube-apiserver, kube-apiserver-2)."""
+    found = [getattr(p, attribute) for p in step.processes if component_of(p.component) == component]
     return float(sum(found)) if found else None
 
 

@@ -9,6 +9,7 @@ Parsing is left to prometheus_client's parser; this module only does the maths P
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,46 @@ def select_families(text: str, families: Collection[str]) -> str:
     return "\n".join(kept) + "\n"
 
 
+INSTANCE = "instance"  # the label merge_pages gives each sample: which instance's page it came from
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?(\s.*)$")
+
+
+def merge_pages(pages: Mapping[str, str], label: str = INSTANCE) -> str:
+    """The pages of several instances of one component (apiservers behind a load balancer) as one page, each
+    sample labelled with its instance: counters and histograms then sum over the instances as over any other
+    label, and the page can be kept and parsed again like one instance's. A family's HELP and TYPE are written
+    once, its samples from every page after them (the text format wants a family's samples together)."""
+    order: list[str] = []
+    comments: dict[str, list[str]] = {}
+    samples: dict[str, list[str]] = {}
+    described_by: dict[str, str] = {}  # family -> the instance whose HELP and TYPE lines are kept
+    for instance, text in pages.items():
+        current = ""
+        for line in text.splitlines():
+            if line.startswith("#"):
+                parts = line.split(None, 3)
+                if len(parts) >= 3 and parts[1] in ("HELP", "TYPE"):
+                    current = parts[2]
+                    if current not in comments:
+                        order.append(current)
+                        comments[current], samples[current] = [], []
+                    if described_by.setdefault(current, instance) == instance:
+                        comments[current].append(line)
+                continue
+            found = _SAMPLE.match(line)
+            if not found:
+                continue
+            name, labels, rest = found.groups()
+            if current not in comments:  # a sample with no TYPE line before it: its own (untyped) family
+                current = name
+                order.append(current)
+                comments[current], samples[current] = [], []
+            inside = labels[1:-1] if labels else ""
+            tag = f'{label}="{instance}"'
+            samples[current].append(f"{name}{{{tag}{',' + inside if inside.strip() else ''}}}{rest}")
+    return "\n".join(line for family in order for line in (*comments[family], *samples[family])) + "\n"
+
+
 class Snapshot(Mapping[SeriesKey, float]):
     """One scrape: every sample keyed by (sample name, frozenset of labels), plus when it was taken."""
 
@@ -108,6 +149,16 @@ class Snapshot(Mapping[SeriesKey, float]):
         """Sum of the matching samples; None when nothing matches (absent differs from zero)."""
         found = self.series(name, **match)
         return sum(value for _, value in found) if found else None
+
+    def shared_total(self, name: str, /, **match: Matcher) -> float | None:
+        """Sum of a gauge that every instance of a merged page reports for the same thing (etcd's size, the
+        objects in storage): per series the largest instance's value, so two apiservers do not count one etcd
+        twice. On one instance's page, the same as total()."""
+        found: dict[LabelSet, float] = {}
+        for labels, value in self.series(name, **match):
+            key = frozenset((k, v) for k, v in labels if k != INSTANCE)
+            found[key] = max(found.get(key, value), value)
+        return sum(found.values()) if found else None
 
     def sum_by(self, name: str, label: str, /, **match: Matcher) -> dict[str, float]:
         out: dict[str, float] = {}

@@ -149,6 +149,7 @@ def storage_objects(end: Snapshot, metrics: Sequence[str] = OBJECTS) -> dict[str
             if value < 0:
                 continue
             # apiserver_resource_objects has group+resource; apiserver_storage_objects has "resource.group"
-            out[resource_key(labels.get("group", ""), labels.get("resource", ""))] = value
+            key = resource_key(labels.get("group", ""), labels.get("resource", ""))
+            out[key] = max(out.get(key, value), value)  # every apiserver of a merged page counts the same objects
         return dict(sorted(out.items()))
     return {}

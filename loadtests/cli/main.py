@@ -13,6 +13,7 @@ from loadtests.binaries import cache as binaries
 from loadtests.cli.flags import count_arg, factor_arg, port_arg
 from loadtests.cli.output import say
 from loadtests.config import versions
+from loadtests.config.topology import ETCD_MEMBERS, MAX_APISERVERS, MAX_REPLICAS, Topology
 from loadtests.errors import LoadTestError, write_error_log
 from loadtests.shutdown import SHUTDOWN, interrupt_reason
 
@@ -26,6 +27,9 @@ def _local(args: argparse.Namespace) -> Any:
         heartbeat_factor=getattr(args, "heartbeat_factor", 1.0),
         events_etcd=getattr(args, "events_etcd", False),
         apiserver_port=getattr(args, "port", None),
+        topology=Topology(etcd_members=getattr(args, "etcd_members", 1), apiservers=getattr(args, "apiservers", 1),
+                          schedulers=getattr(args, "schedulers", 1),
+                          controller_managers=getattr(args, "controller_managers", 1)),
     ))
 
 
@@ -117,8 +121,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     say(f"cluster {status['name']!r}: {'ready' if status['ready'] else 'starting'} at {status['server']}")
     say("versions: " + ", ".join(f"{k} {v}" for k, v in status["versions"].items()))
+    width = max((len(comp["component"]) for comp in status["components"]), default=0) + 1
     for comp in status["components"]:
-        say(f"  {comp['component']:<24} pid {comp['pid']:<8} {'running' if comp['alive'] else 'STOPPED'}")
+        say(f"  {comp['component']:<{width}} pid {comp['pid']:<8} {'running' if comp['alive'] else 'STOPPED'}")
     say("ports: " + ", ".join(f"{k}={v}" for k, v in status["ports"].items()))
     say(f"etcd metrics: {status['etcd_metrics_url']}")
     say(f"kubeconfig: {status['kubeconfig']}")
@@ -164,6 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heartbeat-factor", type=factor_arg, default=1.0,
                    help="multiply node heartbeat/lease intervals (1 = like a real kubelet)")
     p.add_argument("--events-etcd", action="store_true", help="store Events in a second etcd")
+    p.add_argument("--etcd-members", type=int, choices=ETCD_MEMBERS, default=1,
+                   help="etcd members of the cluster (peers over TLS)")
+    p.add_argument("--apiservers", type=int, choices=range(1, MAX_APISERVERS + 1), default=1,
+                   help="apiservers; more than one are reached through HAProxy on --port")
+    p.add_argument("--schedulers", type=int, choices=range(1, MAX_REPLICAS + 1), default=1,
+                   help="kube-scheduler replicas (leader-elected when 2)")
+    p.add_argument("--controller-managers", type=int, choices=range(1, MAX_REPLICAS + 1), default=1,
+                   help="kube-controller-manager replicas (leader-elected when 2)")
     p.set_defaults(func=cmd_up)
 
     _cluster_command(sub, "down", cmd_down, "stop every process of a local control plane and free its ports"

@@ -19,6 +19,7 @@ import yaml
 from loadtests import PACKAGE_DIR
 from loadtests.config import cl2, templates
 from loadtests.config.scenarios import SCENARIOS
+from loadtests.config.topology import Topology
 from loadtests.config.versions import DEFAULT_KUBE_VERSION, check_kube_version
 from loadtests.errors import PlanError, SetupError
 
@@ -65,6 +66,9 @@ class Target:
     # local: who kwok and the load are to the apiserver: "admin" (exempt from API Priority and Fairness) or
     # "production" (kwok and joining nodes as kubelets, the load as an ordinary user; see controlplane/pki.py)
     identities: str = "admin"
+    # local: how many etcd members, apiservers (behind HAProxy when more than one), schedulers and
+    # controller-managers (leader-elected when two) the control plane runs (config/topology.py)
+    topology: Topology = field(default_factory=Topology)
 
 
 # Components whose flags a plan may extend, and the flags it may not set: they decide where a component
@@ -172,6 +176,8 @@ class Plan:
                 step.pop("phase")
         if not any(step.phase for step in self.steps):
             data.pop("cl2")
+        if self.target.topology.single:  # a single-node control plane is written as before topologies
+            data["target"].pop("topology")
         return data
 
     def on_kube_version(self, version: str) -> Plan:
@@ -265,7 +271,12 @@ def parse(data: Any, source: str = "plan") -> Plan:
 
 
 def _target(source: str, value: Any) -> Target:
-    target = _section(source, "target", value, Target)
+    raw = dict(_mapping(source, "target", value))
+    topology = _section(source, "target.topology", raw.pop("topology", None), Topology)
+    target = _section(source, "target", raw, Target)
+    target.topology = topology
+    if (problem := topology.problem()) is not None:
+        raise field_error(source, f"target.topology.{problem[0]}", problem[1])
     if target.kind not in ("local", "cluster"):
         raise field_error(source, "target.kind", f"must be 'local' or 'cluster' (got {target.kind!r})")
     try:
@@ -281,7 +292,8 @@ def _target(source: str, value: Any) -> Target:
     _one_of(source, "target.identities", target.identities, IDENTITIES)
     local_only = [name for name, value, default in (("component_args", target.component_args, {}),
                                                     ("etcd_storage", target.etcd_storage, "disk"),
-                                                    ("identities", target.identities, "admin")) if value != default]
+                                                    ("identities", target.identities, "admin"),
+                                                    ("topology", target.topology, Topology())) if value != default]
     if target.kind == "cluster" and local_only:
         raise field_error(source, f"target.{local_only[0]}",
                           "only a local control plane's components can be configured by a plan (on an existing "

@@ -45,13 +45,21 @@ class AuditLog:
     def path(self) -> Path:
         return self.directory / AUDIT_LOG
 
-    def apiserver_flags(self) -> list[str]:
-        """Write the policy next to the log and return the kube-apiserver flags that use both."""
+    def instance_path(self, instance: str, first: bool) -> Path:
+        """Where one apiserver of several writes its log: the first where a single one would, each other in
+        a folder of its own (a log and its rotations are one apiserver's, as the reader expects)."""
+        return self.path if first else self.directory / instance / AUDIT_LOG
+
+    def apiserver_flags(self, path: Path | None = None) -> list[str]:
+        """Write the policy next to the log and return the kube-apiserver flags that use both (the log at
+        `path`, by default the single apiserver's)."""
         policy = self.directory / POLICY_FILE
         policy.write_text(POLICY)
+        path = path or self.path
+        path.parent.mkdir(parents=True, exist_ok=True)
         return [
             f"--audit-policy-file={policy}",
-            f"--audit-log-path={self.path}",
+            f"--audit-log-path={path}",
             "--audit-log-format=json",
             # blocking: every event is written before the request ends, none dropped under load (a batch
             # buffer drops events when full, and the counts must match the load's own)

@@ -20,17 +20,20 @@ class TargetInfo:
     # component name -> pids to measure with psutil (empty for a remote cluster)
     pids: dict[str, list[int]] = field(default_factory=dict)
     kind: str = "local"
-    # component name ("kube-scheduler", "kube-controller-manager") -> its /metrics URL on its secure port, which
+    # component instance ("kube-scheduler", "kube-controller-manager-2") -> its /metrics URL on its secure port, which
     # takes the admin credentials of `access`; empty where the components cannot be reached (a remote cluster)
     metrics_urls: dict[str, str] = field(default_factory=dict)
-    # the apiserver's audit log (JSON lines, rotated beside it), where the harness configured one
-    audit_log: Path | None = None
+    # the apiservers' audit logs (JSON lines, rotated beside them), where the harness configured them
+    audit_logs: list[Path] = field(default_factory=list)  # one per apiserver: each writes its own
     # the main etcd's client endpoint with a client certificate it accepts (local control planes only)
     etcd_client: ClusterAccess | None = None
     # who the load and joining nodes are where they are not `access` (identities "production", see pki.py):
     # an ordinary user, and a kubelet (group system:nodes)
     load_access: ClusterAccess | None = None
     node_access: ClusterAccess | None = None
+    # several apiservers behind a load balancer (`access.server`): each one by instance name -> its own URL, so
+    # their /metrics are read one by one; empty where `access.server` is the only one
+    apiservers: dict[str, str] = field(default_factory=dict)
 
 
 class Target(Protocol):

@@ -31,5 +31,5 @@ def make_target(plan: Plan, run_id: str, out_dir: Path, request: TargetRequest,
         name=f"run-{run_id}-{os.getpid()}", kube_version=plan.target.kube_version,
         heartbeat_factor=plan.target.heartbeat_factor, events_etcd=plan.target.events_etcd, tied_to_owner=True,
         audit=audit, component_args=plan.target.component_args, etcd_storage=plan.target.etcd_storage,
-        identities=plan.target.identities),
+        identities=plan.target.identities, topology=plan.target.topology),
         out_dir, log)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,6 +22,16 @@ import yaml
 from loadtests.binaries import cache as binaries_mod
 from loadtests.binaries.cache import Binaries
 from loadtests.config import versions
+from loadtests.config.topology import (
+    APISERVER,
+    CONTROLLER_MANAGER,
+    ETCD,
+    LOAD_BALANCER,
+    SCHEDULER,
+    Topology,
+    component_of,
+)
+from loadtests.controlplane import haproxy
 from loadtests.controlplane import kwok as kwok_mod
 from loadtests.controlplane.audit import AuditLog
 from loadtests.controlplane.base import TargetInfo
@@ -48,8 +59,34 @@ NOSPACE = "NOSPACE"  # etcd's alarm when its database reaches --quota-backend-by
 NODE_MONITOR_GRACE_S = 50  # kube-controller-manager default since 1.32
 CLIENT_QPS, CLIENT_BURST = 200, 400  # scheduler and controller-manager; their defaults throttle thousands of nodes
 
-PORT_NAMES = ("etcd", "etcd_peer", "etcd_metrics", "apiserver", "scheduler", "controller_manager", "kwok")
-EVENTS_PORT_NAMES = ("events_etcd", "events_etcd_peer", "events_etcd_metrics")
+HAPROXY_HEALTH = "haproxy_health"
+
+
+def port_key(instance: str, role: str = "") -> str:
+    """The key of an instance's port in the cluster's state: `etcd_2_peer`, `controller_manager`, ..."""
+    base = {APISERVER: "apiserver", SCHEDULER: "scheduler", CONTROLLER_MANAGER: "controller_manager"}.get(
+        component_of(instance), component_of(instance)).replace("-", "_")
+    number = instance[len(component_of(instance)):].replace("-", "_")
+    return f"{base}{number}" + (f"_{role}" if role else "")
+
+
+def port_names(topology: Topology, events_etcd: bool) -> list[str]:
+    """Every port a cluster of this topology listens on. `apiserver` is the one its clients use: the apiserver's
+    own in a single-node cluster, the load balancer's in front of several (theirs then `apiserver_1`, ...)."""
+    names = [port_key(m, role) for m in topology.instances(ETCD) for role in ("", "peer", "metrics")]
+    if events_etcd:
+        names += [port_key("events-etcd", role) for role in ("", "peer", "metrics")]
+    names.append("apiserver")
+    if topology.load_balanced:
+        names += [apiserver_port_key(topology, a) for a in topology.instances(APISERVER)] + [HAPROXY_HEALTH]
+    names += [port_key(i) for c in (SCHEDULER, CONTROLLER_MANAGER) for i in topology.instances(c)]
+    return names + ["kwok"]
+
+
+def apiserver_port_key(topology: Topology, instance: str) -> str:
+    if not topology.load_balanced:
+        return "apiserver"
+    return f"apiserver_{topology.instances(APISERVER).index(instance) + 1}"
 
 
 def grant_cluster_admin(access: ClusterAccess, users: tuple[str, ...]) -> None:
@@ -124,6 +161,7 @@ class LocalOptions:
     etcd_storage: str = "disk"  # "memory": etcd's data in a tmpfs folder (MEMORY_ROOT), removed on down
     identities: str = "admin"  # who kwok and the load are to the apiserver (plan.IDENTITIES, pki.py)
     kept_logs: Path | None = None  # where the components' logs are kept after down (a run's results folder)
+    topology: Topology = field(default_factory=Topology)  # how many of each component (config/topology.py)
 
 
 class LocalControlPlane:
@@ -183,6 +221,13 @@ class LocalControlPlane:
         digest = hashlib.sha256(str(self.directory.resolve()).encode()).hexdigest()[:10]
         return MEMORY_ROOT / f"k8s-loadtest-{self.directory.name}-{digest}"
 
+    @property
+    def haproxy_socket(self) -> Path:
+        """HAProxy's runtime API: a Unix socket only root and its owner reach, in the temp folder (a socket's path
+        must be short, and the cluster folder's may not be), named after the cluster folder as memory_dir is."""
+        digest = hashlib.sha256(str(self.directory.resolve()).encode()).hexdigest()[:10]
+        return Path(tempfile.gettempdir()) / f"k8s-loadtest-{self.directory.name[:20]}-{digest}.sock"
+
     def folders(self) -> list[Path]:
         """The cluster folder, etcd's data (in memory or on disk) and the audit log's folder."""
         found = [self.directory]
@@ -202,7 +247,7 @@ class LocalControlPlane:
         return self.memory_dir / component
 
     def _choose_ports(self) -> dict[str, int]:
-        names = PORT_NAMES + (EVENTS_PORT_NAMES if self.options.events_etcd else ())
+        names = port_names(self.options.topology, self.options.events_etcd)
         wanted = self.options.apiserver_port
         if wanted is not None and not port_is_free(wanted):
             raise TargetError(f"port {wanted} on {LOOPBACK} is in use; choose another with --port, "
@@ -214,6 +259,7 @@ class LocalControlPlane:
 
     def _start_all(self, bins: Binaries, state: ClusterState, log: Any) -> None:
         assert self.group is not None
+        topology = self.options.topology
         pki = create_cluster_pki(self.directory / "pki", self.options.identities)
         ports = state.ports
         admin_kubeconfig = write_kubeconfig(self.directory / "kubeconfig", state.server, pki.ca.cert, pki.admin,
@@ -221,16 +267,23 @@ class LocalControlPlane:
         state.kubeconfig = str(admin_kubeconfig)
         state.save()
 
-        self._start_etcd(bins, pki, "etcd", ports["etcd"], ports["etcd_peer"], ports["etcd_metrics"], log)
+        members = topology.instances(ETCD)
+        self._start_etcd(bins, pki, members, log)
         if self.options.events_etcd:
-            self._start_etcd(bins, pki, "events-etcd", ports["events_etcd"], ports["events_etcd_peer"],
-                             ports["events_etcd_metrics"], log)
+            self._start_etcd(bins, pki, ["events-etcd"], log)
+        state.etcd_members = {m: f"http://{LOOPBACK}:{ports[port_key(m, 'metrics')]}/metrics" for m in members}
 
-        log(f"starting kube-apiserver {bins.kube_version} on {state.server}")
-        apiserver = self.group.start("kube-apiserver", self._apiserver_argv(bins, pki, ports))
         admin_ctx = self.access().ssl_context()
-        wait_for(lambda: http_ok(f"{state.server}/readyz", admin_ctx), 120, "kube-apiserver ready",
-                 abort=lambda: self.group.exited(apiserver))
+        etcd_servers = ",".join(f"https://{LOOPBACK}:{ports[port_key(m)]}" for m in members)
+        for instance in topology.instances(APISERVER):
+            url = f"https://{LOOPBACK}:{ports[apiserver_port_key(topology, instance)]}"
+            log(f"starting {instance} {bins.kube_version} on {url}")
+            record = self.group.start(instance, self._apiserver_argv(bins, pki, ports, instance, etcd_servers))
+            state.apiservers[instance] = url
+            wait_for(lambda u=url: http_ok(f"{u}/readyz", admin_ctx), 120, f"{instance} ready",
+                     abort=lambda r=record: self.group.exited(r))
+        if topology.load_balanced:
+            self._start_load_balancer(pki, state, log)
         if self.options.identities == "production":
             grant_cluster_admin(self.access(), (KWOK_USER, LOAD_USER))
 
@@ -245,21 +298,26 @@ class LocalControlPlane:
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
             "clientConnection": {"kubeconfig": str(scheduler_kubeconfig), "qps": CLIENT_QPS, "burst": CLIENT_BURST},
-            "leaderElection": {"leaderElect": False},
+            "leaderElection": {"leaderElect": topology.schedulers > 1},
         }).encode())
 
         log("starting kube-scheduler, kube-controller-manager" + (" and kwok" if self.options.kwok else ""))
-        started = [
-            self.group.start("kube-scheduler", self._argv("kube-scheduler", [
+        started, healthz = [], []
+        for instance in topology.instances(SCHEDULER):
+            port = ports[port_key(instance)]
+            started.append(self.group.start(instance, self._argv("kube-scheduler", [
                 str(bins.kube_scheduler), f"--config={scheduler_config}",
                 f"--authentication-kubeconfig={scheduler_kubeconfig}",
                 f"--authorization-kubeconfig={scheduler_kubeconfig}",
-                f"--bind-address={LOOPBACK}", f"--secure-port={ports['scheduler']}",
-                f"--cert-dir={self.directory / 'scheduler-certs'}",
-            ])),
-            self.group.start("kube-controller-manager", self._controller_manager_argv(bins, pki, ports,
-                                                                                        cm_kubeconfig)),
-        ]
+                f"--bind-address={LOOPBACK}", f"--secure-port={port}",
+                f"--cert-dir={self.directory / instance.replace('kube-', '')}-certs",
+            ])))
+            healthz.append((instance, port))
+        for instance in topology.instances(CONTROLLER_MANAGER):
+            port = ports[port_key(instance)]
+            started.append(self.group.start(instance, self._controller_manager_argv(
+                bins, pki, port, cm_kubeconfig, instance, leader_elect=topology.controller_managers > 1)))
+            healthz.append((instance, port))
         if self.options.kwok:
             kwok_config = kwok_mod.write_config(self.directory / "kwok.yaml", self.options.heartbeat_factor)
             started.append(self.group.start("kwok", self._argv("kwok", kwok_mod.local_argv(
@@ -270,41 +328,73 @@ class LocalControlPlane:
         def first_exit() -> str | None:
             return next((r for r in (self.group.exited(p) for p in started) if r), None)
 
-        wait_for(lambda: http_ok(f"https://{LOOPBACK}:{ports['scheduler']}/healthz", insecure), 60,
-                 "kube-scheduler healthy", abort=first_exit)
-        wait_for(lambda: http_ok(f"https://{LOOPBACK}:{ports['controller_manager']}/healthz", insecure), 60,
-                 "kube-controller-manager healthy", abort=first_exit)
+        for instance, port in healthz:
+            wait_for(lambda p=port: http_ok(f"https://{LOOPBACK}:{p}/healthz", insecure), 60,
+                     f"{instance} healthy", abort=first_exit)
         if self.options.kwok:
             wait_for(lambda: kwok_mod.healthy(ports["kwok"]), 60, "kwok healthy", abort=first_exit)
 
-    def _start_etcd(self, bins: Binaries, pki: ClusterPki, component: str, client: int, peer: int, metrics: int,
-                    log: Any) -> None:
-        assert self.group is not None
-        log(f"starting {component} {versions.ETCD_VERSION} on https://{LOOPBACK}:{client}")
-        record = self.group.start(component, self._argv("etcd", [
-            str(bins.etcd), f"--name={component}", f"--data-dir={self._etcd_data_dir(component)}",
-            f"--listen-client-urls=https://{LOOPBACK}:{client}",
-            f"--advertise-client-urls=https://{LOOPBACK}:{client}",
-            f"--listen-peer-urls=http://{LOOPBACK}:{peer}",
-            f"--initial-advertise-peer-urls=http://{LOOPBACK}:{peer}",
-            f"--initial-cluster={component}=http://{LOOPBACK}:{peer}",
-            f"--listen-metrics-urls=http://{LOOPBACK}:{metrics}",
-            f"--cert-file={pki.etcd_server.cert}", f"--key-file={pki.etcd_server.key}",
-            f"--trusted-ca-file={pki.ca.cert}", "--client-cert-auth=true",
-            "--log-level=warn",
-        ]))
-        wait_for(lambda: http_ok(f"http://{LOOPBACK}:{metrics}/health", expect=b'"health":"true"'), 60,
-                 f"{component} healthy", abort=lambda: self.group.exited(record))
+    def _start_load_balancer(self, pki: ClusterPki, state: ClusterState, log: Any) -> None:
+        """HAProxy in front of the apiservers, then every client through it: up once it serves /readyz."""
+        assert self.group is not None and pki.health_checker is not None
+        ports = state.ports
+        config = haproxy.write_config(
+            self.directory / "haproxy.cfg", ports["apiserver"], ports[HAPROXY_HEALTH],
+            {a: int(u.rsplit(":", 1)[1]) for a, u in state.apiservers.items()}, pki.ca.cert, pki.health_checker,
+            self.haproxy_socket)
+        log(f"starting {LOAD_BALANCER} on {state.server} in front of {len(state.apiservers)} apiservers")
+        record = self.group.start(LOAD_BALANCER, haproxy.argv(config))
+        admin_ctx = self.access().ssl_context()
+        sock = self.haproxy_socket
 
-    def _apiserver_argv(self, bins: Binaries, pki: ClusterPki, ports: dict[str, int]) -> list[str]:
+        def every_apiserver_in() -> bool:
+            return (haproxy.healthy(ports[HAPROXY_HEALTH]) and sock.exists()
+                    and all(haproxy.servers_up(sock).get(a) for a in state.apiservers)
+                    and http_ok(f"{state.server}/readyz", admin_ctx))
+
+        wait_for(every_apiserver_in, 60, f"{LOAD_BALANCER} serving every apiserver",
+                 abort=lambda: self.group.exited(record))
+
+    def _start_etcd(self, bins: Binaries, pki: ClusterPki, members: list[str], log: Any) -> None:
+        """One etcd cluster of `members` (peers over TLS with client certificates, as its clients), started
+        together: a member waits for a quorum of its peers before it serves."""
+        assert self.group is not None
+        ports = self.state.ports if self.state else {}
+        peers = ",".join(f"{m}=https://{LOOPBACK}:{ports[port_key(m, 'peer')]}" for m in members)
+        records = []
+        for member in members:
+            client, peer = ports[port_key(member)], ports[port_key(member, "peer")]
+            log(f"starting {member} {versions.ETCD_VERSION} on https://{LOOPBACK}:{client}")
+            records.append(self.group.start(member, self._argv("etcd", [
+                str(bins.etcd), f"--name={member}", f"--data-dir={self._etcd_data_dir(member)}",
+                f"--listen-client-urls=https://{LOOPBACK}:{client}",
+                f"--advertise-client-urls=https://{LOOPBACK}:{client}",
+                f"--listen-peer-urls=https://{LOOPBACK}:{peer}",
+                f"--initial-advertise-peer-urls=https://{LOOPBACK}:{peer}",
+                f"--initial-cluster={peers}", "--initial-cluster-state=new",
+                f"--initial-cluster-token={self.options.name}-{members[0]}",
+                f"--listen-metrics-urls=http://{LOOPBACK}:{ports[port_key(member, 'metrics')]}",
+                f"--cert-file={pki.etcd_server.cert}", f"--key-file={pki.etcd_server.key}",
+                f"--trusted-ca-file={pki.ca.cert}", "--client-cert-auth=true",
+                f"--peer-cert-file={pki.etcd_server.cert}", f"--peer-key-file={pki.etcd_server.key}",
+                f"--peer-trusted-ca-file={pki.ca.cert}", "--peer-client-cert-auth=true",
+                "--log-level=warn",
+            ])))
+        for member, record in zip(members, records, strict=True):
+            metrics = ports[port_key(member, "metrics")]
+            wait_for(lambda m=metrics: http_ok(f"http://{LOOPBACK}:{m}/health", expect=b'"health":"true"'), 60,
+                     f"{member} healthy", abort=lambda r=record: self.group.exited(r))
+
+    def _apiserver_argv(self, bins: Binaries, pki: ClusterPki, ports: dict[str, int], instance: str,
+                        etcd_servers: str) -> list[str]:
         argv = [
             str(bins.kube_apiserver),
-            f"--etcd-servers=https://{LOOPBACK}:{ports['etcd']}",
+            f"--etcd-servers={etcd_servers}",
             f"--etcd-cafile={pki.ca.cert}",
             f"--etcd-certfile={pki.apiserver_etcd_client.cert}",
             f"--etcd-keyfile={pki.apiserver_etcd_client.key}",
             f"--bind-address={LOOPBACK}", f"--advertise-address={LOOPBACK}",
-            f"--secure-port={ports['apiserver']}",
+            f"--secure-port={ports[apiserver_port_key(self.options.topology, instance)]}",
             f"--tls-cert-file={pki.apiserver.cert}", f"--tls-private-key-file={pki.apiserver.key}",
             f"--client-ca-file={pki.ca.cert}",
             "--authorization-mode=Node,RBAC",
@@ -313,26 +403,27 @@ class LocalControlPlane:
             f"--service-account-key-file={pki.service_account_pub}",
             f"--service-account-signing-key-file={pki.service_account_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
-            f"--cert-dir={self.directory / 'apiserver-certs'}",
+            f"--cert-dir={self.directory / instance.replace('kube-', '')}-certs",
             "--allow-privileged=true",
             # the advertise address is loopback, which the lease endpoint reconciler refuses
             "--endpoint-reconciler-type=none",
             "--profiling=false",
         ]
         if self.options.audit is not None:
-            argv.extend(self.options.audit.apiserver_flags())
+            first = instance == self.options.topology.instances(APISERVER)[0]
+            argv.extend(self.options.audit.apiserver_flags(self.options.audit.instance_path(instance, first)))
         if self.options.events_etcd:
             argv.append(f"--etcd-servers-overrides=/events#https://{LOOPBACK}:{ports['events_etcd']}")
         return self._argv("kube-apiserver", argv)
 
-    def _controller_manager_argv(self, bins: Binaries, pki: ClusterPki, ports: dict[str, int],
-                                 kubeconfig: Path) -> list[str]:
+    def _controller_manager_argv(self, bins: Binaries, pki: ClusterPki, port: int, kubeconfig: Path,
+                                 instance: str, leader_elect: bool) -> list[str]:
         return self._argv("kube-controller-manager", [
             str(bins.kube_controller_manager), f"--kubeconfig={kubeconfig}",
             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
-            f"--bind-address={LOOPBACK}", f"--secure-port={ports['controller_manager']}",
-            f"--cert-dir={self.directory / 'controller-manager-certs'}",
-            "--leader-elect=false", "--use-service-account-credentials=true",
+            f"--bind-address={LOOPBACK}", f"--secure-port={port}",
+            f"--cert-dir={self.directory / instance.replace('kube-', '')}-certs",
+            f"--leader-elect={str(leader_elect).lower()}", "--use-service-account-credentials=true",
             f"--service-account-private-key-file={pki.service_account_key}",
             f"--root-ca-file={pki.ca.cert}",
             f"--cluster-signing-cert-file={pki.ca.cert}", f"--cluster-signing-key-file={pki.ca.key}",
@@ -360,11 +451,9 @@ class LocalControlPlane:
 
     def info(self) -> TargetInfo:
         state = self._loaded_state()
-        metrics_urls = {component: f"https://{LOOPBACK}:{state.ports[port]}/metrics"
-                        for component, port in (("kube-scheduler", "scheduler"),
-                                                ("kube-controller-manager", "controller_manager"))
-                        if port in state.ports}
-        audit = self.options.audit
+        metrics_urls = {record.component: f"https://{LOOPBACK}:{state.ports[port_key(record.component)]}/metrics"
+                        for record in state.processes
+                        if component_of(record.component) in (SCHEDULER, CONTROLLER_MANAGER)}
         pki = Path(state.directory) / "pki"
         etcd_client = ClusterAccess(server=f"https://{LOOPBACK}:{state.ports['etcd']}", kubeconfig="",
                                     ca_file=str(pki / "ca.crt"), cert_file=str(pki / "apiserver-etcd-client.crt"),
@@ -372,9 +461,15 @@ class LocalControlPlane:
         production = self.options.identities == "production"
         return TargetInfo(access=self.access(), etcd_metrics_url=state.etcd_metrics_url,
                           versions=dict(state.versions), pids=state.pids(), kind="local",
-                          metrics_urls=metrics_urls, audit_log=audit.path if audit else None,
+                          metrics_urls=metrics_urls, audit_logs=self._audit_logs(state),
                           etcd_client=etcd_client, load_access=self.access("load") if production else None,
-                          node_access=self.access("kwok") if production else None)
+                          node_access=self.access("kwok") if production else None,
+                          apiservers=dict(state.apiservers) if len(state.apiservers) > 1 else {})
+
+    def _audit_logs(self, state: ClusterState) -> list[Path]:
+        audit = self.options.audit
+        instances = list(state.apiservers) or [APISERVER]
+        return [audit.instance_path(a, i == 0) for i, a in enumerate(instances)] if audit else []
 
     def status(self) -> dict[str, Any]:
         state = ClusterState.load(self.directory)
@@ -409,22 +504,28 @@ class LocalControlPlane:
         # a full etcd (the NOSPACE alarm) still answers reads and deletes: the step records the alarm and the
         # refused writes (measure/etcd.py) rather than the run stopping
         etcd_health = f"/health?exclude={NOSPACE}"
-        urls: dict[str, tuple[str, str, Callable[[str], bool]]] = {
-            "etcd": (f"http://{LOOPBACK}:{ports.get('etcd_metrics')}{etcd_health}", etcd_health,
-                     lambda url: http_ok(url, expect=etcd_ok)),
-            "events-etcd": (f"http://{LOOPBACK}:{ports.get('events_etcd_metrics')}{etcd_health}", etcd_health,
-                            lambda url: http_ok(url, expect=etcd_ok)),
-            "kube-apiserver": (f"{state.server}/livez", "/livez", lambda url: http_ok(url, admin)),
-            "kube-scheduler": (f"https://{LOOPBACK}:{ports.get('scheduler')}/healthz", "/healthz",
-                               lambda url: http_ok(url, insecure)),
-            "kube-controller-manager": (f"https://{LOOPBACK}:{ports.get('controller_manager')}/healthz",
-                                        "/healthz", lambda url: http_ok(url, insecure)),
-            "kwok": (f"{LOOPBACK}:{ports.get('kwok')}", "/healthz", lambda _url: kwok_mod.healthy(ports["kwok"])),
-        }
+
+        def check(instance: str) -> tuple[str, str, Callable[[str], bool]] | None:
+            component = component_of(instance)
+            if component in (ETCD, "events-etcd"):
+                return (f"http://{LOOPBACK}:{ports.get(port_key(instance, 'metrics'))}{etcd_health}", etcd_health,
+                        lambda u: http_ok(u, expect=etcd_ok))
+            if component == APISERVER:
+                url = state.apiservers.get(instance) or state.server
+                return f"{url}/livez", "/livez", lambda u: http_ok(u, admin)
+            if component in (SCHEDULER, CONTROLLER_MANAGER):
+                return (f"https://{LOOPBACK}:{ports.get(port_key(instance))}/healthz", "/healthz",
+                        lambda u: http_ok(u, insecure))
+            if component == LOAD_BALANCER:
+                return (f"http://{LOOPBACK}:{ports.get(HAPROXY_HEALTH)}/healthz", "/healthz",
+                        lambda _u: haproxy.healthy(ports[HAPROXY_HEALTH]))
+            if component == "kwok":
+                return f"{LOOPBACK}:{ports.get('kwok')}", "/healthz", lambda _u: kwok_mod.healthy(ports["kwok"])
+            return None
+
         group = self.group  # None for a cluster another process started: how its processes ended is not known here
-        return [endpoint_check(record.component, record, *urls[record.component],
-                               exit_reason=group.exit_reason if group else None)
-                for record in state.processes if record.component in urls]
+        return [endpoint_check(record.component, record, *found, exit_reason=group.exit_reason if group else None)
+                for record in state.processes if (found := check(record.component)) is not None]
 
     # -------------------------------------------------------------------------------------------- down
     def down(self, keep_files: bool = False, timeout_s: float = 15.0) -> dict[str, Any]:
@@ -446,6 +547,7 @@ class LocalControlPlane:
             if bound:
                 raise TargetError(f"ports still bound after stop: {bound}")
             shutil.rmtree(self.memory_dir, ignore_errors=True)  # etcd's data in memory is never kept
+            self.haproxy_socket.unlink(missing_ok=True)  # HAProxy leaves it when killed
             if not keep_files:
                 shutil.rmtree(self.directory, ignore_errors=True)
         return {"stopped": stopped, "killed": killed}

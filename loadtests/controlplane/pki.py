@@ -105,6 +105,8 @@ class ClusterPki:
     service_account_key: Path
     service_account_pub: Path
     load: CertPair | None = None  # the load's own user (identities "production"), else the load is the admin
+    # the load balancer's health checks of each apiserver's /readyz (an authenticated user, no other rights)
+    health_checker: CertPair | None = None
 
 
 # Who the harness's clients are to the apiserver. "admin": kwok and the load in system:masters, which API
@@ -114,6 +116,7 @@ class ClusterPki:
 # RBAC binding rather than by their group (plan.IDENTITIES).
 KWOK_USER = "kwok-controller"
 LOAD_USER = "loadtest-load"
+HEALTH_CHECK_USER = "k8s-loadtest-health-checker"
 
 
 def create_cluster_pki(directory: Path, identities: str = "admin") -> ClusterPki:
@@ -143,6 +146,7 @@ def create_cluster_pki(directory: Path, identities: str = "admin") -> ClusterPki
         service_account_key=sa_key_path,
         service_account_pub=sa_pub_path,
         load=ca.issue("load", LOAD_USER) if identities == "production" else None,
+        health_checker=ca.issue("health-checker", HEALTH_CHECK_USER),
     )
 
 

@@ -128,6 +128,10 @@ class ClusterState:
     server: str = ""
     kubeconfig: str = ""
     etcd_metrics_url: str = ""
+    # each apiserver by instance name -> its own URL (`server` is theirs in common: the load balancer's with
+    # more than one); each etcd member -> its /metrics URL
+    apiservers: dict[str, str] = field(default_factory=dict)
+    etcd_members: dict[str, str] = field(default_factory=dict)
     processes: list[ProcessRecord] = field(default_factory=list)
     owner_pid: int = 0  # the process that ran `up`; while it is alive and not done, up is in progress
     owner_create_time: float = 0.0  # with owner_pid: tells the owner from a later process with its pid

@@ -85,37 +85,49 @@ class _Tally:
 
 
 class AuditReader:
-    """start() where the window opens, gather() when it closes: the step's requests by client."""
+    """start() where the window opens, gather() when it closes: the step's requests by client, from one
+    apiserver's audit log or from each of several apiservers' (every request is in exactly one of them)."""
 
-    def __init__(self, log_path: Path) -> None:
+    def __init__(self, log_path: Path, *more: Path) -> None:
         self.log_path = log_path
-        self._cursor = _Cursor(None, 0)
+        self.logs = (log_path, *more)
+        self._cursors = {log: _Cursor(None, 0) for log in self.logs}
 
     def start(self) -> None:
-        try:
-            with self.log_path.open("rb") as handle:
-                stat = os.fstat(handle.fileno())
-                self._cursor = _Cursor(stat.st_ino, stat.st_size, handle.read(min(stat.st_size, 256)))
-        except FileNotFoundError:  # nothing audited yet: every file the window sees is new
-            self._cursor = _Cursor(None, 0)
+        for log in self.logs:
+            try:
+                with log.open("rb") as handle:
+                    stat = os.fstat(handle.fileno())
+                    self._cursors[log] = _Cursor(stat.st_ino, stat.st_size, handle.read(min(stat.st_size, 256)))
+            except FileNotFoundError:  # nothing audited yet: every file the window sees is new
+                self._cursors[log] = _Cursor(None, 0)
 
     def _files(self) -> tuple[list[tuple[Path, int]], bool]:
-        """The log's files to read, oldest first, each with the offset to read from; and whether the file
-        the window opened in was rotated away (then every file left is read, and the counts are partial)."""
+        """Every log's files to read, each log's oldest first, with the offset to read from; and whether a
+        file a window opened in was rotated away (then every file left is read, and the counts are partial)."""
+        files, lost = [], False
+        for log in self.logs:
+            found, rotated = self._log_files(log)
+            files += found
+            lost = lost or rotated
+        return files, lost
+
+    def _log_files(self, log: Path) -> tuple[list[tuple[Path, int]], bool]:
+        cursor = self._cursors[log]
         found: list[tuple[bool, str, Path, int]] = []
-        for path in self.log_path.parent.glob(f"{self.log_path.stem}*{self.log_path.suffix}"):
+        for path in log.parent.glob(f"{log.stem}*{log.suffix}"):
             try:
                 inode = path.stat().st_ino
             except FileNotFoundError:
                 continue
             # rotated files carry their rotation time in their name (audit-2026-11-30T12-00-02.000.log),
             # so names sort them; the live file comes last
-            found.append((path == self.log_path, path.name, path, inode))
+            found.append((path == log, path.name, path, inode))
         found.sort(key=lambda item: item[:2])
-        start = next((i for i, item in enumerate(found) if self._cursor.is_file(item[2], item[3])), None)
+        start = next((i for i, item in enumerate(found) if cursor.is_file(item[2], item[3])), None)
         if start is None:
-            return [(item[2], 0) for item in found], self._cursor.inode is not None
-        return [(found[start][2], self._cursor.offset)] + [(item[2], 0) for item in found[start + 1:]], False
+            return [(item[2], 0) for item in found], cursor.inode is not None
+        return [(found[start][2], cursor.offset)] + [(item[2], 0) for item in found[start + 1:]], False
 
     def _events(self, files: list[tuple[Path, int]]) -> Iterator[dict]:
         for path, offset in files:
@@ -136,7 +148,9 @@ class AuditReader:
         resource and scope; a watch counts once, when it started, and its duration is not a latency."""
         tallies: dict[tuple[str, str, str, str, str], _Tally] = {}
         slowest: list[tuple[float, int, AuditRequest]] = []
-        summary = AuditSummary(source=f"apiserver audit log ({self.log_path.name}, Metadata level)")
+        logs = (self.log_path.name if len(self.logs) == 1
+                else f"{self.log_path.name} of each of {len(self.logs)} apiservers")
+        summary = AuditSummary(source=f"apiserver audit log ({logs}, Metadata level)")
         files, lost = self._files()
         if lost:
             summary.notes.append("the audit log rotated past the window's start, so its first requests are "

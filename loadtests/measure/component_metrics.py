@@ -16,10 +16,11 @@ from loadtests.analysis.metrics import (
     histogram_delta,
     histogram_deltas,
 )
+from loadtests.config.topology import component_of
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.access import ClusterAccess, unverified_context
 from loadtests.kube.rest import TRANSPORT_ERRORS, short_error
-from loadtests.measure.prometheus import MetricsPage, page
+from loadtests.measure.prometheus import MergedPage, MetricsPage, apiserver_page, page
 from loadtests.results import WorkQueue
 
 Figures = dict[str, float | None]
@@ -242,7 +243,7 @@ class MetricsSource:
     """One /metrics page scraped once per sample over a kept-alive connection; remembers the first and the
     previous scrape, for figures over each interval and over the whole window."""
 
-    def __init__(self, name: str, page: MetricsPage) -> None:
+    def __init__(self, name: str, page: MetricsPage | MergedPage) -> None:
         self.name, self.page = name, page
         self.families = _families(name)
         self.first: Snapshot | None = None
@@ -285,16 +286,21 @@ def _client_context(access: ClusterAccess) -> Any:
 
 
 def metrics_sources(info: TargetInfo, timeout_s: float) -> tuple[list[MetricsSource], list[str]]:
-    """A source per /metrics page the target exposes, and a note per page it does not."""
+    """A source per /metrics page the target exposes (a component's replicas merged into one: the one that
+    leads does the work, and a page per replica would say nothing of the cluster), and a note per page it
+    does not."""
     access = info.access
 
     timeouts = {"timeout_s": timeout_s, "user_agent": USER_AGENT}
-    sources = [MetricsSource("kube-apiserver", page(access.server.rstrip("/") + "/metrics", access, **timeouts))]
+    sources = [MetricsSource("kube-apiserver", apiserver_page(access, info.apiservers, **timeouts))]
     notes = []
     for component in (SCHEDULER, CONTROLLER_MANAGER):
-        url = info.metrics_urls.get(component)
-        if url:
-            sources.append(MetricsSource(component, page(url, access, tls=_client_context(access), **timeouts)))
+        urls = {instance: url for instance, url in info.metrics_urls.items() if component_of(instance) == component}
+        pages = {instance: page(url, access, tls=_client_context(access), **timeouts) for instance, url in urls.items()}
+        if len(pages) == 1:
+            sources.append(MetricsSource(component, next(iter(pages.values()))))
+        elif pages:
+            sources.append(MetricsSource(component, MergedPage(pages)))
         else:
             notes.append(f"{component} /metrics: not reachable on this target, its figures are missing")
     if info.etcd_metrics_url:

@@ -262,7 +262,8 @@ class StepProbes:
             return None
 
     def _scrape_apiserver(self, on_fetched: Callable[[], None] | None = None) -> Snapshot:
-        return scrape_apiserver(self.target_info.access, families=self.apiserver_families, on_fetched=on_fetched)
+        return scrape_apiserver(self.target_info.access, families=self.apiserver_families, on_fetched=on_fetched,
+                                apiservers=self.target_info.apiservers)
 
     def _scrape_etcd(self) -> Snapshot | None:
         url = self.target_info.etcd_metrics_url
@@ -282,8 +283,8 @@ class StepProbes:
         self.probe_requests = {}
         self.opened_at = self.closed_at = None
         self._audit = None
-        if self.target_info.audit_log is not None:  # its cursor is set before the window opens: nothing missed
-            self._audit = AuditReader(self.target_info.audit_log)
+        if self.target_info.audit_logs:  # its cursor is set before the window opens: nothing missed
+            self._audit = AuditReader(*self.target_info.audit_logs)
             self._attempt("audit log cursor", self._audit.start)
 
         def window_opens() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import urllib3
 
-from loadtests.analysis.metrics import Snapshot
+from loadtests.analysis.metrics import Snapshot, merge_pages
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.rest import pool_manager
 
@@ -68,13 +68,48 @@ def scrape(url: str, access: ClusterAccess | None = None, timeout_s: float = 30.
     on_fetched runs as soon as the page has arrived, before the (slower) parsing: what starts counting then
     lines up with the counters on the page.
     """
-    text = fetch_metrics_text(url, access, timeout_s)
+    return _parsed(page(url, access, timeout_s=timeout_s), families, on_fetched)
+
+
+def _parsed(found: MetricsPage | MergedPage, families: Collection[str] | None,
+            on_fetched: Callable[[], None] | None) -> Snapshot:
+    try:
+        text = found.text()
+    finally:
+        found.close()
     taken_at = time.monotonic()
     if on_fetched is not None:
         on_fetched()
     return Snapshot.parse(text, taken_at, families)
 
 
+class MergedPage:
+    """The /metrics pages of several instances of one component read as one (analysis/metrics.merge_pages: each
+    sample labelled with its instance), one after another over each one's kept-alive connection."""
+
+    def __init__(self, pages: Mapping[str, MetricsPage]) -> None:
+        self.pages = dict(pages)
+
+    def text(self) -> str:
+        return merge_pages({instance: found.text() for instance, found in self.pages.items()})
+
+    def close(self) -> None:
+        for found in self.pages.values():
+            found.close()
+
+
+def apiserver_page(access: ClusterAccess, apiservers: Mapping[str, str] | None = None, *, timeout_s: float = 30.0,
+                   user_agent: str | None = None) -> MetricsPage | MergedPage:
+    """The apiserver's /metrics: through `access.server`, or with several apiservers behind a load balancer
+    (`apiservers`: instance -> its own URL) every one's page, merged (through the balancer, each read would
+    come from whichever apiserver it picked, and no two reads would make a difference)."""
+    if not apiservers or len(apiservers) == 1:
+        return page(access.server.rstrip("/") + "/metrics", access, timeout_s=timeout_s, user_agent=user_agent)
+    return MergedPage({instance: page(url.rstrip("/") + "/metrics", access, timeout_s=timeout_s,
+                                      user_agent=user_agent) for instance, url in apiservers.items()})
+
+
 def scrape_apiserver(access: ClusterAccess, timeout_s: float = 30.0, families: Collection[str] | None = None,
-                     on_fetched: Callable[[], None] | None = None) -> Snapshot:
-    return scrape(access.server.rstrip("/") + "/metrics", access, timeout_s, families, on_fetched)
+                     on_fetched: Callable[[], None] | None = None,
+                     apiservers: Mapping[str, str] | None = None) -> Snapshot:
+    return _parsed(apiserver_page(access, apiservers, timeout_s=timeout_s), families, on_fetched)

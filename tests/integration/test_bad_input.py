@@ -8,7 +8,7 @@ import socket
 
 from loadtests.controlplane.processes import ProcessRecord, wait_for
 from tests.checks import assert_nothing_left
-from tests.cli import error_lines, loadtest, start_loadtest
+from tests.cli import error_lines, loadtest, private_cache, start_loadtest
 
 
 def test_port_in_use_is_named(bins, tmp_path) -> None:
@@ -16,27 +16,17 @@ def test_port_in_use_is_named(bins, tmp_path) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = loadtest("up", "--name", "port-busy", "--port", str(port), env={"LOADTEST_CACHE": _cache(tmp_path)})
+        result = loadtest("up", "--name", "port-busy", "--port", str(port), env=private_cache(tmp_path / "cache"))
     assert result.returncode == 2
     lines = error_lines(result)
     assert len(lines) == 1, result.stderr
     assert f"port {port}" in lines[0] and "in use" in lines[0]
 
 
-def _cache(tmp_path) -> str:
-    """A cache folder that sees the real binaries but keeps this test's cluster state apart."""
-    from loadtests.binaries.cache import cache_root
-
-    cache = tmp_path / "cache"
-    cache.mkdir(exist_ok=True)
-    (cache / "bin").symlink_to(cache_root() / "bin")
-    return str(cache)
-
-
 def test_sigint_during_up_stops_everything_started(bins, tmp_path) -> None:
-    cache = _cache(tmp_path)
+    env = private_cache(tmp_path / "cache")
     state_file = tmp_path / "cache" / "clusters" / "interrupted" / "state.json"
-    proc = start_loadtest("up", "--name", "interrupted", env={"LOADTEST_CACHE": cache})
+    proc = start_loadtest("up", "--name", "interrupted", env=env)
 
     def started(n: int) -> bool:
         try:

@@ -1,0 +1,81 @@
+"""A highly available control plane, as a user starts one: `loadtest up --etcd-members 3 --apiservers 2`, every
+client through HAProxy, which takes an apiserver that stops answering out of rotation; `loadtest down` leaves no
+process and no port. And a run on such a plane reads every apiserver's requests, not the one a scrape reached."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from loadtests import results
+from loadtests.controlplane import haproxy
+from loadtests.controlplane.local import LocalControlPlane, LocalOptions
+from loadtests.controlplane.processes import ClusterState, http_ok, wait_for
+from loadtests.kube.rest import RestClient
+from tests.checks import assert_nothing_left
+from tests.cli import loadtest, private_cache, write_tiny_plan
+
+pytestmark = pytest.mark.skipif(not haproxy.shutil.which("haproxy"), reason="HAProxy is not installed (make setup)")
+
+
+def test_up_with_three_etcd_members_and_two_apiservers_serves_through_haproxy(bins, tmp_path: Path) -> None:
+    env = private_cache(tmp_path / "cache")
+    up = loadtest("up", "--name", "ha", "--etcd-members", "3", "--apiservers", "2", "--nodes", "5", env=env,
+                  timeout=240)
+    folder = tmp_path / "cache" / "clusters" / "ha"
+    state = ClusterState.load(folder)
+    assert state is not None
+    records = list(state.processes)
+    sock = LocalControlPlane(LocalOptions(name="ha", directory=folder)).haproxy_socket
+    try:
+        assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-2000:]
+        names = [r.component for r in records]
+        assert names[:6] == ["etcd", "etcd-2", "etcd-3", "kube-apiserver", "kube-apiserver-2", "haproxy"], names
+        assert len(state.apiservers) == 2 and state.server not in state.apiservers.values()  # clients: the balancer
+        plane = LocalControlPlane(LocalOptions(name="ha", directory=folder))
+        client = RestClient(plane.access())
+        assert len(client.list_items("nodes")) == 5  # kwok's nodes, registered through HAProxy
+        sock = plane.haproxy_socket
+        assert haproxy.servers_up(sock) == {"kube-apiserver": True, "kube-apiserver-2": True}
+        for member in ("etcd", "etcd-2", "etcd-3"):  # one cluster: every member has a leader to answer with
+            assert http_ok(state.etcd_members[member].replace("/metrics", "/health"), expect=b'"health":"true"')
+        status = json.loads(loadtest("status", "--name", "ha", "--json", env=env).stdout)
+        assert all(c["alive"] for c in status["components"]) and len(status["components"]) == 9
+
+        # the second apiserver dies: HAProxy's /readyz checks take it out, and every request still succeeds
+        second = next(r for r in records if r.component == "kube-apiserver-2")
+        os.kill(second.pid, signal.SIGKILL)
+        wait_for(lambda: haproxy.servers_up(sock).get("kube-apiserver-2") is False, 15,
+                 "HAProxy taking the dead apiserver out")
+        assert all(len(client.list_items("nodes")) == 5 for _ in range(20))
+        client.close()
+    finally:
+        down = loadtest("down", "--name", "ha", env=env, timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert "haproxy" in down.stdout
+    assert_nothing_left(records)
+    assert not folder.exists() and not sock.exists()
+
+
+def test_a_run_on_two_apiservers_reads_both_of_their_pages(bins, tmp_path: Path) -> None:
+    plan = write_tiny_plan(tmp_path / "ha.yaml", "ha-run", (2, 12))
+    text = plan.read_text().replace("target: {", "target: {topology: {apiservers: 2}, ")
+    assert "topology" in text
+    plan.write_text(text)
+    out = tmp_path / "run"
+    done = loadtest("run", "--plan", str(plan), "--out", str(out), env=private_cache(tmp_path / "cache"),
+                    timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    step = results.load(out).steps[-1]
+    components = [p.component for p in step.processes]
+    assert {"kube-apiserver", "kube-apiserver-2", "haproxy"} <= set(components), components
+    # the server's count of pod creates covers both apiservers: it agrees with both audit logs together
+    # (were one apiserver's page read, it would be about half of them)
+    served = max(s.count for s in step.server if (s.verb, s.resource, s.subresource) == ("POST", "pods", ""))
+    audited = sum(r.count for r in step.audit.requests if (r.verb, r.resource) == ("POST", "pods"))
+    assert audited > 10 and abs(served - audited) <= 0.1 * audited, (served, audited)
+    assert "each of 2 apiservers" in step.audit.source
