@@ -10,6 +10,7 @@ stops) of the plan with its steps set to that scale, each phase given time for i
 throughput and then some.
 
     .venv/bin/python benchmarks/cl2_load.py --scales 100 200 400     # a scale after another, until one breaks
+    .venv/bin/python benchmarks/cl2_load.py --scales 300 --resume     # one more scale beside those kept
     .venv/bin/python benchmarks/cl2_load.py --from-raw                # rebuild the table, run nothing
 
 Written: benchmarks/results/cl2_load.md and benchmarks/results/raw/cl2_load/ (each scale's results.json, its
@@ -159,6 +160,12 @@ def tables(runs: list[PlanRun]) -> list[str]:
     return lines
 
 
+def held(run: PlanRun) -> bool:
+    """Every phase of the scale held, and the run finished."""
+    limits = thresholds(run.results)
+    return run.results.status == "complete" and not any(step_failures(s, limits) for s in run.results.steps)
+
+
 def breaking_point(runs: list[PlanRun]) -> str:
     """The capacity search's sentence, over whole scales: a scale held when every phase of it did."""
     held, broke = [], None
@@ -188,12 +195,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=int, nargs="+", default=[100, 200, 400], metavar="NODES")
     parser.add_argument("--from-raw", action="store_true", help="rebuild the table from the kept raw results")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the scales already measured (raw results kept) and run only the others")
     args = parser.parse_args()
     raw = RAW_DIR / NAME
     if not args.from_raw:
-        runs = []
+        runs = read_raw(raw) if args.resume else []
+        measured = {r.results.steps[0].nodes for r in runs if r.results.steps}
+        left = [] if not all(map(held, runs)) else sorted(set(args.scales) - measured)  # past a break: nothing
         with tempfile.TemporaryDirectory(prefix="cl2-load-") as tmp:
-            for nodes in sorted(args.scales):
+            for nodes in left:
                 plan = scale_plan(nodes, Path(tmp))
                 run = run_once(str(plan), Path(tmp) / f"run-{nodes}", search=False, force=True)
                 runs.append(run)
@@ -201,8 +212,7 @@ def main() -> int:
                 ran = " ".join(str(r.results.steps[0].nodes) for r in runs if r.results.steps)
                 keep_raw(f"{NAME}/command.json.gz",
                          {"command": f".venv/bin/python benchmarks/cl2_load.py --scales {ran or nodes}"})
-                limits = thresholds(run.results)
-                if run.results.status != "complete" or any(step_failures(s, limits) for s in run.results.steps):
+                if not held(run):
                     break
     runs = read_raw(raw)  # what was kept, whether this call ran it or an earlier one (a search cut short too)
     command = json.loads(gzip.decompress((raw / "command.json.gz").read_bytes()))["command"]
