@@ -276,6 +276,16 @@ class HealthSample:
 
 
 @dataclass
+class StepEvent:
+    """Something that happened to the control plane during a step that the cluster went on without: an etcd
+    member or an apiserver of several lost, and later back (the health watch's; see controlplane/health.py)."""
+
+    at: str  # UTC, ISO-8601
+    t_s: float  # seconds since the step started (its ramp included)
+    what: str
+
+
+@dataclass
 class WorkQueue:
     """One of the controller-manager's work queues over a step's window (its workqueue_* metrics): what its
     controller was given to do, and how long an item waited and took. None where the page had no such series
@@ -434,6 +444,7 @@ class StepResult:
     # when the measured window opened and closed (UTC, ISO-8601), to line it up with other monitoring
     window: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    events: list[StepEvent] = field(default_factory=list)  # what the cluster survived during the step
     # "measured", or "saturated": the control plane did not converge (the run's breaking point); then
     # saturation says what did not ({"condition": ..., "evidence": ...}) and the figures above are empty
     status: str = "measured"

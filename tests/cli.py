@@ -54,12 +54,13 @@ def error_lines(result: subprocess.CompletedProcess) -> list[str]:
 
 
 def write_tiny_plan(path: Path, name: str, durations_s: tuple[float, float], *, second_nodes: int = 10,
-                    unresponsive_s: float = 30) -> Path:
-    """A two-step plan (5 then 10 nodes, light churn and LISTs) for tests that run the whole harness."""
+                    unresponsive_s: float = 30, target: str = "") -> Path:
+    """A two-step plan (5 then 10 nodes, light churn and LISTs) for tests that run the whole harness; `target`
+    adds fields to its target (e.g. "topology: {apiservers: 2}")."""
     first, second = durations_s
     path.write_text(f"""
 name: {name}
-target: {{unresponsive_s: {unresponsive_s}}}
+target: {{unresponsive_s: {unresponsive_s}{", " + target if target else ""}}}
 steps:
   - {{nodes: 5, pods_per_node: 1, warmup_s: 1, duration_s: {first}}}
   - {{nodes: {second_nodes}, pods_per_node: 1, warmup_s: 1, duration_s: {second}}}

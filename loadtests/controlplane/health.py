@@ -23,10 +23,16 @@ DEFAULT_UNRESPONSIVE_S = 30.0
 
 @dataclass(frozen=True)
 class HealthCheck:
-    """One component's check: `probe` returns None when healthy, else what is wrong, in a few words."""
+    """One component's check: `probe` returns None when healthy, else what is wrong, in a few words.
+
+    `group` is the component an instance belongs to (kube-apiserver for kube-apiserver-2) and `tolerated` how
+    many of its instances the cluster survives losing (one of three etcd members, all apiservers but one): a
+    failure within that is an event of the run, not its end."""
 
     component: str
     probe: Callable[[], str | None]
+    group: str = ""
+    tolerated: int = 0
 
 
 def process_problem(record: ProcessRecord) -> tuple[str | None, bool]:
@@ -74,9 +80,12 @@ class HealthWatch:
 
     def __init__(self, checks: list[HealthCheck], on_fault: Callable[[str], None], *,
                  unresponsive_s: float = DEFAULT_UNRESPONSIVE_S, interval_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_event: Callable[[str], None] = lambda _event: None) -> None:
         self.checks = checks
         self.on_fault = on_fault
+        self.on_event = on_event  # a failure the cluster survives (see HealthCheck.tolerated), and its end
+        self._reported: set[str] = set()
         self.unresponsive_s = unresponsive_s
         self.interval_s = interval_s
         self._clock = clock
@@ -91,8 +100,8 @@ class HealthWatch:
         first, then in check order, so a hung etcd is named before the apiserver that went quiet behind it
         (an apiserver already slow under load may have failed its check for longer)."""
         now = self._clock()
-        failing: list[tuple[bool, str]] = []  # (final, what), in check order
-        due = False
+        failing: list[tuple[bool, str, str]] = []  # (final, what, component), in check order
+        lost: dict[str, list[tuple[HealthCheck, str]]] = {}  # group -> its instances failed for good, or long
         for check in self.checks:
             try:
                 problem = check.probe()
@@ -100,17 +109,38 @@ class HealthWatch:
                 problem = f"could not be checked ({type(error).__name__}: {error})"
             if problem is None:
                 self._failing_since.pop(check.component, None)
+                if check.component in self._reported:
+                    self._reported.discard(check.component)
+                    self.on_event(f"{check.component} answers again")
                 continue
             since = self._failing_since.setdefault(check.component, now)
             final = is_final(problem)
-            due = due or final or now - since >= self.unresponsive_s
-            failing.append((final, f"{check.component} {problem}" if final
-                            else f"{check.component} {problem} for {now - since:.0f} s"))
+            what = f"{check.component} {problem}" if final else f"{check.component} {problem} for {now - since:.0f} s"
+            failing.append((final, what, check.component))
+            if final or now - since >= self.unresponsive_s:
+                lost.setdefault(check.group or check.component, []).append((check, what))
+        due, beyond, survived = False, "", set()
+        for group, instances in lost.items():
+            tolerated = max(check.tolerated for check, _ in instances)
+            total = sum(1 for c in self.checks if (c.group or c.component) == group)
+            if len(instances) > tolerated:
+                due = True
+                if tolerated and not beyond:  # a highly available group: say why its losses end the run
+                    beyond = (f" ({len(instances)} of {total} {group} lost: more than the {tolerated} "
+                              "the cluster survives)")
+                continue
+            for check, what in instances:  # the cluster goes on without it: said once, as an event
+                survived.add(check.component)
+                if check.component not in self._reported:
+                    self._reported.add(check.component)
+                    self.on_event(f"{what}; {total - len(instances)} of {total} {group} left")
         if not due:
             return None
-        named = [what for final, what in failing if final] + [what for final, what in failing if not final]
+        # exited before slow, each in check order; a loss the cluster survived last: it is not why the run ends
+        named = [what for last in (False, True) for final in (True, False)
+                 for gone, what, component in failing if gone == final and (component in survived) == last]
         also = f" (also: {'; '.join(named[1:])})" if len(named) > 1 else ""
-        return named[0] + also
+        return named[0] + also + beyond
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):

@@ -83,6 +83,15 @@ def port_names(topology: Topology, events_etcd: bool) -> list[str]:
     return names + ["kwok"]
 
 
+def tolerated(component: str, state: ClusterState) -> int:
+    """How many of a component's instances the cluster survives losing: a minority of etcd's members (it
+    needs a quorum), every apiserver, scheduler and controller-manager but one; none of the others."""
+    count = sum(1 for p in state.processes if component_of(p.component) == component)
+    if component == ETCD:
+        return (count - 1) // 2
+    return count - 1 if component in (APISERVER, SCHEDULER, CONTROLLER_MANAGER) else 0
+
+
 def apiserver_port_key(topology: Topology, instance: str) -> str:
     if not topology.load_balanced:
         return "apiserver"
@@ -489,9 +498,15 @@ class LocalControlPlane:
         }
 
     def dead_components(self) -> list[str]:
-        """Components that were started and are no longer running (a crashed etcd, say)."""
+        """Components that were started and are no longer running (a crashed etcd, say), where the cluster
+        does not survive it: one etcd member of three, or an apiserver of two, gone is the health watch's
+        event, not a dead cluster."""
         state = self._loaded_state()
-        return [p.component for p in state.processes if not p.alive()]
+        dead = [p.component for p in state.processes if not p.alive()]
+        by_group: dict[str, list[str]] = {}
+        for instance in dead:
+            by_group.setdefault(component_of(instance), []).append(instance)
+        return [i for group, lost in by_group.items() if len(lost) > tolerated(group, state) for i in lost]
 
     def health_checks(self) -> list[HealthCheck]:
         """Each component's process and its health endpoint, those others depend on first (etcd before
@@ -524,7 +539,10 @@ class LocalControlPlane:
             return None
 
         group = self.group  # None for a cluster another process started: how its processes ended is not known here
-        return [endpoint_check(record.component, record, *found, exit_reason=group.exit_reason if group else None)
+        return [replace(endpoint_check(record.component, record, *found,
+                                       exit_reason=group.exit_reason if group else None),
+                        group=component_of(record.component),
+                        tolerated=tolerated(component_of(record.component), state))
                 for record in state.processes if (found := check(record.component)) is not None]
 
     # -------------------------------------------------------------------------------------------- down

@@ -268,6 +268,10 @@ class MetricsSource:
         return snapshot
 
     def note(self) -> str | None:
+        missed = self.page.missed if isinstance(self.page, MergedPage) else {}
+        if missed and not self.failures:  # a merged page read without one of its instances
+            return (f"{self.name} /metrics: " + ", ".join(missed) + " not read at the last scrape, its figures "
+                    "cover the others")
         if not self.failures:
             return None
         return (f"{self.name} /metrics: {self.failures} of {self.scrapes} scrapes failed, their figures are "

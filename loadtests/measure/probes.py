@@ -263,7 +263,7 @@ class StepProbes:
 
     def _scrape_apiserver(self, on_fetched: Callable[[], None] | None = None) -> Snapshot:
         return scrape_apiserver(self.target_info.access, families=self.apiserver_families, on_fetched=on_fetched,
-                                apiservers=self.target_info.apiservers)
+                                apiservers=self.target_info.apiservers, notes=self.notes)
 
     def _scrape_etcd(self) -> Snapshot | None:
         url = self.target_info.etcd_metrics_url

@@ -12,7 +12,7 @@ import urllib3
 
 from loadtests.analysis.metrics import Snapshot, merge_pages
 from loadtests.kube.access import ClusterAccess
-from loadtests.kube.rest import pool_manager
+from loadtests.kube.rest import TRANSPORT_ERRORS, pool_manager, short_error
 
 ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"  # the classic text format, which the parser reads
 
@@ -89,9 +89,21 @@ class MergedPage:
 
     def __init__(self, pages: Mapping[str, MetricsPage]) -> None:
         self.pages = dict(pages)
+        self.missed: dict[str, str] = {}  # instance -> why its page was not read, at the last read
 
     def text(self) -> str:
-        return merge_pages({instance: found.text() for instance, found in self.pages.items()})
+        """The pages merged; an instance that does not answer (one apiserver of several lost) is left out and
+        named in `missed`, and only when none answers is it an error."""
+        texts: dict[str, str] = {}
+        self.missed = {}
+        for instance, found in self.pages.items():
+            try:
+                texts[instance] = found.text()
+            except (*TRANSPORT_ERRORS, OSError) as error:
+                self.missed[instance] = short_error(error)
+        if not texts:
+            raise OSError("; ".join(f"{instance}: {why}" for instance, why in self.missed.items()))
+        return merge_pages(texts)
 
     def close(self) -> None:
         for found in self.pages.values():
@@ -110,6 +122,14 @@ def apiserver_page(access: ClusterAccess, apiservers: Mapping[str, str] | None =
 
 
 def scrape_apiserver(access: ClusterAccess, timeout_s: float = 30.0, families: Collection[str] | None = None,
-                     on_fetched: Callable[[], None] | None = None,
-                     apiservers: Mapping[str, str] | None = None) -> Snapshot:
-    return _parsed(apiserver_page(access, apiservers, timeout_s=timeout_s), families, on_fetched)
+                     on_fetched: Callable[[], None] | None = None, apiservers: Mapping[str, str] | None = None,
+                     notes: list[str] | None = None) -> Snapshot:
+    """The apiservers' page(s) now; an apiserver of several that did not answer is named in `notes` (its
+    requests are missing from every figure over a window this page opens or closes)."""
+    found = apiserver_page(access, apiservers, timeout_s=timeout_s)
+    snapshot = _parsed(found, families, on_fetched)
+    if isinstance(found, MergedPage) and notes is not None:
+        missed = [f"{instance} /metrics not read ({why}): its requests are missing from the server-side figures"
+                  for instance, why in found.missed.items()]
+        notes += [note for note in missed if note not in notes]
+    return snapshot

@@ -33,7 +33,7 @@ class StepWarning:
 
     step: str
     text: str
-    origin: str  # "note" | "measured"
+    origin: str  # "note" | "event" (a loss the cluster survived, see results.StepEvent) | "measured"
 
 
 @dataclass
@@ -61,6 +61,8 @@ RECORDED_LOADGEN_NOTE = "load generator CPU-bound"
 def step_warnings(step: StepResult) -> list[StepWarning]:
     """The step's recorded notes, then what its numbers show even when no note was recorded."""
     found = [StepWarning(step.name, note, "note") for note in step.notes]
+    found += [StepWarning(step.name, f"at {event.t_s:.0f} s into the step: {event.what}", "event")
+              for event in step.events]
     # a worker at its limit is a note of the run already (the load's own figures), as is, in files written
     # before workers were recorded, the runner's note that began with these words
     noted_cpu_bound = (any(w.cpu_percent is not None and w.cpu_percent >= CPU_BOUND_PERCENT for w in step.workers)

@@ -48,7 +48,7 @@ from loadtests.measure.probes import StepProbes
 from loadtests.measure.processes import HARNESS
 from loadtests.measure.saturation import RampWitness
 from loadtests.polling import poll_until
-from loadtests.results import ClientStat, RunResult, StepResult
+from loadtests.results import ClientStat, RunResult, StepEvent, StepResult
 from loadtests.run.capacity import PlannedSteps, StepChooser, step_failures
 from loadtests.run.cl2 import Cl2Load
 from loadtests.run.fleet import FLEET_USER_AGENT, Fleet
@@ -116,6 +116,9 @@ class Runner:
         self.run_result: RunResult | None = None
         self._run_started = 0.0
         self._phase = ""  # where the run is, for the one line that says why it stopped
+        self._step_started: float | None = None
+        self._events: list[StepEvent] = []  # the health watch's, until the step they happened in ends
+        self._events_lock = threading.Lock()
 
     # ------------------------------------------------------------------------------------------ run
     def run(self) -> RunResult:
@@ -147,7 +150,7 @@ class Runner:
                 run.environment["versions"].update(info.versions)
                 run.environment["server"] = "local 127.0.0.1" if info.kind == "local" else "existing cluster"
                 self._save(run)
-                with HealthWatch(self.target.health_checks(), self._on_fault,
+                with HealthWatch(self.target.health_checks(), self._on_fault, on_event=self._on_event,
                                  unresponsive_s=plan.target.unresponsive_s):
                     self._steps(run, info)
                 run.status = "complete"
@@ -174,6 +177,20 @@ class Runner:
         except EnvironmentProblem as error:
             failure = failure if isinstance(failure, EnvironmentProblem) else error
         return failure
+
+    def _on_event(self, what: str) -> None:
+        """From the health watch: a loss the cluster survives, kept with the step it happened in and said."""
+        started = self._step_started
+        event = StepEvent(at=results.utc_now(), t_s=round(time.monotonic() - started, 3) if started else 0.0,
+                          what=what)
+        with self._events_lock:
+            self._events.append(event)
+        self.say(f"event{self._where()}: {what}")
+
+    def _take_events(self) -> list[StepEvent]:
+        with self._events_lock:
+            taken, self._events = self._events, []
+        return taken
 
     def _on_fault(self, reason: str) -> None:
         """From the health watch: stop the run where it is (the main thread is woken from any wait)."""
@@ -237,7 +254,9 @@ class Runner:
             limits = thresholds(run)
             step, index = self.chooser.first(), 0
             while step is not None:
+                self._step_started = time.monotonic()
                 step_result = self._step(index, step, info, fleet, joiner, made, mix)
+                step_result.events = self._take_events()
                 run.steps.append(step_result)
                 self._phase = f"saving step {index + 1}"
                 self._save(run)  # on disk before the next step starts

@@ -43,6 +43,32 @@ def test_a_component_not_answering_is_a_fault_only_after_the_grace_time() -> Non
     assert health.check_once() == "etcd stopped answering /health for 30 s"
 
 
+def test_a_highly_available_group_survives_a_minority_and_says_so_once() -> None:
+    clock, events = Clock(), []
+    problems: dict[str, str | None] = {"etcd": None, "etcd-2": None, "etcd-3": None, "kube-apiserver": None,
+                                       "kube-apiserver-2": None, "haproxy": None}
+    group = {"etcd": "etcd", "etcd-2": "etcd", "etcd-3": "etcd", "kube-apiserver": "kube-apiserver",
+             "kube-apiserver-2": "kube-apiserver", "haproxy": "haproxy"}
+    tolerated = {"etcd": 1, "kube-apiserver": 1, "haproxy": 0}
+    checks = [HealthCheck(name, lambda name=name: problems[name], group=group[name], tolerated=tolerated[group[name]])
+              for name in problems]
+    health = HealthWatch(checks, on_fault=lambda _r: None, on_event=events.append, unresponsive_s=15, clock=clock)
+    problems["etcd-3"] = "exited (code 137)"
+    problems["kube-apiserver-2"] = "stopped answering /livez"
+    assert health.check_once() is None  # one member of three gone: the cluster has its quorum
+    assert events == ["etcd-3 exited (code 137); 2 of 3 etcd left"]
+    clock.now = 16.0
+    assert health.check_once() is None and health.check_once() is None  # said once, however often checked
+    assert events[1:] == ["kube-apiserver-2 stopped answering /livez for 16 s; 1 of 2 kube-apiserver left"]
+    problems["kube-apiserver-2"] = None
+    assert health.check_once() is None and events[-1] == "kube-apiserver-2 answers again"
+    problems["etcd-2"] = "exited (code 137)"  # the second of three: quorum lost, the run's end
+    assert health.check_once() == ("etcd-2 exited (code 137) (also: etcd-3 exited (code 137)) "
+                                   "(2 of 3 etcd lost: more than the 1 the cluster survives)")
+    problems["etcd-2"], problems["haproxy"] = None, "exited (code 1)"  # a component with no spare: at once
+    assert health.check_once() == "haproxy exited (code 1) (also: etcd-3 exited (code 137))"
+
+
 def test_an_exited_process_is_a_fault_at_once_and_the_first_in_check_order_is_named() -> None:
     clock, problems = Clock(), {"etcd": None, "kube-apiserver": "stopped answering /readyz"}
     health = watch(problems, clock)
