@@ -250,6 +250,18 @@ class WorkerStat:
 
 
 @dataclass
+class EtcdMember:
+    """One member of an etcd cluster of several over a step (its own /metrics): whether it led at the window's
+    close, its copy of the database, its disk's latency."""
+
+    leader: bool | None = None
+    db_size_bytes: float | None = None
+    wal_fsync_p99_s: float | None = None
+    backend_commit_p99_s: float | None = None
+    bounds: dict[str, str] = field(default_factory=dict)  # "<" or ">" per p99 that is only a histogram bound
+
+
+@dataclass
 class EtcdStats:
     source: str = "etcd /metrics"
     db_size_bytes: float | None = None
@@ -264,6 +276,9 @@ class EtcdStats:
     # (e.g. NOSPACE) and its keys per prefix ({"events": n, "pods": n, "leases": n})
     alarms: list[str] = field(default_factory=list)
     keys_by_prefix: dict[str, int] = field(default_factory=dict)
+    # an etcd of several members: each one's figures by member name (the figures above are the cluster's: its
+    # database as the largest member holds it, every member's fsyncs and commits together)
+    members: dict[str, EtcdMember] = field(default_factory=dict)
 
 
 @dataclass

@@ -34,6 +34,8 @@ class TargetInfo:
     # several apiservers behind a load balancer (`access.server`): each one by instance name -> its own URL, so
     # their /metrics are read one by one; empty where `access.server` is the only one
     apiservers: dict[str, str] = field(default_factory=dict)
+    # an etcd of several members: each member's /metrics URL by name (etcd_metrics_url is the first's)
+    etcd_members: dict[str, str] = field(default_factory=dict)
 
 
 class Target(Protocol):

@@ -473,7 +473,8 @@ class LocalControlPlane:
                           metrics_urls=metrics_urls, audit_logs=self._audit_logs(state),
                           etcd_client=etcd_client, load_access=self.access("load") if production else None,
                           node_access=self.access("kwok") if production else None,
-                          apiservers=dict(state.apiservers) if len(state.apiservers) > 1 else {})
+                          apiservers=dict(state.apiservers) if len(state.apiservers) > 1 else {},
+                          etcd_members=dict(state.etcd_members) if len(state.etcd_members) > 1 else {})
 
     def _audit_logs(self, state: ClusterState) -> list[Path]:
         audit = self.options.audit

@@ -28,7 +28,7 @@ from loadtests.measure.cluster_health import DEFAULT_INTERVAL_S, ClusterHealthSa
 from loadtests.measure.controlled import ControlledPodsProbe
 from loadtests.measure.object_counts import count_objects
 from loadtests.measure.processes import ProcessSampler, harness_note
-from loadtests.measure.prometheus import scrape, scrape_apiserver
+from loadtests.measure.prometheus import scrape, scrape_apiserver, scrape_instances
 from loadtests.measure.watchers import PodStartupProbe, WatchDelayProbe
 from loadtests.results import ClusterHealth, ControlledPods, EtcdStats, StepResult, utc_at
 
@@ -266,9 +266,13 @@ class StepProbes:
                                 apiservers=self.target_info.apiservers, notes=self.notes)
 
     def _scrape_etcd(self) -> Snapshot | None:
-        url = self.target_info.etcd_metrics_url
+        """The main etcd's page, or with several members every member's, merged (each its own figures)."""
+        url, members = self.target_info.etcd_metrics_url, self.target_info.etcd_members
         if not url:
             return None
+        if len(members) > 1:
+            return self._attempt("etcd /metrics scrape", lambda: scrape_instances(
+                members, families=self.etcd_families, notes=self.notes))
         return self._attempt("etcd /metrics scrape", lambda: scrape(url, families=self.etcd_families))
 
     def start(self, on_window_start: Callable[[], None] | None = None) -> None:

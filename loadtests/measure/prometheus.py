@@ -128,8 +128,21 @@ def scrape_apiserver(access: ClusterAccess, timeout_s: float = 30.0, families: C
     requests are missing from every figure over a window this page opens or closes)."""
     found = apiserver_page(access, apiservers, timeout_s=timeout_s)
     snapshot = _parsed(found, families, on_fetched)
-    if isinstance(found, MergedPage) and notes is not None:
-        missed = [f"{instance} /metrics not read ({why}): its requests are missing from the server-side figures"
-                  for instance, why in found.missed.items()]
-        notes += [note for note in missed if note not in notes]
+    _note_missed(found, notes, "its requests are missing from the server-side figures")
     return snapshot
+
+
+def scrape_instances(urls: Mapping[str, str], timeout_s: float = 30.0, families: Collection[str] | None = None,
+                     notes: list[str] | None = None) -> Snapshot:
+    """The plain /metrics pages of a component's instances (etcd's members), merged; a member that does not
+    answer is named in `notes`."""
+    found = MergedPage({instance: page(url, timeout_s=timeout_s) for instance, url in urls.items()})
+    snapshot = _parsed(found, families, None)
+    _note_missed(found, notes, "its figures are missing")
+    return snapshot
+
+
+def _note_missed(found: MetricsPage | MergedPage, notes: list[str] | None, consequence: str) -> None:
+    if isinstance(found, MergedPage) and notes is not None:
+        missed = [f"{instance} /metrics not read ({why}): {consequence}" for instance, why in found.missed.items()]
+        notes += [note for note in missed if note not in notes]

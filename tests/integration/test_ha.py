@@ -86,6 +86,11 @@ def test_a_run_survives_one_apiserver_and_one_etcd_member_and_reads_every_apiser
     audited = sum(r.count for r in first.audit.requests if (r.verb, r.resource) == ("POST", "pods"))
     assert audited > 5 and abs(served - audited) <= 0.15 * audited, (served, audited)
     assert "each of 2 apiservers" in first.audit.source
+    members = first.etcd.members  # each member's own figures, one of them the leader
+    assert list(members) == ["etcd", "etcd-2", "etcd-3"] and sum(bool(m.leader) for m in members.values()) == 1
+    assert all(m.db_size_bytes for m in members.values()) and first.etcd.db_size_bytes == max(
+        m.db_size_bytes for m in members.values())
+    assert any("etcd-3 /metrics not read" in note for note in second.notes), second.notes
     assert_nothing_left(run.seen)
 
 

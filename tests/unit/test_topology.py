@@ -102,3 +102,46 @@ def test_several_apiservers_pages_read_as_one() -> None:
     assert 'process_resident_memory_bytes{instance="kube-apiserver"} 1' in text
     one = Snapshot.parse(page(10, 5, 100))
     assert one.shared_total("apiserver_storage_objects") == one.total("apiserver_storage_objects") == 30
+
+
+ETCD_PAGE = """# TYPE etcd_mvcc_db_total_size_in_bytes gauge
+etcd_mvcc_db_total_size_in_bytes {size}
+# TYPE etcd_server_is_leader gauge
+etcd_server_is_leader {leader}
+# TYPE etcd_disk_wal_fsync_duration_seconds histogram
+etcd_disk_wal_fsync_duration_seconds_bucket{{le="0.001"}} {fast}
+etcd_disk_wal_fsync_duration_seconds_bucket{{le="0.008"}} {count}
+etcd_disk_wal_fsync_duration_seconds_bucket{{le="+Inf"}} {count}
+etcd_disk_wal_fsync_duration_seconds_sum 0.1
+etcd_disk_wal_fsync_duration_seconds_count {count}
+"""
+
+
+def test_each_etcd_member_has_its_figures_and_the_cluster_counts_its_database_once(tmp_path: Path) -> None:
+    from loadtests.analysis.etcd import etcd_stats
+    from loadtests.report.html import write_report
+    from tests.unit.reportdata import SAMPLE, edited_run
+
+    def pages(fsyncs: int) -> Snapshot:
+        return Snapshot.parse(merge_pages({
+            "etcd": ETCD_PAGE.format(size=4096, leader=1, fast=fsyncs, count=fsyncs),
+            "etcd-2": ETCD_PAGE.format(size=4000, leader=0, fast=0, count=fsyncs),
+            "etcd-3": ETCD_PAGE.format(size=4096, leader=0, fast=0, count=fsyncs)}))
+
+    stats = etcd_stats(pages(100), pages(300))
+    assert stats.db_size_bytes == 4096  # one database, held by each member, not three
+    assert [(n, m.leader) for n, m in stats.members.items()] == [("etcd", True), ("etcd-2", False),
+                                                                ("etcd-3", False)]
+    assert stats.members["etcd"].bounds == {"wal_fsync_p99_s": "<"}  # its 200 fsyncs all under 1 ms
+    assert stats.members["etcd-2"].wal_fsync_p99_s is not None and not stats.members["etcd-2"].bounds
+    single = etcd_stats(Snapshot.parse(ETCD_PAGE.format(size=1, leader=1, fast=1, count=1)),
+                        Snapshot.parse(ETCD_PAGE.format(size=2, leader=1, fast=2, count=2)))
+    assert single.members == {} and single.db_size_bytes == 2  # one member: the figures as before
+
+    def edit(data: dict) -> None:
+        data["steps"][0]["etcd"]["members"] = {"etcd": {"leader": True, "db_size_bytes": 4096},
+                                               "etcd-2": {"leader": False}}
+
+    html = write_report(edited_run(SAMPLE, tmp_path / "run", edit)).read_text(encoding="utf-8")
+    assert html.count("<h3>etcd members</h3>") == 1
+    assert "<td>etcd</td><td>leader</td>" in html and "<td>etcd-2</td><td>follower</td>" in html
