@@ -11,6 +11,7 @@ throughput and then some.
 
     .venv/bin/python benchmarks/cl2_load.py --scales 100 200 400     # a scale after another, until one breaks
     .venv/bin/python benchmarks/cl2_load.py --scales 300 --resume     # one more scale beside those kept
+                                                                      # (remove a scale's run-N.json.gz to redo it)
     .venv/bin/python benchmarks/cl2_load.py --from-raw                # rebuild the table, run nothing
 
 Written: benchmarks/results/cl2_load.md and benchmarks/results/raw/cl2_load/ (each scale's results.json, its
@@ -114,6 +115,12 @@ def startup(step: StepResult) -> str:
     return f"{page.in_unit(found.p99, 's')} ({found.count:,} pods)"
 
 
+def other(step: StepResult) -> str:
+    if step.machine_cpu_percent is None:
+        return "not measured"
+    return f"{max(0.0, step.machine_cpu_percent - sum(p.cpu_percent for p in step.processes)):.0f} %"
+
+
 def outcome(step: StepResult, limits: dict) -> str:
     failed = step_failures(step, limits)
     return "**did not hold**: " + "; ".join(failed) if failed else "held"
@@ -145,19 +152,26 @@ def tables(runs: list[PlanRun]) -> list[str]:
                          f"{page.in_unit(step.duration_s, 's')} | {rate(step)} | {controlled(step)} | "
                          f"{scheduling(step)} | {startup(step)} | {gib(rss(step, 'kube-apiserver'))} | "
                          f"{size(step.etcd.db_size_bytes)} |")
-    lines += ["", f"CPU, % of one core over each phase's window (this machine: {100 * cpus:.0f} %):", "",
-              f"| nodes | phase | machine (avg / max) | {' | '.join(COMPONENTS)} | harness |",
-              "|---" * (4 + len(COMPONENTS)) + "|"]
+    lines += ["", f"CPU, % of one core over each phase's window (this machine: {100 * cpus:.0f} %; other processes: "
+              "the machine's CPU that no component, the load generator or the harness used, i.e. what else ran on "
+              "the machine meanwhile):", "",
+              f"| nodes | phase | machine (avg / max) | {' | '.join(COMPONENTS)} | harness | other processes |",
+              "|---" * (5 + len(COMPONENTS)) + "|"]
     for run in runs:
         for step in run.results.steps:
             lines.append(f"| {step.nodes:,} | {phase_of(step)} | {machine(step)} | "
-                         + " | ".join(cpu(step, c) for c in COMPONENTS) + f" | {cpu(step, 'harness')} |")
+                         + " | ".join(cpu(step, c) for c in COMPONENTS) + f" | {cpu(step, 'harness')} | "
+                         f"{other(step)} |")
     lines += ["", "The controller-manager's work queues over each phase: items added · wait p99 (its /metrics):", "",
               f"| nodes | phase | {' | '.join(CONTROLLER_QUEUES)} |", "|---" * (2 + len(CONTROLLER_QUEUES)) + "|"]
     for run in runs:
         for step in run.results.steps:
             lines.append(f"| {step.nodes:,} | {phase_of(step)} | {queues(step)} |")
     return lines
+
+
+def scale(run: PlanRun) -> int:
+    return run.results.steps[0].nodes if run.results.steps else 0
 
 
 def held(run: PlanRun) -> bool:
@@ -200,21 +214,21 @@ def main() -> int:
     args = parser.parse_args()
     raw = RAW_DIR / NAME
     if not args.from_raw:
-        runs = read_raw(raw) if args.resume else []
-        measured = {r.results.steps[0].nodes for r in runs if r.results.steps}
+        runs = sorted(read_raw(raw), key=scale) if args.resume else []
+        measured = {scale(r) for r in runs}
         left = [] if not all(map(held, runs)) else sorted(set(args.scales) - measured)  # past a break: nothing
         with tempfile.TemporaryDirectory(prefix="cl2-load-") as tmp:
             for nodes in left:
                 plan = scale_plan(nodes, Path(tmp))
                 run = run_once(str(plan), Path(tmp) / f"run-{nodes}", search=False, force=True)
-                runs.append(run)
+                runs = sorted([*runs, run], key=scale)
                 keep_runs(runs, raw)  # each scale on disk before the next starts, with the command that ran it
-                ran = " ".join(str(r.results.steps[0].nodes) for r in runs if r.results.steps)
+                ran = " ".join(str(scale(r)) for r in runs)
                 keep_raw(f"{NAME}/command.json.gz",
                          {"command": f".venv/bin/python benchmarks/cl2_load.py --scales {ran or nodes}"})
                 if not held(run):
                     break
-    runs = read_raw(raw)  # what was kept, whether this call ran it or an earlier one (a search cut short too)
+    runs = sorted(read_raw(raw), key=scale)  # what was kept, by this call or an earlier one (a search cut short too)
     command = json.loads(gzip.decompress((raw / "command.json.gz").read_bytes()))["command"]
     versions = runs[0].results.environment.get("versions", {})
     lines = results_head(
