@@ -137,3 +137,31 @@ def test_the_bundled_cl2_load_plan_has_clusterloader2s_defaults() -> None:
     # every phase has time for its pods at the plan's pace: 3,000 pods at 10/s at 100 nodes
     pods_s = cl2.load_mix(100, 30).controlled_pods() / plan.cl2.throughput
     assert all(s.duration_s > pods_s for s in plan.steps[:3])
+
+
+def test_the_readme_s_side_by_side_column_is_what_the_code_makes() -> None:
+    from pathlib import Path
+
+    from loadtests.config import cl2
+    from loadtests.config import plan as plan_mod
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    mix = load_mix(100)
+    n = {g.basename: g.per_namespace for g in mix.groups}
+    params = plan_mod.load("cl2-load").cl2
+    ours = {
+        "big Deployments, 250 pods": f"{n['big-deployment']}",
+        "medium Deployments, 30 pods": f"{n['medium-deployment']}",
+        "small Deployments, 5 pods": f"{n['small-deployment']}",
+        "StatefulSets (small, medium)": f"{n['small-statefulset']}, {n['medium-statefulset']}",
+        "Jobs (small, medium, big)": f"{n['small-job']}, {n['medium-job']}, {n['big-job']}",
+        "Services (big, medium, small)": f"{n['big-service']}, {n['medium-service']}, {n['small-service']}",
+        "ConfigMaps, Secrets": f"{mix.per_namespace('ConfigMap')}, {mix.per_namespace('Secret')}",
+        "DaemonSets": f"{n['daemonset']}",
+        "scheduler-throughput pods": f"{max(cl2.MIN_SCHEDULER_PODS, 100):,}" if params.scheduler_pods == 0 else "",
+        "latency pods": f"{params.latency_pods}",
+    }
+    rows = {line.split("|")[1].strip(): line.split("|")[-2].strip() for line in text.splitlines()
+            if line.startswith("| ") and line.count("|") == 4}
+    for row, count in ours.items():
+        assert rows.get(row) == count, (row, rows.get(row), count)
