@@ -27,7 +27,7 @@ from scipy import stats as scipy_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.markdown import RAW_DIR, keep_raw, results_head  # noqa: E402
+from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
 from loadtests import results  # noqa: E402
 from loadtests.config import plan as plan_mod  # noqa: E402
 
@@ -136,8 +136,7 @@ def main() -> int:
               "CPU: psutil over the measured window, 100 % = one core; requests served: apiserver_request_total "
               "delta over the window.",
               "", "Raw results (each run's results.json): benchmarks/results/raw/audit_cost/."]
-    args.out.write_text("\n".join(lines) + "\n")
-    print(f"written: {args.out}")
+    write_results(args.out, lines)
     return 0
 
 

@@ -31,7 +31,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.markdown import RAW_DIR, keep_raw, results_head  # noqa: E402
+from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
 from benchmarks.plan_runs import (  # noqa: E402
     COMPONENTS,
     PlanRun,
@@ -249,8 +249,7 @@ def main() -> int:
     lines += ["", f"Raw results (each scale's results.json, its wall time and exit code): "
               f"benchmarks/results/raw/{NAME}/."]
     out = RESULTS_DIR / f"{NAME}.md"
-    out.write_text("\n".join(lines) + "\n")
-    print(f"written: {out}")
+    write_results(out, lines)
     return 0
 
 

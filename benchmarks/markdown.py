@@ -27,6 +27,13 @@ def results_head(title: str, setting: str, command: str, columns: list[str]) -> 
     ]
 
 
+def write_results(path: Path, lines: list[str], also: str = "") -> Path:
+    """The results file, its lines as written; says where (and `also`, what else was kept)."""
+    path.write_text("\n".join(lines) + "\n")
+    print(f"written: {path}{also}")
+    return path
+
+
 RAW_DIR = Path(__file__).resolve().parent / "results" / "raw"  # what each results file was built from
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.markdown import RAW_DIR, keep_raw, results_head  # noqa: E402
+from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
 from loadtests import results  # noqa: E402
 from loadtests.analysis.slo import step_verdicts, thresholds  # noqa: E402
 from loadtests.report import page  # noqa: E402
@@ -269,8 +269,7 @@ def main() -> int:
     lines += ["", "Raw results (each run's results.json, its wall time and exit code): "
               f"benchmarks/results/raw/{name}/."]
     out = RESULTS_DIR / f"{name}.md"
-    out.write_text("\n".join(lines) + "\n")
-    print(f"written: {out}")
+    write_results(out, lines)
     if args.screenshot:
         screenshot(runs[0], args.screenshot)
     return 0

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.markdown import RAW_DIR, keep_raw, results_head  # noqa: E402
+from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
 from loadtests.analysis.samples import load_side, repeat_folders  # noqa: E402
 from loadtests.config.versions import DEFAULT_KUBE_VERSION, PREVIOUS_KUBE_VERSION  # noqa: E402
 from loadtests.report.compare import compare_sides  # noqa: E402
@@ -119,8 +119,7 @@ def main() -> int:
     lines += ["", took, "", "```", *verdict_lines(output), "```", "", *differ, "",
               f"Raw results (each run's results.json): benchmarks/results/raw/rehearsal_{args.plan}/."]
     target = RESULTS / f"rehearsal_{args.plan}.md"
-    target.write_text("\n".join(lines) + "\n")
-    print(f"written: {target}")
+    write_results(target, lines)
     return 0
 
 
