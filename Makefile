@@ -31,24 +31,25 @@ $(VENV)/.installed: pyproject.toml
 binaries: venv
 	$(BIN)/loadtest setup $(KUBE_FLAG)
 
-# Headless Chromium checks that reports render; installed from Debian's packages when we may.
-browser:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing chromium (report rendering tests)"; \
-	    (apt-get install -y -qq chromium >/dev/null 2>&1 || \
-	     (apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null)); \
-	  else echo "chromium not found: install Debian's chromium package for the report rendering test"; fi; }
+# $(call from_debian,COMMAND,PACKAGE,WHAT FOR): Debian's package where the command is missing and we may
+# install it (root, apt-get), else one line saying what to install and why.
+define from_debian
+@command -v $(1) >/dev/null 2>&1 || { \
+  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+    echo "installing $(2) ($(3))"; \
+    (apt-get install -y -qq $(2) >/dev/null 2>&1 || \
+     (apt-get update -qq >/dev/null && apt-get install -y -qq $(2) >/dev/null)); \
+  else echo "$(1) not found: install Debian's $(2) package ($(3))"; fi; }
+endef
 
-# HAProxy in front of several apiservers (target.topology.apiservers > 1, loadtest up --apiservers N), from
-# Debian's packages when we may, as kubeadm's HA guide uses it.
+# Headless Chromium checks that reports render.
+browser:
+	$(call from_debian,chromium,chromium,report rendering tests)
+
+# HAProxy in front of several apiservers (target.topology.apiservers > 1, loadtest up --apiservers N), as
+# kubeadm's HA guide uses it.
 loadbalancer:
-	@command -v haproxy >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing haproxy (control planes with more than one apiserver)"; \
-	    (apt-get install -y -qq haproxy >/dev/null 2>&1 || \
-	     (apt-get update -qq >/dev/null && apt-get install -y -qq haproxy >/dev/null)); \
-	  else echo "haproxy not found: install Debian's haproxy package for control planes with several apiservers"; fi; }
+	$(call from_debian,haproxy,haproxy,control planes with more than one apiserver)
 
 setup: venv binaries loadbalancer
 

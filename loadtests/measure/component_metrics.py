@@ -16,18 +16,17 @@ from loadtests.analysis.metrics import (
     histogram_delta,
     histogram_deltas,
 )
-from loadtests.config.topology import component_of
+from loadtests.config.topology import CONTROLLER_MANAGER, SCHEDULER, component_of
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.access import ClusterAccess, unverified_context
 from loadtests.kube.rest import TRANSPORT_ERRORS, short_error
-from loadtests.measure.prometheus import MergedPage, MetricsPage, apiserver_page, page
+from loadtests.measure.prometheus import MergedPage, MetricsPage, apiserver_page, one_page, page
 from loadtests.results import WorkQueue
 
 Figures = dict[str, float | None]
 USER_AGENT = "k8s-loadtest/health"  # every request of the health sampler: the apiserver's logs tell it apart
 
 
-SCHEDULER, CONTROLLER_MANAGER = "kube-scheduler", "kube-controller-manager"
 # the work queues (by their `name` label) of the controllers that Deployments, StatefulSets, DaemonSets, Jobs
 # and Services drive: ClusterLoader2's load test is their work
 CONTROLLER_QUEUES = ("deployment", "replicaset", "statefulset", "daemonset", "job", "endpoint_slice")
@@ -301,10 +300,8 @@ def metrics_sources(info: TargetInfo, timeout_s: float) -> tuple[list[MetricsSou
     for component in (SCHEDULER, CONTROLLER_MANAGER):
         urls = {instance: url for instance, url in info.metrics_urls.items() if component_of(instance) == component}
         pages = {instance: page(url, access, tls=_client_context(access), **timeouts) for instance, url in urls.items()}
-        if len(pages) == 1:
-            sources.append(MetricsSource(component, next(iter(pages.values()))))
-        elif pages:
-            sources.append(MetricsSource(component, MergedPage(pages)))
+        if pages:
+            sources.append(MetricsSource(component, one_page(pages)))
         else:
             notes.append(f"{component} /metrics: not reachable on this target, its figures are missing")
     if info.etcd_metrics_url:

@@ -110,6 +110,11 @@ class MergedPage:
             found.close()
 
 
+def one_page(pages: Mapping[str, MetricsPage]) -> MetricsPage | MergedPage:
+    """A component's page: its only instance's as it is, several instances' merged."""
+    return next(iter(pages.values())) if len(pages) == 1 else MergedPage(pages)
+
+
 def apiserver_page(access: ClusterAccess, apiservers: Mapping[str, str] | None = None, *, timeout_s: float = 30.0,
                    user_agent: str | None = None) -> MetricsPage | MergedPage:
     """The apiserver's /metrics: through `access.server`, or with several apiservers behind a load balancer
@@ -117,8 +122,8 @@ def apiserver_page(access: ClusterAccess, apiservers: Mapping[str, str] | None =
     come from whichever apiserver it picked, and no two reads would make a difference)."""
     if not apiservers or len(apiservers) == 1:
         return page(access.server.rstrip("/") + "/metrics", access, timeout_s=timeout_s, user_agent=user_agent)
-    return MergedPage({instance: page(url.rstrip("/") + "/metrics", access, timeout_s=timeout_s,
-                                      user_agent=user_agent) for instance, url in apiservers.items()})
+    return one_page({instance: page(url.rstrip("/") + "/metrics", access, timeout_s=timeout_s,
+                                    user_agent=user_agent) for instance, url in apiservers.items()})
 
 
 def scrape_apiserver(access: ClusterAccess, timeout_s: float = 30.0, families: Collection[str] | None = None,
