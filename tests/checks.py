@@ -18,9 +18,8 @@ from loadtests.load.generator import LoadGenerator, LoadOutcome, StepLoad
 DATA = Path(__file__).parent / "unit" / "data"
 
 
-def assert_nothing_left(leftovers: list[ProcessRecord | psutil.Process]) -> None:
-    """No recorded component (by pid and start time) and no other process is still alive, and no pid of
-    them still holds a listening port."""
+def still_alive(leftovers: list[ProcessRecord | psutil.Process]) -> list[str]:
+    """What of `leftovers` still runs (a zombie has ended: it only waits for its parent to read it)."""
     alive = []
     for item in leftovers:
         if isinstance(item, ProcessRecord):
@@ -29,10 +28,17 @@ def assert_nothing_left(leftovers: list[ProcessRecord | psutil.Process]) -> None
             continue
         try:
             if item.is_running() and item.status() != psutil.STATUS_ZOMBIE:
-                alive.append(" ".join(item.cmdline()[:3]))
+                alive.append(f"pid {item.pid}: " + " ".join(item.cmdline()[:3]))
         except psutil.NoSuchProcess:
             pass
-    assert alive == []
+    return alive
+
+
+def assert_nothing_left(leftovers: list[ProcessRecord | psutil.Process]) -> None:
+    """No recorded component (by pid and start time) and no other process is still alive, and no pid of
+    them still holds a listening port."""
+    alive = still_alive(leftovers)
+    assert alive == [], f"still running: {alive}"
     assert listening_ports([item.pid for item in leftovers]) == []
 
 
