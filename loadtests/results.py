@@ -301,6 +301,56 @@ class StepEvent:
 
 
 @dataclass
+class RollMark:
+    """One instance a rolling upgrade replaced, in seconds since the step's window opened: when it left the
+    load balancer's rotation (an apiserver; the others when they were stopped), when it answered as ready on
+    its new version, and when it was back in rotation."""
+
+    instance: str
+    version: str
+    out_at_s: float
+    ready_at_s: float
+    back_at_s: float
+    stop_s: float  # SIGTERM until it exited (finishing its requests, closing its watches)
+    start_to_ready_s: float  # started on the new version until /readyz (/healthz) answered
+
+    @property
+    def stop_to_ready_s(self) -> float:
+        return self.stop_s + self.start_to_ready_s
+
+
+@dataclass
+class ProbeSecond:
+    """One second of the availability probe: its requests sent in that second, those served (2xx), the slowest
+    answered one (of so few a second, the p99 is the maximum), and the others by code ("503", "connection")."""
+
+    t: int  # whole seconds since the window opened
+    sent: int
+    served: int
+    slowest_s: float | None = None  # None: no request of this second was answered
+    failed: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class RollResult:
+    """A rolling upgrade during a step (`loadtest rehearse --rolling`): what was replaced when, and what the
+    availability probe saw through it, second by second; the verdicts are derived (analysis/roll.py)."""
+
+    from_version: str
+    to_version: str
+    started_at_s: float  # into the window: the steady seconds before it are the step's steady range
+    finished_at_s: float | None = None  # the last instance back in rotation; None: the roll did not finish
+    marks: list[RollMark] = field(default_factory=list)
+    seconds: list[ProbeSecond] = field(default_factory=list)
+    probe: str = ""  # what one probe request is, e.g. "GET /api/v1/namespaces/default through the load balancer"
+    probe_qps: float = 0.0
+    hosts_ready: dict[str, float] = field(default_factory=dict)  # apiserver -> share of seconds /readyz answered
+    thresholds: dict[str, float] = field(default_factory=dict)  # availability_pct, recovery_s (the plan's)
+    error: str | None = None  # why the roll stopped before its last instance
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class WorkQueue:
     """One of the controller-manager's work queues over a step's window (its workqueue_* metrics): what its
     controller was given to do, and how long an item waited and took. None where the page had no such series
@@ -460,6 +510,7 @@ class StepResult:
     window: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     events: list[StepEvent] = field(default_factory=list)  # what the cluster survived during the step
+    roll: RollResult | None = None  # a rolling upgrade during this step's window
     # "measured", or "saturated": the control plane did not converge (the run's breaking point); then
     # saturation says what did not ({"condition": ..., "evidence": ...}) and the figures above are empty
     status: str = "measured"

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from loadtests.analysis.roll import roll_passed
 from loadtests.config.plan import DEFAULT_SLO
 from loadtests.results import RunResult, ServerLatency, StepResult
 
@@ -154,9 +155,12 @@ def verdicts(run: RunResult) -> list[Verdict]:
 
 def run_passed(run: RunResult) -> bool:
     """The gate: the run completed (not aborted, not left "running" by a crash), no step saturated (the
-    control plane did not converge), no SLO failed and no scheduler-throughput phase fell short."""
+    control plane did not converge), no SLO failed, no scheduler-throughput phase fell short and no rolling
+    upgrade's check failed."""
     if run.status != "complete" or any(step.status == "saturated" for step in run.steps):
         return False
     if any(step.scheduling is not None and step.scheduling.passed is False for step in run.steps):
         return False  # a scheduler-throughput phase whose best interval fell short of its threshold
+    if not roll_passed(run):
+        return False  # a rolling upgrade that was not available enough, did not recover or lost nodes or pods
     return not any(v.passed is False for v in verdicts(run))

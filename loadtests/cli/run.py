@@ -18,6 +18,7 @@ from loadtests.cli.flags import count_arg
 from loadtests.cli.output import REPORTS_DIR, say
 from loadtests.config import plan as plan_mod
 from loadtests.config.plan import Plan
+from loadtests.config.topology import Topology
 from loadtests.controlplane.base import TargetRequest
 from loadtests.errors import (
     EXIT_ABORTED,
@@ -34,6 +35,7 @@ from loadtests.load.remote import MasterBind
 if TYPE_CHECKING:
     from loadtests.analysis.samples import Side
     from loadtests.run.capacity import StepChooser
+    from loadtests.run.roll import RollRequest
 
 
 
@@ -51,6 +53,7 @@ class RunRequest:
     master: MasterBind | None = None  # each step's master listens here for workers of other machines
     ui: bool = False  # serve Locust's web UI (read-only) on 127.0.0.1
     gate: bool = True  # False (--no-gate, lessons): failed SLOs do not fail the command
+    roll: RollRequest | None = None  # `rehearse --rolling`: the upgrade rolled through one step
 
 
 def new_run_id(plan: Plan) -> str:
@@ -68,7 +71,8 @@ def execute(plan: Plan, out_dir: Path, request: RunRequest, chooser: StepChooser
 
     prepare_out_dir(out_dir)
     options = RunOptions(out_dir=out_dir, workers=request.workers, progress=say, master=request.master,
-                         ui_port=free_ports(1)[0] if request.ui else None, runs_follow=runs_follow)
+                         ui_port=free_ports(1)[0] if request.ui else None, runs_follow=runs_follow,
+                         roll=request.roll)
     runner = Runner(plan, options, make_target(plan, out_dir.name, out_dir, request.target, say), chooser)
     failure: LoadTestError | None = None
     try:
@@ -290,9 +294,14 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 
 
 def cmd_rehearse(args: argparse.Namespace) -> int:
-    """The same plan on two Kubernetes versions, then their comparison: an upgrade rehearsal."""
+    """The same plan on two Kubernetes versions, then their comparison: an upgrade rehearsal. With --rolling,
+    the upgrade itself: one run that starts on the first version and replaces its components under load."""
     plan_from = plan_mod.load(args.plan)
     base = Path(args.out) if args.out else REPORTS_DIR / f"rehearsal-{new_run_id(plan_from)}"
+    if args.rolling:
+        return rehearse_rolling(plan_from, args, base.resolve())
+    if args.rollback:
+        raise LoadTestError("--rollback goes with --rolling (it rolls the control plane back after the upgrade)")
     codes = []
     folders = []
     plans = [plan_from.on_kube_version(v) for v in (args.from_version, args.to_version)]
@@ -309,6 +318,46 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
         say("loadtest: a rehearsal run was aborted; compare skipped")
         return failed[0]
     return compare_runs(folders[0], folders[1], base / "compare", threshold_pairs(args.threshold), False)
+
+
+ROLLING_TOPOLOGY = Topology(etcd_members=3, apiservers=2)  # a plan without a topology of its own is rolled on this
+
+
+def rehearse_rolling(plan: Plan, args: argparse.Namespace, out_dir: Path) -> int:
+    """The plan on --from with a highly available control plane, its components replaced with --to's one by
+    one in the roll's step while the load runs (and back with --rollback); exit 1 when a roll check failed."""
+    from dataclasses import replace
+
+    from loadtests.binaries.cache import find
+    from loadtests.config.versions import upgrade_problem
+    from loadtests.run.roll import RollRequest, roll_order
+
+    if getattr(args, "kubeconfig", None) or plan.target.kind != "local":
+        raise LoadTestError("--rolling replaces the components of a control plane this harness starts: it does not "
+                            "go with --kubeconfig or a plan whose target.kind is 'cluster'")
+    if (args.repeat or 1) > 1:
+        raise LoadTestError("--rolling runs the plan once (a roll is one event, judged on its own seconds): "
+                            "leave out --repeat")
+    if problem := upgrade_problem(args.from_version, args.to_version):
+        raise LoadTestError(f"--from {args.from_version} --to {args.to_version}: {problem}")
+    plan = plan.on_kube_version(args.from_version)
+    if plan.target.topology.single:
+        plan.target.topology = ROLLING_TOPOLOGY
+        say(f"rolling upgrade on {ROLLING_TOPOLOGY.etcd_members} etcd members and {ROLLING_TOPOLOGY.apiservers} "
+            "apiservers behind HAProxy (the plan sets no target.topology)")
+    request = check_runnable(plan, args)
+    index = plan_mod.roll_step(plan)
+    step, settings = plan.steps[index], plan.roll
+    instances = len(roll_order(plan.target.topology)) * (2 if args.rollback else 1)
+    least = settings.steady_s + (instances - 1) * settings.pause_s + settings.recovery_s
+    if step.duration_s < least:
+        say(f"warning: step {step.name}'s window ({step.duration_s:g} s) is shorter than the roll's steady seconds, "
+            f"pauses and recovery ({least:g} s, before any restart): the roll may not finish in it")
+    roll = RollRequest(step_index=index, from_bins=find(args.from_version), to_bins=find(args.to_version),
+                       rollback=args.rollback)
+    say(f"=== rolling upgrade: {plan.name} from {args.from_version} to {args.to_version} in step {step.name}"
+        + (f", then back to {args.from_version}" if args.rollback else "") + " ===")
+    return run_plan(plan, out_dir, replace(request, roll=roll))
 
 
 def add_commands(sub: Any) -> None:
@@ -334,6 +383,10 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--to", dest="to_version", required=True)
     p.add_argument("--out")
     p.add_argument("--threshold", action="append", default=[], metavar="KEY=NUMBER")
+    p.add_argument("--rolling", action="store_true",
+                   help="rehearse the upgrade itself: start on --from (highly available) and replace each component "
+                        "with --to's, one at a time, while the plan's roll step measures (plan section `roll`)")
+    p.add_argument("--rollback", action="store_true", help="with --rolling: roll back to --from afterwards")
     run_options(p, repeat=True)
     p.set_defaults(func=cmd_rehearse)
 

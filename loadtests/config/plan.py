@@ -145,6 +145,23 @@ class Audit:
     max_backups: int = 4
 
 
+@dataclass
+class Roll:
+    """A rolling upgrade in the middle of a step (`loadtest rehearse --rolling`): after `steady_s` of the step's
+    window (its figures before the roll), each component is replaced in turn with `pause_s` between them, while an
+    availability probe sends `probe_qps` reads a second through the load balancer. The roll passes when at least
+    `availability_pct` of its seconds had every probe request served (SIG Scalability's 5,000-node job asks
+    99.5 %), and the probe's per-second latency is back within its steady range `recovery_s` after the last
+    component is ready."""
+
+    step: str = ""  # the step's name; "": the last step
+    steady_s: float = 20.0
+    pause_s: float = 10.0
+    probe_qps: float = 10.0
+    availability_pct: float = 99.5
+    recovery_s: float = 60.0
+
+
 # Scales the report projects each growing figure to, unless a plan names its own (`project_to:`).
 DEFAULT_PROJECT_TO = [2500, 7500]
 
@@ -163,6 +180,7 @@ class Plan:
     capacity: Capacity = field(default_factory=Capacity)
     cl2: Cl2 = field(default_factory=Cl2)
     audit: Audit = field(default_factory=Audit)
+    roll: Roll = field(default_factory=Roll)
     project_to: list[int] = field(default_factory=lambda: list(DEFAULT_PROJECT_TO))
     source: str = ""
 
@@ -178,6 +196,11 @@ class Plan:
             data.pop("cl2")
         if self.target.topology.single:  # a single-node control plane is written as before topologies
             data["target"].pop("topology")
+        if self.roll == Roll():  # nor a plan that does not set how a roll goes
+            data.pop("roll")
+        informers = data["load"].get("informers")
+        if informers is not None and not informers.get("reconnect_spread_s"):  # nor informers that reconnect at once
+            informers.pop("reconnect_spread_s", None)
         return data
 
     def on_kube_version(self, version: str) -> Plan:
@@ -253,7 +276,7 @@ def parse(data: Any, source: str = "plan") -> Plan:
     """Validate a plan mapping and fill in defaults: one parser per section, each refusing in one line."""
     data = _mapping(source, "(top level)", data)
     _no_unknown(source, "", data, {"name", "target", "steps", "load", "slo", "gate", "workers", "compare",
-                                   "capacity", "audit", "project_to", "repeat", "cl2"})
+                                   "capacity", "audit", "project_to", "repeat", "cl2", "roll"})
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise field_error(source, "name", f"must be letters, digits, - or _ (got {name!r})")
@@ -267,7 +290,8 @@ def parse(data: Any, source: str = "plan") -> Plan:
                 capacity=_capacity(source, data.get("capacity")), audit=_audit(source, data.get("audit")),
                 project_to=(_project_to(source, data["project_to"], largest) if "project_to" in data
                             else default_project_to(largest)),
-                compare=_compare(source, data.get("compare")), cl2=_cl2(source, data.get("cl2")), source=source)
+                compare=_compare(source, data.get("compare")), cl2=_cl2(source, data.get("cl2")),
+                roll=_roll(source, data.get("roll"), steps), source=source)
 
 
 def _target(source: str, value: Any) -> Target:
@@ -423,6 +447,25 @@ def _cl2(source: str, value: Any) -> Cl2:
                                     "delete_throughput": 0, "scheduler_pods": 0, "scheduler_threshold": 0,
                                     "latency_pods": 1, "latency_qps": 0.1})
     return found
+
+
+def _roll(source: str, value: Any, steps: list[Step]) -> Roll:
+    roll = _section(source, "roll", value, Roll)
+    _numbers(source, "roll", roll, {"steady_s": 1, "pause_s": 0, "probe_qps": 1, "availability_pct": 0,
+                                    "recovery_s": 1})
+    if roll.availability_pct > 100:
+        raise field_error(source, "roll.availability_pct",
+                          f"must be a share from 0 to 100 (got {roll.availability_pct!r})")
+    if roll.step and roll.step not in {s.name for s in steps}:
+        raise field_error(source, "roll.step", f"no step is named {roll.step!r} (the steps: "
+                          + ", ".join(s.name for s in steps) + ")")
+    return roll
+
+
+def roll_step(plan: Plan) -> int:
+    """The index of the step a rolling upgrade happens in: the one `roll.step` names, else the last."""
+    names = [s.name for s in plan.steps]
+    return names.index(plan.roll.step) if plan.roll.step else len(names) - 1
 
 
 def _capacity(source: str, value: Any) -> Capacity:

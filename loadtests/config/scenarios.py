@@ -197,7 +197,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         _service_watchers, {"resource": SERVICE_WATCH_RESOURCES, "namespace": SERVICE_NAMESPACES}),
     Scenario(
         "informers", "`count` informers: LIST then WATCH from its resourceVersion with bookmarks, re-LIST on "
-        "410 Gone", "loadtests.load.locust.scenarios.informers", {"count": 4, "resource": "pods", "namespace": ""},
+        "410 Gone; `reconnect_spread_s`: a watch cut early (its apiserver restarted) resumes after a random wait "
+        "below it (0: at once)", "loadtests.load.locust.scenarios.informers",
+        {"count": 4, "resource": "pods", "namespace": "", "reconnect_spread_s": 0.0},
         _informers, {"resource": LIST_RESOURCES}),
     Scenario(
         "list_pollers", "periodic LISTs at `rate`/s; resource_version \"0\" is served from the watch cache, "

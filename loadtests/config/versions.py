@@ -31,3 +31,20 @@ def check_kube_version(version: str) -> str:
             f"Kubernetes version {version} is too old for this harness; use v1.{MIN_KUBE_MINOR}.0 or newer"
         )
     return version
+
+
+def minor(version: str) -> int:
+    return int(check_kube_version(version).split(".")[1])
+
+
+def upgrade_problem(from_version: str, to_version: str) -> str | None:
+    """Why a control plane cannot be rolled from one version to the other, or None: Kubernetes upgrades one
+    minor version at a time (the version skew policy), and never down (a rollback is the way back)."""
+    step = minor(to_version) - minor(from_version)
+    if step < 0 or (step == 0 and from_version == to_version):
+        return (f"{to_version} is not newer than {from_version}: roll to a newer version (a rollback to the first "
+                "comes with --rollback)")
+    if step > 1:
+        return (f"{from_version} to {to_version} skips a minor version: Kubernetes upgrades an apiserver one minor "
+                f"version at a time (roll to v1.{minor(from_version) + 1}.x first)")
+    return None

@@ -90,6 +90,8 @@ class HealthWatch:
         self.interval_s = interval_s
         self._clock = clock
         self._failing_since: dict[str, float] = {}
+        self._paused: set[str] = set()  # instances stopped on purpose (a rolling upgrade replaces them)
+        self._lock = threading.Lock()
         self.reason: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="health-watch", daemon=True)
@@ -102,7 +104,9 @@ class HealthWatch:
         now = self._clock()
         failing: list[tuple[bool, str, str]] = []  # (final, what, component), in check order
         lost: dict[str, list[tuple[HealthCheck, str]]] = {}  # group -> its instances failed for good, or long
-        for check in self.checks:
+        with self._lock:
+            checks = [c for c in self.checks if c.component not in self._paused]
+        for check in checks:
             try:
                 problem = check.probe()
             except Exception as error:  # a check that cannot run counts as a failing one
@@ -122,18 +126,22 @@ class HealthWatch:
         due, beyond, survived = False, "", set()
         for group, instances in lost.items():
             tolerated = max(check.tolerated for check, _ in instances)
-            total = sum(1 for c in self.checks if (c.group or c.component) == group)
-            if len(instances) > tolerated:
+            members = [c for c in self.checks if (c.group or c.component) == group]
+            total = len(members)
+            # an instance stopped on purpose (a rolling upgrade's) is out of the cluster's tolerance too
+            down = len(instances) + sum(1 for c in members if c.component in self._paused)
+            if down > tolerated:
                 due = True
                 if tolerated and not beyond:  # a highly available group: say why its losses end the run
-                    beyond = (f" ({len(instances)} of {total} {group} lost: more than the {tolerated} "
+                    replaced = " (one of them being replaced)" if down > len(instances) else ""
+                    beyond = (f" ({down} of {total} {group} lost{replaced}: more than the {tolerated} "
                               "the cluster survives)")
                 continue
             for check, what in instances:  # the cluster goes on without it: said once, as an event
                 survived.add(check.component)
                 if check.component not in self._reported:
                     self._reported.add(check.component)
-                    self.on_event(f"{what}; {total - len(instances)} of {total} {group} left")
+                    self.on_event(f"{what}; {total - down} of {total} {group} left")
         if not due:
             return None
         # exited before slow, each in check order; a loss the cluster survived last: it is not why the run ends
@@ -141,6 +149,19 @@ class HealthWatch:
                  for gone, what, component in failing if gone == final and (component in survived) == last]
         also = f" (also: {'; '.join(named[1:])})" if len(named) > 1 else ""
         return named[0] + also + beyond
+
+    def pause(self, component: str) -> None:
+        """Stop checking an instance about to be stopped on purpose (a rolling upgrade's), until `resume`."""
+        with self._lock:
+            self._paused.add(component)
+            self._failing_since.pop(component, None)
+
+    def resume(self, check: HealthCheck) -> None:
+        """Check a replaced instance again, by its new check (its new process)."""
+        with self._lock:
+            self.checks = [check if c.component == check.component else c for c in self.checks]
+            self._paused.discard(check.component)
+            self._failing_since.pop(check.component, None)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):

@@ -11,6 +11,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -60,6 +61,10 @@ NODE_MONITOR_GRACE_S = 50  # kube-controller-manager default since 1.32
 CLIENT_QPS, CLIENT_BURST = 200, 400  # scheduler and controller-manager; their defaults throttle thousands of nodes
 
 HAPROXY_HEALTH = "haproxy_health"
+# an instance a rolling upgrade stops finishes its requests and closes its watches first (SIGKILL after this): an
+# apiserver holds its open watches until its own shutdown deadline, the 60 s request timeout, unless a plan sets
+# --shutdown-watch-termination-grace-period
+REPLACE_STOP_TIMEOUT_S = 90.0
 
 
 def port_key(instance: str, role: str = "") -> str:
@@ -155,6 +160,24 @@ def leftover_lines() -> tuple[list[str], list[str]]:
     return running, stale
 
 
+@dataclass(frozen=True)
+class Replacement:
+    """One instance replaced by a rolling upgrade, each stage's seconds: out of the load balancer's rotation,
+    stopped (SIGTERM until it exited), started on the new version until ready, and back in rotation."""
+
+    instance: str
+    version: str
+    out_s: float
+    stop_s: float
+    start_to_ready_s: float
+    back_s: float
+    pid: int
+
+    @property
+    def stop_to_ready_s(self) -> float:
+        return self.stop_s + self.start_to_ready_s
+
+
 @dataclass
 class LocalOptions:
     name: str = "default"
@@ -182,6 +205,7 @@ class LocalControlPlane:
         self.bins = bins
         self.state: ClusterState | None = None
         self.group: ProcessGroup | None = None
+        self._pki: ClusterPki | None = None  # the certificates of a cluster this object started
 
     # -------------------------------------------------------------------------------------------- up
     def up(self, log: Any = print) -> TargetInfo:
@@ -281,67 +305,111 @@ class LocalControlPlane:
         if self.options.events_etcd:
             self._start_etcd(bins, pki, ["events-etcd"], log)
         state.etcd_members = {m: f"http://{LOOPBACK}:{ports[port_key(m, 'metrics')]}/metrics" for m in members}
+        self._pki = pki
 
-        admin_ctx = self.access().ssl_context()
-        etcd_servers = ",".join(f"https://{LOOPBACK}:{ports[port_key(m)]}" for m in members)
         for instance in topology.instances(APISERVER):
             url = f"https://{LOOPBACK}:{ports[apiserver_port_key(topology, instance)]}"
             log(f"starting {instance} {bins.kube_version} on {url}")
-            record = self.group.start(instance, self._apiserver_argv(bins, pki, ports, instance, etcd_servers))
+            record = self.group.start(instance, self._instance_argv(bins, instance))
             state.apiservers[instance] = url
-            wait_for(lambda u=url: http_ok(f"{u}/readyz", admin_ctx), 120, f"{instance} ready",
+            wait_for(lambda i=instance: self._ready(i), 120, f"{instance} ready",
                      abort=lambda r=record: self.group.exited(r))
         if topology.load_balanced:
             self._start_load_balancer(pki, state, log)
         if self.options.identities == "production":
             grant_cluster_admin(self.access(), (KWOK_USER, LOAD_USER))
 
-        scheduler_kubeconfig = write_kubeconfig(self.directory / "scheduler.kubeconfig", state.server,
-                                                pki.ca.cert, pki.scheduler, "kube-scheduler")
-        cm_kubeconfig = write_kubeconfig(self.directory / "controller-manager.kubeconfig", state.server,
-                                         pki.ca.cert, pki.controller_manager, "kube-controller-manager")
+        write_kubeconfig(self.directory / "scheduler.kubeconfig", state.server, pki.ca.cert, pki.scheduler,
+                         "kube-scheduler")
+        write_kubeconfig(self.directory / "controller-manager.kubeconfig", state.server, pki.ca.cert,
+                         pki.controller_manager, "kube-controller-manager")
         kwok_kubeconfig = write_kubeconfig(self.directory / "kwok.kubeconfig", state.server, pki.ca.cert,
                                            pki.kwok, "kwok-controller")
-        scheduler_config = self.directory / "scheduler-config.yaml"
-        write_private(scheduler_config, yaml.safe_dump({
+        write_private(self.directory / "scheduler-config.yaml", yaml.safe_dump({
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": str(scheduler_kubeconfig), "qps": CLIENT_QPS, "burst": CLIENT_BURST},
+            "clientConnection": {"kubeconfig": str(self.directory / "scheduler.kubeconfig"), "qps": CLIENT_QPS,
+                                 "burst": CLIENT_BURST},
             "leaderElection": {"leaderElect": topology.schedulers > 1},
         }).encode())
 
         log("starting kube-scheduler, kube-controller-manager" + (" and kwok" if self.options.kwok else ""))
-        started, healthz = [], []
-        for instance in topology.instances(SCHEDULER):
-            port = ports[port_key(instance)]
-            started.append(self.group.start(instance, self._argv("kube-scheduler", [
-                str(bins.kube_scheduler), f"--config={scheduler_config}",
-                f"--authentication-kubeconfig={scheduler_kubeconfig}",
-                f"--authorization-kubeconfig={scheduler_kubeconfig}",
-                f"--bind-address={LOOPBACK}", f"--secure-port={port}",
-                f"--cert-dir={self.directory / instance.replace('kube-', '')}-certs",
-            ])))
-            healthz.append((instance, port))
-        for instance in topology.instances(CONTROLLER_MANAGER):
-            port = ports[port_key(instance)]
-            started.append(self.group.start(instance, self._controller_manager_argv(
-                bins, pki, port, cm_kubeconfig, instance, leader_elect=topology.controller_managers > 1)))
-            healthz.append((instance, port))
+        controllers = topology.instances(SCHEDULER) + topology.instances(CONTROLLER_MANAGER)
+        started = [self.group.start(instance, self._instance_argv(bins, instance)) for instance in controllers]
         if self.options.kwok:
             kwok_config = kwok_mod.write_config(self.directory / "kwok.yaml", self.options.heartbeat_factor)
             started.append(self.group.start("kwok", self._argv("kwok", kwok_mod.local_argv(
                 bins.kwok, kwok_kubeconfig, kwok_config, ports["kwok"], self.options.heartbeat_factor,
                 tls=(pki.kwok.cert, pki.kwok.key)))))
-        insecure = unverified_context()
 
         def first_exit() -> str | None:
             return next((r for r in (self.group.exited(p) for p in started) if r), None)
 
-        for instance, port in healthz:
-            wait_for(lambda p=port: http_ok(f"https://{LOOPBACK}:{p}/healthz", insecure), 60,
-                     f"{instance} healthy", abort=first_exit)
+        for instance in controllers:
+            wait_for(lambda i=instance: self._ready(i), 60, f"{instance} healthy", abort=first_exit)
         if self.options.kwok:
             wait_for(lambda: kwok_mod.healthy(ports["kwok"]), 60, "kwok healthy", abort=first_exit)
+
+    def _instance_argv(self, bins: Binaries, instance: str) -> list[str]:
+        """The command line of an apiserver, scheduler or controller-manager instance on `bins` (one builder for
+        the first start and for a rolling upgrade's restart on another version)."""
+        assert self.state is not None and self._pki is not None
+        pki, ports, component = self._pki, self.state.ports, component_of(instance)
+        certs = f"--cert-dir={self.directory / instance.replace('kube-', '')}-certs"
+        if component == APISERVER:
+            members = self.options.topology.instances(ETCD)
+            etcd_servers = ",".join(f"https://{LOOPBACK}:{ports[port_key(m)]}" for m in members)
+            return self._apiserver_argv(bins, pki, ports, instance, etcd_servers)
+        port = ports[port_key(instance)]
+        if component == SCHEDULER:
+            kubeconfig = self.directory / "scheduler.kubeconfig"
+            return self._argv("kube-scheduler", [
+                str(bins.kube_scheduler), f"--config={self.directory / 'scheduler-config.yaml'}",
+                f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
+                f"--bind-address={LOOPBACK}", f"--secure-port={port}", certs,
+            ])
+        return self._controller_manager_argv(bins, pki, port, self.directory / "controller-manager.kubeconfig",
+                                             instance, leader_elect=self.options.topology.controller_managers > 1)
+
+    def _ready(self, instance: str) -> bool:
+        """An apiserver answers /readyz on its own port (the admin's certificate); a scheduler or controller-
+        manager /healthz on its secure port."""
+        assert self.state is not None
+        if component_of(instance) == APISERVER:
+            return http_ok(f"{self.state.apiservers[instance]}/readyz", self.access().ssl_context())
+        return http_ok(f"https://{LOOPBACK}:{self.state.ports[port_key(instance)]}/healthz", unverified_context())
+
+    def replace(self, instance: str, bins: Binaries, log: Callable[[str], None] = print,
+                timeout_s: float = 120.0) -> Replacement:
+        """Stop one apiserver, scheduler or controller-manager and start it again on `bins`: a rolling upgrade's
+        move. An apiserver behind the load balancer leaves its rotation first (new connections go to the others)
+        and comes back once it answers /readyz. The times of each stage are returned; a new instance that exits
+        or is not ready within `timeout_s` is a TargetError naming it."""
+        assert self.state is not None and self.group is not None
+        state, group = self.state, self.group
+        record = next((r for r in state.processes if r.component == instance and r.alive()), None)
+        if record is None:
+            raise TargetError(f"{instance} is not running: it cannot be replaced")
+        balanced = component_of(instance) == APISERVER and self.options.topology.load_balanced
+        began = time.monotonic()
+        if balanced:
+            haproxy.set_state(self.haproxy_socket, instance, "maint")
+        out = time.monotonic()
+        log(f"replacing {instance}: " + ("out of the load balancer's rotation, " if balanced else "")
+            + f"stopping it, starting it on {bins.kube_version}")
+        group.stop(record, REPLACE_STOP_TIMEOUT_S)
+        stopped = time.monotonic()
+        new = group.start(instance, self._instance_argv(bins, instance))
+        wait_for(lambda: self._ready(instance), timeout_s, f"{instance} ready on {bins.kube_version}",
+                 abort=lambda: group.exited(new))
+        ready = time.monotonic()
+        if balanced:
+            haproxy.set_state(self.haproxy_socket, instance, "ready")
+            wait_for(lambda: haproxy.servers_up(self.haproxy_socket).get(instance, False), 30,
+                     f"{LOAD_BALANCER} sending connections to {instance} again", abort=lambda: group.exited(new))
+        back = time.monotonic()
+        return Replacement(instance=instance, version=bins.kube_version, out_s=out - began, stop_s=stopped - out,
+                           start_to_ready_s=ready - stopped, back_s=back - ready, pid=new.pid)
 
     def _start_load_balancer(self, pki: ClusterPki, state: ClusterState, log: Any) -> None:
         """HAProxy in front of the apiservers, then every client through it: up once it serves /readyz."""
@@ -601,6 +669,9 @@ class RunControlPlane:
 
     def health_checks(self) -> list[HealthCheck]:
         return self.plane.health_checks()
+
+    def replace(self, instance: str, bins: Binaries) -> Replacement:
+        return self.plane.replace(instance, bins, log=self.log)
 
     def folders(self) -> list[Path]:
         return [*self.plane.folders(), self.out_dir]

@@ -17,10 +17,13 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -189,17 +192,25 @@ class ProcessGroup:
         self.log_dir = log_dir
         self.kept_log_dir = kept_log_dir
         self._popen: dict[int, subprocess.Popen[bytes]] = {}
+        self._lock = threading.Lock()
+        self._closed = False  # stop_all has begun: nothing more starts (a rolling upgrade's restart, say)
 
     def start(self, component: str, argv: list[str], env: dict[str, str] | None = None) -> ProcessRecord:
+        with self._lock:
+            if self._closed:
+                raise TargetError(f"{component} not started: the cluster is being stopped")
+            return self._start(component, argv, env)
+
+    def _start(self, component: str, argv: list[str], env: dict[str, str] | None) -> ProcessRecord:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{component}.log"
         with open(log_path, "ab") as log:
-            popen = subprocess.Popen(  # noqa: S603 - argv built by the harness from known binaries
-                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,  # a terminal's Ctrl-C reaches us, and we stop them in order
-                env={**os.environ, **(env or {})},
-                preexec_fn=die_with_parent if self.state.tied_to_owner else None,
-            )
+            options: dict[str, Any] = {
+                "stdout": log, "stderr": subprocess.STDOUT, "stdin": subprocess.DEVNULL,
+                "start_new_session": True,  # a terminal's Ctrl-C reaches us, and we stop them in order
+                "env": {**os.environ, **(env or {})}}
+            # argv built by the harness from known binaries
+            popen = popen_tied(argv, **options) if self.state.tied_to_owner else subprocess.Popen(argv, **options)
         self._popen[popen.pid] = popen
         try:
             create_time = psutil.Process(popen.pid).create_time()
@@ -230,8 +241,22 @@ class ProcessGroup:
         reason = self.exit_reason(record)
         return f"{record.component} {reason}" if reason else None
 
+    def stop(self, record: ProcessRecord, timeout_s: float) -> bool:
+        """Stop one process (SIGTERM, SIGKILL after timeout_s) and forget it: a component replaced on purpose
+        is not a dead one. True when SIGKILL was needed."""
+        killed = stop_process(record, timeout_s)
+        popen = self._popen.pop(record.pid, None)
+        if popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                popen.wait(timeout=1)
+        self.state.processes = [r for r in self.state.processes if r is not record]
+        self.state.save()
+        return killed
+
     def stop_all(self, timeout_s: float = 15.0) -> list[str]:
         """Stop every recorded process, newest first; returns the components that needed SIGKILL."""
+        with self._lock:
+            self._closed = True
         killed = []
         for record in reversed(self.state.processes):
             if stop_process(record, timeout_s):
@@ -253,6 +278,24 @@ def die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+_spawner: ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def popen_tied(argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
+    """subprocess.Popen of a child that dies with this process (die_with_parent). Linux sends the parent-death
+    signal when the thread that forked the child ends, not the process: a child started from a thread that ends
+    sooner (a rolling upgrade's, which restarts components) would be killed with it. So such a child is forked by
+    the main thread, or by one spawner thread that lives as long as the process."""
+    global _spawner
+    if threading.current_thread() is threading.main_thread():
+        return subprocess.Popen(argv, preexec_fn=die_with_parent, **options)
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawner")
+    return _spawner.submit(subprocess.Popen, argv, preexec_fn=die_with_parent, **options).result()
 
 
 def stop_process(record: ProcessRecord, timeout_s: float) -> bool:

@@ -48,6 +48,10 @@ class Backoff:
     def reset(self) -> None:
         self._next = self.first_s
 
+    def spread(self, most_s: float) -> None:
+        """A random wait in [0, most_s): reconnects of many clients spread over that long."""
+        self._sleep(most_s * self._rng.random())
+
 
 class Reflector:
     """One watcher of one collection. Runs until `deadline` (clock time) or stop(); Locust may also kill a
@@ -59,8 +63,12 @@ class Reflector:
                  all_pages: bool = True, deadline: float | None = None,
                  on_event: Callable[[WatchEvent], None] | None = None,
                  on_list: Callable[[ListPage], None] | None = None, backoff: Backoff | None = None,
-                 clock: Callable[[], float] = time.time, rng: random.Random | None = None) -> None:
+                 clock: Callable[[], float] = time.time, rng: random.Random | None = None,
+                 reconnect_spread_s: float = 0.0) -> None:
         self.api, self.resource, self.names = api, resource, names
+        # a watch cut before its own timeout (its apiserver restarted) is resumed after a random wait below this,
+        # so that many informers do not all reconnect, and relist, in the same instant; 0: at once, as client-go
+        self.reconnect_spread_s = reconnect_spread_s
         self.namespace, self.field_selector, self.label_selector = namespace, field_selector, label_selector
         self.page_limit, self.all_pages = page_limit, all_pages
         self.deadline, self.on_event, self.on_list, self._clock = deadline, on_event, on_list, clock
@@ -122,9 +130,10 @@ class Reflector:
             self._failed(None)
             return
         name = self.names.again if self.watches else self.names.first
+        timeout_s = self._watch_timeout()
         stream = self.api.watch(self.resource, self.namespace, name, resource_version=self.resource_version or "",
                                 field_selector=self.field_selector, label_selector=self.label_selector,
-                                timeout_s=self._watch_timeout())
+                                timeout_s=timeout_s)
         if stream is None:
             self._failed(None)
             return
@@ -143,10 +152,13 @@ class Reflector:
         finally:
             self._stream = None
         self.resource_version = stream.resource_version or self.resource_version
-        if stream.broken is not None or (stream.events == 0 and self._clock() - stream.opened_at < 1.0):
+        lasted = self._clock() - stream.opened_at
+        if stream.broken is not None or (stream.events == 0 and lasted < 1.0):
             self._failed(stream.broken)  # a watch that ends at once must not turn into a request loop
         else:
             self._backoff.reset()
+        if self.reconnect_spread_s and not self._stopping and lasted < timeout_s - 1.0:
+            self._backoff.spread(self.reconnect_spread_s)
 
     def run(self) -> None:
         while not self._stopping and self._remaining() > 0:

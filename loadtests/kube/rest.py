@@ -31,6 +31,9 @@ from loadtests.kube.watch import WATCH_READ_TIMEOUT_S, WATCH_TIMEOUT_MIN_S, List
 
 USER_AGENT = "k8s-loadtest"
 TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
+# A pooled connection the apiserver closed (it restarted, or the load balancer cut it) fails the next request on
+# it before anything was sent: client-go sends a GET once more on such a reset or EOF, and so does this client.
+RESET_ERRORS = (urllib3.exceptions.ProtocolError, ConnectionResetError, BrokenPipeError)
 
 # The scheduler's and controller-manager's serving certificates are self-signed on loopback: health checks and
 # scrapes of them skip verification on purpose, so urllib3 need not say so (for loopback only).
@@ -125,7 +128,12 @@ class RestClient:
             headers["Content-Type"] = content_type
         self._count(method, path + (f"?{urlencode(params)}" if params else ""))
         try:
-            response = self._send(method, url, body=data, headers=headers)
+            try:
+                response = self._send(method, url, body=data, headers=headers)
+            except RESET_ERRORS:
+                if method.upper() != "GET":
+                    raise
+                response = self._send(method, url, body=data, headers=headers)
         except TRANSPORT_ERRORS as error:
             raise ApiError(0, short_error(error), method, path) from None
         if 200 <= response.status < 300:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import IO
 
 from loadtests import PACKAGE_DIR
-from loadtests.controlplane.processes import die_with_parent
+from loadtests.controlplane.processes import popen_tied
 
 LOCUSTFILE = PACKAGE_DIR / "load" / "locust" / "locustfile.py"
 
@@ -31,5 +31,5 @@ def locust_env(extra: dict[str, str]) -> dict[str, str]:
 def locust_spawn(cmd: list[str], log: IO[bytes], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
     """A Locust process in its own session (a Ctrl-C at the terminal reaches its parent, which stops it in
     order), killed with the process that started it (a harness killed outright takes its load with it)."""
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                            cwd=cwd, start_new_session=True, preexec_fn=die_with_parent)
+    return popen_tied(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
+                      start_new_session=True)

@@ -286,3 +286,42 @@ def run_panels(all_series: list[Series], nodes: list[int], step_labels: list[str
 def payload(found: list[Panel]) -> list[dict[str, Any]]:
     """What the page script hands to Plotly.newPlot, one entry per panel (embedded as JSON)."""
     return [{"id": p.id, "figure": p.figure} for p in found]
+
+
+ROLL_MARK_COLOUR = "#9aa5b1"
+
+
+def roll_figure(times: list[int], slowest_ms: list[float | None], failed: list[int], steady_top_ms: float | None,
+                marks: list[tuple[str, float, float]]) -> dict[str, Any]:
+    """A rolling upgrade's seconds: the probe's slowest answer per second (with the steady range's top) over its
+    failed requests per second, each replaced instance a shaded band from out of rotation to back in."""
+    data: list[dict[str, Any]] = [
+        {"type": "scatter", "mode": "lines+markers", "x": times, "y": slowest_ms, "name": "slowest probe",
+         "yaxis": "y", "connectgaps": False, "marker": {"size": 4}, "line": {"color": PALETTE[0], "width": 1.5},
+         "hovertemplate": "slowest probe %{y:,.1f} ms<br>%{x} s<extra></extra>"},
+        {"type": "bar", "x": times, "y": failed, "name": "probe requests failed", "yaxis": "y2",
+         "marker": {"color": SLO_COLOUR}, "hovertemplate": "%{y} failed<br>%{x} s<extra></extra>"},
+    ]
+    if steady_top_ms is not None and times:
+        data.append({"type": "scatter", "mode": "lines", "x": [times[0], times[-1]], "y": [steady_top_ms] * 2,
+                     "name": "steady range (slowest before the roll)", "yaxis": "y",
+                     "line": {"color": PALETTE[2], "width": 1.5, "dash": "dash"}, "hoverinfo": "skip"})
+    shapes, annotations = [], []
+    for instance, out_at, back_at in marks:
+        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": out_at, "x1": back_at, "y0": 0, "y1": 1,
+                       "fillcolor": _rgba(ROLL_MARK_COLOUR, 0.18), "line": {"width": 0}, "layer": "below"})
+        annotations.append({"text": instance.replace("kube-", ""), "x": out_at, "xref": "x", "y": 1.0,
+                            "yref": "paper", "xanchor": "left", "yanchor": "bottom", "showarrow": False,
+                            "textangle": -30, "font": {"size": 10, "color": "#52606d"}})
+    layout = {
+        **_page_style(),
+        "margin": {"l": 64, "r": 16, "t": 48, "b": 44},
+        "height": 380,
+        "xaxis": {"title": {"text": "seconds since the window opened"}, "zeroline": False, **_AXIS,
+                  "anchor": "y2"},  # drawn under the lower row
+        "yaxis": {**_y_axis("ms", False), "domain": [0.34, 1.0], "anchor": "x"},
+        "yaxis2": {**_y_axis("failed", False), "domain": [0.0, 0.26], "anchor": "x"},
+        "shapes": shapes, "annotations": annotations,
+        "legend": {"orientation": "h", "yanchor": "top", "y": -0.16, "x": 0, "font": {"size": 11}},
+    }
+    return {"data": data, "layout": layout, "config": _CONFIG}

@@ -14,10 +14,12 @@ from typing import Any
 import yaml
 
 from loadtests.analysis import figures
+from loadtests.analysis.roll import run_verdicts
 from loadtests.analysis.slo import Verdict, classify, resource_label, thresholds, verdicts
 from loadtests.report import audit, charts, junit, page, projection
 from loadtests.report.health import HealthCell, health_cells, health_details, health_panel, health_warnings
 from loadtests.report.redact import REDACTED_NOTE, redact
+from loadtests.report.roll import RollView, roll_view
 from loadtests.results import CPU_BOUND_PERCENT, RunResult, StepResult, load
 
 REPORT_FILE = "report.html"
@@ -53,6 +55,7 @@ class StepView:
     health_details: list[str] = field(default_factory=list)
     health_panel: charts.Panel | None = None
     client_costs: list[audit.ClientCost] = field(default_factory=list)  # empty: no audit log read
+    roll: RollView | None = None  # a rolling upgrade in this step's window
 
 
 RECORDED_LOADGEN_NOTE = "load generator CPU-bound"
@@ -151,7 +154,7 @@ def step_view(step: StepResult, step_verdicts: list[Verdict]) -> StepView:
                     count_rows=count_rows(step),
                     health_cells=health_cells(step) if step.health.samples else [],
                     health_details=health_details(step), health_panel=health_panel(step),
-                    client_costs=audit.client_costs(step))
+                    client_costs=audit.client_costs(step), roll=roll_view(step))
 
 
 def verdict_matrix(run: RunResult, found: list[Verdict]) -> list[tuple[str, str, list[Verdict | None]]]:
@@ -183,6 +186,11 @@ def banner(run: RunResult, found: list[Verdict]) -> dict[str, str]:
         return {"state": "fail", "label": "SATURATED", "counts": counts,
                 "line": f"{held_text}breaking point at {saturated.name}: {saturated.saturation.get('condition')}: "
                         f"{saturated.saturation.get('evidence')}"}
+    rolled = [(step, v) for step, v in run_verdicts(run) if v.passed is False]
+    if rolled:
+        return {"state": "fail", "label": "FAIL", "counts": counts,
+                "line": "rolling upgrade: " + "; ".join(f"{v.check} failed at {step.name} ({v.value}; needed "
+                                                        f"{v.threshold})" for step, v in rolled)}
     short = [s for s in run.steps if s.scheduling is not None and s.scheduling.passed is False]
     if short and not failed:
         s = short[0].scheduling
@@ -262,7 +270,8 @@ def context(run: RunResult) -> dict[str, Any]:
         "panels": panels,
         "projection": projected,
         # in page order: the charts section, each step's health chart in its section, then the projections
-        "figures": charts.payload(panels + [v.health_panel for v in views if v.health_panel is not None]
+        "figures": charts.payload(panels + [v.roll.panel for v in views if v.roll is not None]
+                                  + [v.health_panel for v in views if v.health_panel is not None]
                                   + (projected["panels"] if projected else [])),
         "scale": " → ".join(f"{n:,}" for n in nodes),
     }

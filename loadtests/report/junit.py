@@ -10,6 +10,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loadtests.analysis.roll import RollVerdict
+from loadtests.analysis.roll import verdicts as roll_verdicts
 from loadtests.analysis.slo import Verdict, verdicts
 from loadtests.results import RunResult
 
@@ -88,6 +90,15 @@ def verdict_text(v: Verdict) -> str:
     return f"p99 {_p99(v)} vs threshold {v.threshold_s:g} s ({v.count} samples, {v.source})"
 
 
+def _roll_case(step_name: str, v: RollVerdict) -> Case:
+    text = f"{v.check}: {v.value} (needed {v.threshold})"
+    if v.passed is False:
+        return Case(step_name, v.check, failure=text, failure_type="rolling upgrade")
+    if v.passed is None:
+        return Case(step_name, v.check, skipped=v.value, details=text)
+    return Case(step_name, v.check, details=text)
+
+
 def _verdict_case(v: Verdict) -> Case:
     value, text = _p99(v), verdict_text(v)
     if v.passed is False:
@@ -108,6 +119,11 @@ def run_suites(run: RunResult) -> list[Suite]:
               timestamp=step.started_at, time_s=step.duration_s)
         for step in run.steps
     ]
+    for step in run.steps:
+        checks = roll_verdicts(step)
+        if checks:
+            suites.append(Suite(name=f"rolling upgrade: step {step.index}: {step.name}",
+                                cases=[_roll_case(step.name, v) for v in checks], timestamp=step.started_at))
     suites.append(Suite(name="run", cases=[completed_case(run)],
                         properties={"run_id": run.run_id, "status": run.status}, timestamp=run.started_at))
     return suites

@@ -44,6 +44,7 @@ from loadtests.kube.rest import RestClient
 from loadtests.load.contract import run_label
 from loadtests.load.generator import LoadGenerator, StepLoad
 from loadtests.load.remote import MasterBind
+from loadtests.measure.availability import AvailabilityProbe
 from loadtests.measure.probes import StepProbes
 from loadtests.measure.processes import HARNESS
 from loadtests.measure.saturation import RampWitness
@@ -54,6 +55,7 @@ from loadtests.run.cl2 import Cl2Load
 from loadtests.run.fleet import FLEET_USER_AGENT, Fleet
 from loadtests.run.join import NodeJoin
 from loadtests.run.objects import ObjectsSetup
+from loadtests.run.roll import RollingUpgrade, RollRequest
 from loadtests.shutdown import SHUTDOWN, interrupt_reason
 
 
@@ -67,6 +69,7 @@ class RunOptions:
     master: MasterBind | None = None  # each step's master listens here for workers of other machines
     ui_port: int | None = None  # serve Locust's web UI (read-only) on 127.0.0.1 at this port
     runs_follow: int = 0  # runs of the same command after this one (--repeat): workers of other machines stay
+    roll: RollRequest | None = None  # a rolling upgrade in one step's window (`loadtest rehearse --rolling`)
 
 
 def machine_info() -> dict[str, Any]:
@@ -119,6 +122,7 @@ class Runner:
         self._step_started: float | None = None
         self._events: list[StepEvent] = []  # the health watch's, until the step they happened in ends
         self._events_lock = threading.Lock()
+        self._watch: HealthWatch | None = None  # told of instances a rolling upgrade stops on purpose
 
     # ------------------------------------------------------------------------------------------ run
     def run(self) -> RunResult:
@@ -151,7 +155,8 @@ class Runner:
                 run.environment["server"] = "local 127.0.0.1" if info.kind == "local" else "existing cluster"
                 self._save(run)
                 with HealthWatch(self.target.health_checks(), self._on_fault, on_event=self._on_event,
-                                 unresponsive_s=plan.target.unresponsive_s):
+                                 unresponsive_s=plan.target.unresponsive_s) as watch:
+                    self._watch = watch
                     self._steps(run, info)
                 run.status = "complete"
             except BaseException as error:  # every way out is classified, after teardown has run
@@ -338,6 +343,7 @@ class Runner:
                          master=self.options.master, ui_port=self.options.ui_port, final_step=final)
         load = LoadGenerator(asked, info.load_access or info.access)
         untrack = SHUTDOWN.track(lambda: [f"locust (pid {pid})" for pid in load.pids() if psutil.pid_exists(pid)])
+        rolling = self._rolling(index, info, probes, prefix)
         try:
             # the window opens once every user runs: a burst of new connections is not the step's steady state
             self._phase = f"{prefix}: load start"
@@ -350,6 +356,10 @@ class Runner:
             self._phase = f"{prefix}: measuring"
             probes.start(on_window_start=load.open_window)
             started = time.monotonic()
+            if rolling is not None:
+                self.say(f"{prefix}: rolling upgrade to {rolling.request.to_bins.kube_version} after "
+                         f"{self.plan.roll.steady_s:.0f} s of steady figures")
+                rolling.start(started)
             joining = NodeJoin(joiner, step.nodes, step.join, timeout_s=step.ramp_timeout_s)
             joining.start()
             if phased:  # the window lasts as long as the phase: its operations, then the cluster doing them
@@ -361,6 +371,9 @@ class Runner:
             step_result.notes.extend(joining.finish())
             if joining.seconds is not None:
                 step_result.ramp["join_s"] = round(joining.seconds, 3)
+            if rolling is not None:
+                self._phase = f"{prefix}: rolling upgrade's last instance"
+                step_result.roll = rolling.finish()
             self._check_alive()  # a component that died after the last health check
             self._phase = f"{prefix}: gathering"
             # the window closes with the end scrape, before the load stops: stopping is in no figure
@@ -370,6 +383,8 @@ class Runner:
             saturation.apply(step_result, saturation.while_measured(step_result, os.cpu_count()))
         except BaseException:
             with SHUTDOWN.shielded():  # an aborted step's figures are not kept: no reason to wait for them
+                if rolling is not None:
+                    rolling.abort()
                 load.stop(timeout_s=ABORT_STOP_TIMEOUT_S)
                 probes.stop()
             raise
@@ -383,6 +398,17 @@ class Runner:
         step_result.workers = outcome.workers
         step_result.notes.extend(outcome.notes)
         return step_result
+
+    def _rolling(self, index: int, info: TargetInfo, probes: StepProbes, prefix: str) -> RollingUpgrade | None:
+        """The rolling upgrade of this step, if it is the one a rehearsal rolls in (not started yet)."""
+        request = self.options.roll
+        if request is None or request.step_index != index:
+            return None
+        settings = self.plan.roll
+        probe = AvailabilityProbe(info.access, info.apiservers, settings.probe_qps)
+        return RollingUpgrade(request, settings, self.plan.target.topology, self.target,  # type: ignore[arg-type]
+                              self._watch, probe, say=lambda m: self.say(f"{prefix}: {m}"),
+                              on_replaced=lambda instance, pid: probes.add_pids(instance, [pid]))
 
     def _wait_spawned(self, load: LoadGenerator, prefix: str) -> None:
         """Wait until the load generator runs every user, checking the control plane meanwhile."""

@@ -104,3 +104,61 @@ def test_losing_etcd_s_quorum_ends_the_run_in_one_line(bins, tmp_path: Path) -> 
     assert len(errors) == 1 and "2 of 3 etcd lost: more than the 1 the cluster survives" in errors[0], errors
     assert len(results.load(run.out).steps) == 1  # the finished step kept
     assert_nothing_left(run.seen)
+
+
+ROLLING_PLAN = """
+name: rolling-check
+target:
+  unresponsive_s: 30
+  # an apiserver holds its open watches until its 60 s shutdown deadline unless told to close them sooner
+  component_args: {kube-apiserver: ["--shutdown-watch-termination-grace-period=5s"]}
+steps:
+  - {nodes: 5, pods_per_node: 1, warmup_s: 1, duration_s: 70, name: roll}
+load:
+  scenarios:
+    pod_churn: {rate: 2, lifetime_s: 3, users: 1}
+    informers: {count: 5, resource: pods}
+roll: {steady_s: 10, pause_s: 2, probe_qps: 10, recovery_s: 40}
+"""
+
+
+def test_a_rolling_upgrade_replaces_every_component_under_load_and_judges_the_seconds(bins, tmp_path: Path) -> None:
+    """`loadtest rehearse --rolling` from the previous version to this one: both apiservers (out of HAProxy's
+    rotation first), then the controller-manager and scheduler, each on the new binary, while the load and the
+    availability probe run; the verdicts, the timeline and the exit code follow from what was measured."""
+    from loadtests.analysis.roll import figures, verdicts
+    from loadtests.binaries import cache as binaries
+    from loadtests.config import versions
+
+    old, new = versions.PREVIOUS_KUBE_VERSION, versions.DEFAULT_KUBE_VERSION
+    binaries.find(old)  # `make test` provides both
+    plan = tmp_path / "rolling.yaml"
+    plan.write_text(ROLLING_PLAN)
+    out = tmp_path / "rolling"
+    env = private_cache(tmp_path / "cache")
+    proc = loadtest("rehearse", "--rolling", "--plan", str(plan), "--from", old, "--to", new, "--out", str(out),
+                    env=env, timeout=600)
+    run = results.load(out)
+    (step,) = run.steps
+    roll = step.roll
+    assert roll is not None and run.status == "complete", proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert [m.instance for m in roll.marks] == ["kube-apiserver", "kube-apiserver-2", "kube-controller-manager",
+                                                "kube-scheduler"], proc.stdout[-3000:]
+    assert all(m.version == new for m in roll.marks) and roll.finished_at_s is not None and roll.error is None
+    assert all(m.out_at_s < m.ready_at_s <= m.back_at_s for m in roll.marks)
+    assert roll.marks[0].back_at_s <= roll.marks[1].out_at_s  # one at a time
+    assert roll.started_at_s >= 10 and len([s for s in roll.seconds if s.t < roll.started_at_s]) >= 5
+    found = figures(roll)
+    assert found.sent >= 5 * found.roll_seconds  # the probe kept sending through the roll (10 a second asked)
+    assert set(roll.hosts_ready) == {"kube-apiserver", "kube-apiserver-2"}
+    assert all(share < 1.0 for share in roll.hosts_ready.values())  # each was down while it was replaced
+    checks = {v.check: v.passed for v in verdicts(step)}
+    assert checks["roll completed"] is True and checks["nodes stayed Ready"] is not None
+    # the exit code is the verdicts': 1 when a roll check (or an SLO) failed, 0 when all held
+    assert proc.returncode == (0 if all(v is not False for v in checks.values()) and "PASS" in proc.stdout
+                               else 1), proc.stdout[-2000:]
+    assert {"kube-apiserver", "kube-apiserver-2"} <= {p.component for p in step.processes}
+    page = (out / "report.html").read_text()
+    assert f"Rolling upgrade {old} → {new}" in page and "chart-roll_0" in page
+    junit = (out / "junit.xml").read_text()
+    assert "rolling upgrade: step 0: roll" in junit and "availability" in junit

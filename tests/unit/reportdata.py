@@ -11,6 +11,7 @@ from typing import Any
 DATA = Path(__file__).parent / "data"
 SAMPLE = DATA / "results_sample"  # complete run: 100, 500, 1000 nodes
 ABORTED = DATA / "results_aborted"  # aborted during its second step, one step recorded
+ROLLING = DATA / "results_rolling"  # `rehearse --rolling` v1.36.3 -> v1.37.2 at 5 nodes: 4 instances replaced
 
 
 def copy_run(source: Path, folder: Path) -> Path:

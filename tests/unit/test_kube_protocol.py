@@ -270,6 +270,26 @@ class TestReflector:
             reflector.step()
         assert len(slept) == 2 and slept[1] > slept[0] * 0.5  # failed, then ended at once with nothing
 
+    def test_a_watch_cut_early_resumes_after_a_random_wait_within_the_spread_and_one_that_timed_out_at_once(
+            self) -> None:
+        slept: list[float] = []
+        now = [0.0]
+        api = FakeApi([FakeStream([event("ADDED", "1")], rv="1"), FakeStream([event("ADDED", "2")], rv="2")])
+
+        def watch(*args: Any, **kwargs: Any) -> Any:
+            stream = FakeApi.watch(api, *args, **kwargs)
+            stream.opened_at = now[0]
+            now[0] += 30.0 if len(api.calls) == 1 else kwargs["timeout_s"]  # cut after 30 s, then its full time
+            return stream
+
+        api.watch = watch  # type: ignore[method-assign]
+        reflector = Reflector(api, "pods", KUBELET_WATCH, backoff=Backoff(sleep=slept.append),  # type: ignore[arg-type]
+                              clock=lambda: now[0], reconnect_spread_s=20.0)
+        reflector.step()
+        assert len(slept) == 1 and 0 <= slept[0] < 20.0
+        reflector.step()
+        assert len(slept) == 1  # a watch that lasted its own timeout is resumed at once
+
     def test_stops_at_the_deadline(self) -> None:
         now = [0.0]
         api = FakeApi([FakeStream([event("ADDED", "1")], rv="1")] * 50)

@@ -27,7 +27,7 @@ class InformerUser(KubeUser):
     def inform(self) -> None:
         self.stop_if_past_deadline()
         Reflector(self.api, self.params["resource"], informer_names(self.params), namespace=self.params["namespace"],
-                  deadline=self.config.stop_at).run()
+                  deadline=self.config.stop_at, reconnect_spread_s=float(self.params["reconnect_spread_s"])).run()
         raise StopUser()
 
 
