@@ -63,23 +63,27 @@ def run_variant(plan: Path, out: Path) -> PlanRun:
     return PlanRun(results.load(out), time.monotonic() - started, code)
 
 
-def count(step: results.StepResult, mark: str) -> str:
-    found = [c for c in step.client if c.name.endswith(mark)]
+def count(step: results.StepResult, mark: str, who: str) -> str:
+    """Requests of one kind of watcher (`who`: "informer", "node") whose name ends with `mark`."""
+    found = [c for c in step.client if c.name.endswith(mark) and f"({who}" in c.name]
     return f"{sum(c.count for c in found):,}" if found else "0"
 
 
 def row(variant: str, run: PlanRun) -> str:
     (step,) = run.results.steps or [None]
     if step is None or step.roll is None:
-        return f"| {variant} | the run did not finish: {run.results.error or run.results.status} |" + " |" * 8
+        return f"| {variant} | the run did not finish: {run.results.error or run.results.status} |" + " |" * 10
     found = figures(step.roll)
     checks = {v.check: v for v in verdicts(step)}
     failed = ", ".join(f"{code} {n}" for code, n in sorted(found.failed.items())) or "none"
     marks = "; ".join(f"{m.instance.replace('kube-', '')} {m.stop_to_ready_s:.1f} s" for m in step.roll.marks)
     recovery = checks["recovery"].value
+    slowest = (f"{found.steady_slowest_s * 1000:,.0f} / {found.roll_slowest_s * 1000:,.0f} ms"
+               if found.steady_slowest_s is not None and found.roll_slowest_s is not None else "not measured")
     health = step.health.summary
     return (f"| {variant} | {found.seconds_served_pct:g} % of {found.roll_seconds} s ({found.requests_served_pct:g} % "
-            f"of {found.sent:,}) | {failed} | {count(step, RELIST_MARK)} | {count(step, REWATCH_MARK)} | {recovery} | "
+            f"of {found.sent:,}) | {failed} | {count(step, RELIST_MARK, 'informer')} | "
+            f"{count(step, REWATCH_MARK, 'informer')} | {count(step, REWATCH_MARK, 'node')} | {slowest} | {recovery} | "
             f"{gib(next((p.rss_max_bytes for p in step.processes if p.component == 'kube-apiserver'), None))} / "
             f"{gib(next((p.rss_max_bytes for p in step.processes if p.component == 'kube-apiserver-2'), None))} | "
             f"{marks} | {health.nodes_not_ready_max if health.nodes_not_ready_max is not None else 'not measured'}"
@@ -110,19 +114,21 @@ def main() -> int:
     command = json.loads(gzip.decompress((raw / "command.json.gz").read_bytes()))["command"]
     first = runs[0].results
     plan = first.plan
-    spread = [r.results.plan["load"]["scenarios"]["informers"].get("reconnect_spread_s", 0) for r in runs]
+    spread = [r.results.plan["load"]["informers"].get("reconnect_spread_s", 0) for r in runs]
     lines = results_head(
         f"A rolling upgrade under load: {first.steps[0].nodes if first.steps else '?'} nodes, "
-        f"{plan['load']['scenarios']['informers']['count']} informers",
+        f"{plan['load']['informers']['count']} informers",
         f"`loadtest rehearse --rolling` from {versions.PREVIOUS_KUBE_VERSION} to {versions.DEFAULT_KUBE_VERSION}: 3 "
         "etcd members and 2 apiservers behind HAProxy, each apiserver replaced (out of rotation, SIGTERM, started "
         "on the new version, ready, back in), then the controller-manager and the scheduler, 15 s apart, after 30 s "
         "of steady seconds; the load: pod churn 5/s, a kubelet watch per node, informers on every pod resuming a "
         f"cut watch at once and spread over {spread[-1]:g} s. Availability and recovery are the probe's (10 reads a "
-        "second through HAProxy), not the load's; relists and watches again are the informers' over the whole step.",
+        "second through HAProxy), not the load's; relists and watches again are the load's over the whole step (its "
+        "steady seconds too). One run of each variant: a difference between them is not noise-checked.",
         command, ["informers reconnect", "availability (seconds fully served; probe requests)", "probe failures",
-                  "informer relists", "watches again", "recovery", "apiserver RSS max (1 / 2)",
-                  "stop to ready", "nodes NotReady (max)", "machine CPU (avg / max)"])
+                  "informer relists", "informer watches again", "kubelet watches again",
+                  "slowest probe (steady / roll)", "recovery",
+                  "apiserver RSS max (1 / 2)", "stop to ready", "nodes NotReady (max)", "machine CPU (avg / max)"])
     for variant, run in zip(VARIANTS, runs, strict=False):
         lines.append(row(variant, run))
     lines += ["", "CPU over the roll step's window, % of one core (kube-apiserver: both instances' processes, old "
