@@ -10,8 +10,10 @@ stops) of the plan with its steps set to that scale, each phase given time for i
 throughput and then some.
 
     .venv/bin/python benchmarks/cl2_load.py --scales 100 200 400     # a scale after another, until one breaks
-    .venv/bin/python benchmarks/cl2_load.py --scales 300 --resume     # one more scale beside those kept
-                                                                      # (remove a scale's run-N.json.gz to redo it)
+    .venv/bin/python benchmarks/cl2_load.py --scales 150 --resume     # one more scale beside those kept, e.g.
+                                                                      # between the last that held and the first
+                                                                      # that did not (remove a scale's run-N.json.gz
+                                                                      # to redo it)
     .venv/bin/python benchmarks/cl2_load.py --from-raw                # rebuild the table, run nothing
 
 Written: benchmarks/results/cl2_load.md and benchmarks/results/raw/cl2_load/ (each scale's results.json, its
@@ -216,7 +218,9 @@ def main() -> int:
     if not args.from_raw:
         runs = sorted(read_raw(raw), key=scale) if args.resume else []
         measured = {scale(r) for r in runs}
-        left = [] if not all(map(held, runs)) else sorted(set(args.scales) - measured)  # past a break: nothing
+        broke = min((scale(r) for r in runs if not held(r)), default=None)
+        # past a break nothing more; below it, a scale between the last that held and the first that did not
+        left = sorted(n for n in set(args.scales) - measured if broke is None or n < broke)
         with tempfile.TemporaryDirectory(prefix="cl2-load-") as tmp:
             for nodes in left:
                 plan = scale_plan(nodes, Path(tmp))
@@ -227,7 +231,7 @@ def main() -> int:
                 keep_raw(f"{NAME}/command.json.gz",
                          {"command": f".venv/bin/python benchmarks/cl2_load.py --scales {ran or nodes}"})
                 if not held(run):
-                    break
+                    break  # the scales above it are past the break
     runs = sorted(read_raw(raw), key=scale)  # what was kept, by this call or an earlier one (a search cut short too)
     command = json.loads(gzip.decompress((raw / "command.json.gz").read_bytes()))["command"]
     versions = runs[0].results.environment.get("versions", {})
