@@ -3,7 +3,7 @@ available control plane (3 etcd members, 2 apiservers behind HAProxy) from the p
 this one, with 100 informers watching every pod and a kubelet watch per node, twice: the informers resuming a
 cut watch at once (as client-go does), and spread over `--spread` seconds (`informers.reconnect_spread_s`).
 
-    .venv/bin/python benchmarks/rolling_upgrade.py                  # both variants, one after the other
+    .venv/bin/python benchmarks/rolling_upgrade.py                  # both variants, one after the other (16 min)
     .venv/bin/python benchmarks/rolling_upgrade.py --from-raw       # rebuild the table, run nothing
 
 Written: benchmarks/results/rolling_upgrade.md and benchmarks/results/raw/rolling_upgrade/ (each variant's
@@ -27,7 +27,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
-from benchmarks.plan_runs import PlanRun, cpu, gib, keep_runs, machine, read_raw  # noqa: E402
+from benchmarks.plan_runs import PlanRun, cpu, gib, keep_runs, machine, read_raw, rss  # noqa: E402
 from loadtests import results  # noqa: E402
 from loadtests.analysis.roll import figures, verdicts  # noqa: E402
 from loadtests.config import versions  # noqa: E402
@@ -84,8 +84,7 @@ def row(variant: str, run: PlanRun) -> str:
     return (f"| {variant} | {found.seconds_served_pct:g} % of {found.roll_seconds} s ({found.requests_served_pct:g} % "
             f"of {found.sent:,}) | {failed} | {count(step, RELIST_MARK, 'informer')} | "
             f"{count(step, REWATCH_MARK, 'informer')} | {count(step, REWATCH_MARK, 'node')} | {slowest} | {recovery} | "
-            f"{gib(next((p.rss_max_bytes for p in step.processes if p.component == 'kube-apiserver'), None))} / "
-            f"{gib(next((p.rss_max_bytes for p in step.processes if p.component == 'kube-apiserver-2'), None))} | "
+            f"{gib(rss(step, 'kube-apiserver'))} / {gib(rss(step, 'kube-apiserver-2'))} | "
             f"{marks} | {health.nodes_not_ready_max if health.nodes_not_ready_max is not None else 'not measured'}"
             f" | {machine(step)} |")
 
@@ -95,7 +94,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--informers", type=int, default=100)
     parser.add_argument("--spread", type=float, default=10.0, help="the spread variant's reconnect_spread_s")
-    parser.add_argument("--duration", type=float, default=300.0, help="the roll step's window, seconds")
+    parser.add_argument("--duration", type=float, default=360.0, help="the roll step's window, seconds")
     parser.add_argument("--from-raw", action="store_true", help="rebuild the table from the kept raw results")
     args = parser.parse_args()
     raw = RAW_DIR / NAME
