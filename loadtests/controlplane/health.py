@@ -111,6 +111,9 @@ class HealthWatch:
                 problem = check.probe()
             except Exception as error:  # a check that cannot run counts as a failing one
                 problem = f"could not be checked ({type(error).__name__}: {error})"
+            with self._lock:  # paused or replaced while this round ran (its process stopped on purpose): not a loss
+                if check.component in self._paused or all(c is not check for c in self.checks):
+                    continue
             if problem is None:
                 self._failing_since.pop(check.component, None)
                 if check.component in self._reported:

@@ -571,7 +571,8 @@ class LocalControlPlane:
         does not survive it: one etcd member of three, or an apiserver of two, gone is the health watch's
         event, not a dead cluster."""
         state = self._loaded_state()
-        dead = [p.component for p in state.processes if not p.alive()]
+        stopping = self.group.stopping if self.group else set()  # a rolling upgrade's, on purpose
+        dead = [p.component for p in state.processes if not p.alive() and p.pid not in stopping]
         by_group: dict[str, list[str]] = {}
         for instance in dead:
             by_group.setdefault(component_of(instance), []).append(instance)

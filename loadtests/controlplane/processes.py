@@ -194,6 +194,7 @@ class ProcessGroup:
         self._popen: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
         self._closed = False  # stop_all has begun: nothing more starts (a rolling upgrade's restart, say)
+        self.stopping: set[int] = set()  # pids being stopped on purpose one by one (not dead components)
 
     def start(self, component: str, argv: list[str], env: dict[str, str] | None = None) -> ProcessRecord:
         with self._lock:
@@ -244,6 +245,7 @@ class ProcessGroup:
     def stop(self, record: ProcessRecord, timeout_s: float) -> bool:
         """Stop one process (SIGTERM, SIGKILL after timeout_s) and forget it: a component replaced on purpose
         is not a dead one. True when SIGKILL was needed."""
+        self.stopping.add(record.pid)
         killed = stop_process(record, timeout_s)
         popen = self._popen.pop(record.pid, None)
         if popen is not None:
@@ -251,6 +253,7 @@ class ProcessGroup:
                 popen.wait(timeout=1)
         self.state.processes = [r for r in self.state.processes if r is not record]
         self.state.save()
+        self.stopping.discard(record.pid)
         return killed
 
     def stop_all(self, timeout_s: float = 15.0) -> list[str]:

@@ -139,6 +139,7 @@ def test_a_rolling_upgrade_replaces_every_component_under_load_and_judges_the_se
     proc = loadtest("rehearse", "--rolling", "--plan", str(plan), "--from", old, "--to", new, "--out", str(out),
                     env=env, timeout=600)
     run = results.load(out)
+    assert len(run.steps) == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     (step,) = run.steps
     roll = step.roll
     assert roll is not None and run.status == "complete", proc.stdout[-3000:] + proc.stderr[-3000:]

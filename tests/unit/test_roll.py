@@ -130,3 +130,18 @@ def test_an_instance_stopped_on_purpose_is_neither_an_event_nor_a_fault_but_coun
     problems["kube-apiserver-2"] = None
     health.resume(HealthCheck("kube-apiserver", lambda: None, group="kube-apiserver", tolerated=1))
     assert health.check_once() is None and events == []
+
+
+def test_an_instance_paused_while_a_round_of_checks_runs_is_not_a_fault() -> None:
+    """The roll stops an instance while the watch's thread is in the middle of a round that still holds its
+    check: the check finds the process gone, and the round must not call that a loss."""
+    holder: list[HealthWatch] = []
+
+    def stopped_meanwhile() -> str:
+        holder[0].pause("kube-scheduler")  # the roll's thread, between this round's start and this check
+        return "exited (code 1)"
+
+    health = HealthWatch([HealthCheck("kube-scheduler", stopped_meanwhile, group="kube-scheduler")],
+                         on_fault=lambda _r: None)
+    holder.append(health)
+    assert health.check_once() is None
