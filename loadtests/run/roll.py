@@ -153,5 +153,6 @@ class RollingUpgrade:
     def abort(self, timeout_s: float = 5.0) -> None:
         """The run is stopping: no further instance, the probe stopped; teardown stops what runs."""
         self._stop.set()
-        self._thread.join(timeout=timeout_s)
+        if self._thread.is_alive():  # not started when the step failed before its window opened
+            self._thread.join(timeout=timeout_s)
         self.probe.stop()

@@ -145,3 +145,20 @@ def test_an_instance_paused_while_a_round_of_checks_runs_is_not_a_fault() -> Non
                          on_fault=lambda _r: None)
     holder.append(health)
     assert health.check_once() is None
+
+
+def test_a_roll_aborted_before_its_window_opened_stops_cleanly(tmp_path) -> None:
+    """A step that fails while its load starts aborts a roll that never started: nothing to join, no error
+    that would hide the step's own."""
+    from loadtests.binaries.cache import Binaries
+    from loadtests.config.plan import Roll
+    from loadtests.kube.access import ClusterAccess
+    from loadtests.measure.availability import AvailabilityProbe
+    from loadtests.run.roll import RollingUpgrade, RollRequest
+
+    bins = Binaries("v1.37.2", *(tmp_path / name for name in ("etcd", "a", "s", "c", "k", "kc")))
+    probe = AvailabilityProbe(ClusterAccess(server="https://127.0.0.1:1", kubeconfig=""), {}, qps=10)
+    roll = RollingUpgrade(RollRequest(0, bins, bins), Roll(), Topology(apiservers=2), target=None,  # type: ignore[arg-type]
+                          watch=None, probe=probe, say=lambda _m: None)
+    roll.abort()
+    assert roll.result.marks == [] and roll.result.finished_at_s is None
