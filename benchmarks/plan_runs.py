@@ -52,9 +52,13 @@ class PlanRun:
 def run_once(plan: str, out: Path, search: bool, force: bool) -> PlanRun:
     """`loadtest run` (or `loadtest capacity`) of the plan into `out`; an SLO failing or a step saturating is a
     finding here, not an error (--no-gate; the exit code is recorded)."""
-    loadtest = Path(sys.executable).with_name("loadtest")
-    command = [str(loadtest), "capacity" if search else "run", "--plan", plan, "--out", str(out),
-               *([] if search else ["--no-gate"]), *(["--force"] if force else [])]
+    return run_loadtest(["capacity" if search else "run", "--plan", plan, *([] if search else ["--no-gate"]),
+                         *(["--force"] if force else [])], out)
+
+
+def run_loadtest(arguments: list[str], out: Path) -> PlanRun:
+    """This venv's `loadtest ARGUMENTS --out OUT`, said as it starts, timed, and its results read back."""
+    command = [str(Path(sys.executable).with_name("loadtest")), *arguments, "--out", str(out)]
     print("$ " + shlex.join(command), flush=True)
     started = time.monotonic()
     code = subprocess.run(command, check=False).returncode

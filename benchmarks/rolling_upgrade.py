@@ -15,11 +15,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import shlex
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
@@ -27,7 +24,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
-from benchmarks.plan_runs import PlanRun, cpu, gib, keep_runs, machine, read_raw, rss  # noqa: E402
+from benchmarks.plan_runs import PlanRun, cpu, gib, keep_runs, machine, read_raw, rss, run_loadtest  # noqa: E402
 from loadtests import results  # noqa: E402
 from loadtests.analysis.roll import figures, verdicts  # noqa: E402
 from loadtests.config import versions  # noqa: E402
@@ -54,13 +51,8 @@ def plan_text(nodes: int, informers: int, spread_s: float, duration_s: float) ->
 
 
 def run_variant(plan: Path, out: Path) -> PlanRun:
-    loadtest = Path(sys.executable).with_name("loadtest")
-    command = [str(loadtest), "rehearse", "--rolling", "--plan", str(plan), "--from", versions.PREVIOUS_KUBE_VERSION,
-               "--to", versions.DEFAULT_KUBE_VERSION, "--out", str(out), "--no-gate", "--force"]
-    print("$ " + shlex.join(command), flush=True)
-    started = time.monotonic()
-    code = subprocess.run(command, check=False).returncode
-    return PlanRun(results.load(out), time.monotonic() - started, code)
+    return run_loadtest(["rehearse", "--rolling", "--plan", str(plan), "--from", versions.PREVIOUS_KUBE_VERSION,
+                         "--to", versions.DEFAULT_KUBE_VERSION, "--no-gate", "--force"], out)
 
 
 def count(step: results.StepResult, mark: str, who: str) -> str:

@@ -332,7 +332,7 @@ def rehearse_rolling(plan: Plan, args: argparse.Namespace, out_dir: Path) -> int
     from loadtests.config.versions import upgrade_problem
     from loadtests.run.roll import RollRequest, roll_order
 
-    if getattr(args, "kubeconfig", None) or plan.target.kind != "local":
+    if args.kubeconfig or plan.target.kind != "local":
         raise LoadTestError("--rolling replaces the components of a control plane this harness starts: it does not "
                             "go with --kubeconfig or a plan whose target.kind is 'cluster'")
     if (args.repeat or 1) > 1:

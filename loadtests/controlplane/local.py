@@ -162,12 +162,10 @@ def leftover_lines() -> tuple[list[str], list[str]]:
 
 @dataclass(frozen=True)
 class Replacement:
-    """One instance replaced by a rolling upgrade, each stage's seconds: out of the load balancer's rotation,
-    stopped (SIGTERM until it exited), started on the new version until ready, and back in rotation."""
+    """One instance replaced by a rolling upgrade, each stage's seconds: stopped (SIGTERM until it exited),
+    started on the new version until ready, and back in the load balancer's rotation; its new pid."""
 
     instance: str
-    version: str
-    out_s: float
     stop_s: float
     start_to_ready_s: float
     back_s: float
@@ -391,7 +389,6 @@ class LocalControlPlane:
         if record is None:
             raise TargetError(f"{instance} is not running: it cannot be replaced")
         balanced = component_of(instance) == APISERVER and self.options.topology.load_balanced
-        began = time.monotonic()
         if balanced:
             haproxy.set_state(self.haproxy_socket, instance, "maint")
         out = time.monotonic()
@@ -408,8 +405,8 @@ class LocalControlPlane:
             wait_for(lambda: haproxy.servers_up(self.haproxy_socket).get(instance, False), 30,
                      f"{LOAD_BALANCER} sending connections to {instance} again", abort=lambda: group.exited(new))
         back = time.monotonic()
-        return Replacement(instance=instance, version=bins.kube_version, out_s=out - began, stop_s=stopped - out,
-                           start_to_ready_s=ready - stopped, back_s=back - ready, pid=new.pid)
+        return Replacement(instance=instance, stop_s=stopped - out, start_to_ready_s=ready - stopped,
+                           back_s=back - ready, pid=new.pid)
 
     def _start_load_balancer(self, pki: ClusterPki, state: ClusterState, log: Any) -> None:
         """HAProxy in front of the apiservers, then every client through it: up once it serves /readyz."""

@@ -242,15 +242,20 @@ class ProcessGroup:
         reason = self.exit_reason(record)
         return f"{record.component} {reason}" if reason else None
 
-    def stop(self, record: ProcessRecord, timeout_s: float) -> bool:
-        """Stop one process (SIGTERM, SIGKILL after timeout_s) and forget it: a component replaced on purpose
-        is not a dead one. True when SIGKILL was needed."""
-        self.stopping.add(record.pid)
+    def _stop_and_reap(self, record: ProcessRecord, timeout_s: float) -> bool:
+        """stop_process, then read the exit of a child of ours (no zombie left); True when SIGKILL was needed."""
         killed = stop_process(record, timeout_s)
         popen = self._popen.pop(record.pid, None)
         if popen is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 popen.wait(timeout=1)
+        return killed
+
+    def stop(self, record: ProcessRecord, timeout_s: float) -> bool:
+        """Stop one process (SIGTERM, SIGKILL after timeout_s) and forget it: a component replaced on purpose
+        is not a dead one. True when SIGKILL was needed."""
+        self.stopping.add(record.pid)
+        killed = self._stop_and_reap(record, timeout_s)
         self.state.processes = [r for r in self.state.processes if r is not record]
         self.state.save()
         self.stopping.discard(record.pid)
@@ -262,12 +267,8 @@ class ProcessGroup:
             self._closed = True
         killed = []
         for record in reversed(self.state.processes):
-            if stop_process(record, timeout_s):
+            if self._stop_and_reap(record, timeout_s):
                 killed.append(record.component)
-            popen = self._popen.pop(record.pid, None)
-            if popen is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    popen.wait(timeout=1)
         self.state.processes = [r for r in self.state.processes if r.alive()]
         self.state.ready = False
         self.state.save()
