@@ -26,6 +26,10 @@ $(VENV)/.installed: pyproject.toml
 	@echo "installing the Python dependencies into $(VENV) (quiet; it takes a while the first time)"
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	@# `loadtest history` finds change points with Apache Otava's E-divisive code, which needs only numpy and
+	@# scipy; its own requirements (BigQuery, Postgres and Slack clients, an exact numpy) would clash with the
+	@# kubernetes client's, so it is installed without them.
+	$(BIN)/pip install --quiet --no-deps 'apache-otava==0.8.0'
 	@touch $@
 
 binaries: venv

@@ -96,6 +96,14 @@ class Page:
                 raise BrowserError(f"timed out after {timeout:g} s waiting for {expression!r}")
             self.browser.pump(poll_s)
 
+    def pick_files(self, selector: str, paths: list[Path]) -> None:
+        """Choose files in a file input, as a reader picking them in the dialog does (its change event fires)."""
+        root = self.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+        node = self.send("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+        if not node:
+            raise BrowserError(f"no element matches {selector!r}")
+        self.send("DOM.setFileInputFiles", {"nodeId": node, "files": [str(p) for p in paths]})
+
     def screenshot(self, path: Path, width: int = 1280, height: int = 1800) -> Path:
         self.send("Emulation.setDeviceMetricsOverride",
                   {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})

@@ -93,14 +93,28 @@ class NoiseRecord:
         chart = figures.CHARTS.get(self.chart)
         return chart.unit if chart else "count"
 
+    def ceiling(self, low: float) -> float:
+        """The highest value still within the recorded noise of `low`: as high above it as the highest of the
+        noise runs was above their lowest."""
+        if math.isinf(low):
+            return math.inf
+        if self.spread_pct is None:
+            return low + self.spread_abs
+        return low * (1 + self.spread_pct / 100)
+
+    def floor_of(self, high: float) -> float:
+        """The lowest value whose ceiling still reaches `high` (the ceiling's inverse): below it, a value is
+        lower than `high` beyond the noise."""
+        if math.isinf(high):
+            return math.inf
+        if self.spread_pct is None:
+            return high - self.spread_abs
+        return high / (1 + self.spread_pct / 100)
+
     def allows(self, a_high: float, b_low: float) -> bool:
         """Whether B (at least b_low) over A (at most a_high) is within the recorded noise: no higher than the
         highest run of the noise runs was over their lowest."""
-        if math.isinf(a_high):
-            return True
-        if self.spread_pct is None:
-            return b_low - a_high <= self.spread_abs
-        return b_low <= a_high * (1 + self.spread_pct / 100)
+        return b_low <= self.ceiling(a_high)
 
     @property
     def text(self) -> str:

@@ -1,10 +1,11 @@
 """One side of a comparison: the runs it is made of, loaded from the folders the user named.
 
 A folder is either a run folder (its results.json) or the folder of a repeated run (`loadtest run --repeat N`
-writes one folder with a subfolder per repeat, `repeat-1/`, `repeat-2/`, ..., each a run folder). A side may
-also be several folders, each of either kind. Every run of a side must come from the same plan (the same plan
-digest: steps and load), unless forced. `readings` gives every compared figure of a side as its runs measured it,
-each value with the bound the results recorded for it (a quantile inside one histogram bucket is a bound).
+writes one folder with a subfolder per repeat, `repeat-1/`, `repeat-2/`, ..., each a run folder); a report page
+(report.html of a run or of repeats) stands for the runs it carries. A side may also be several of these.
+Every run of a side must come from the same plan (the same plan digest: steps and load), unless forced.
+`readings` gives every compared figure of a side as its runs measured it, each value with the bound the results
+recorded for it (a quantile inside one histogram bucket is a bound).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from loadtests.analysis import figures
 from loadtests.errors import CompareError, UnreadableFile
-from loadtests.results import RESULTS_FILE, RunResult, StepResult, load
+from loadtests.results import REPORT_SUFFIXES, RESULTS_FILE, RunResult, StepResult, load, runs_from_html
 
 REPEAT_DIR = re.compile(r"repeat-(\d+)")
 
@@ -91,6 +92,19 @@ def _read(path: Path, verb: str) -> RunResult:
         raise CompareError(f"cannot {verb}: {error}") from None
 
 
+def is_report_page(path: Path) -> bool:
+    """A report's HTML file (it carries its runs' results), rather than a run folder."""
+    return Path(path).suffix.lower() in REPORT_SUFFIXES and Path(path).is_file()
+
+
+def _from_page(path: Path, verb: str) -> list[tuple[str, RunResult]]:
+    """The runs a report page carries, or one line saying why it carries none."""
+    try:
+        return runs_from_html(path)
+    except UnreadableFile as error:
+        raise CompareError(f"cannot {verb}: {error}") from None
+
+
 def _expand(folder: Path, verb: str) -> tuple[list[Path], list[str]]:
     """The run folders a named folder stands for, and notes on repeats that left no results."""
     repeats = repeat_folders(folder)
@@ -112,14 +126,19 @@ def load_side(folders: Path | Sequence[Path], label: str, force: bool = False, v
     named = [Path(folders)] if isinstance(folders, str | Path) else [Path(f) for f in folders]
     if not named:
         raise CompareError(f"cannot {verb}: side {label} names no folder")
-    paths, notes = [], []
+    paths, notes, runs = [], [], []
     for folder in named:
+        if is_report_page(folder):
+            for name, run in _from_page(folder, verb):
+                paths.append(folder.with_name(f"{folder.name}#{name}") if name else folder)
+                runs.append(run)
+            continue
         found, left_out = _expand(folder, verb)
         paths += found
         notes += left_out
+        runs += [_read(p, verb) for p in found]
     if len({p.resolve() for p in paths}) != len(paths):
         raise CompareError(f"cannot {verb}: side {label} names the same run folder twice")
-    runs = [_read(p, verb) for p in paths]
     digests: dict[str, list[str]] = {}
     for run, path in zip(runs, paths, strict=True):
         digests.setdefault(run.plan_digest, []).append(path.name)

@@ -36,13 +36,39 @@ def recompute_run(folder: Path) -> None:
         "saturation from the recorded health)")
 
 
+def unpack_page(page: Path, folder: Path | None) -> Path:
+    """Write the runs a report page carries back into a run folder (a folder of repeat-<k>/ for a report of
+    repeats), so every command that reads run folders reads them; return the folder."""
+    runs = results.runs_from_html(page)
+    if folder is None:
+        first = runs[0][1].run_id
+        folder = REPORTS_DIR / (f"{first}-from-page" if len(runs) == 1 else f"{Path(page).stem}-repeats-from-page")
+    targets = [folder / name if name else folder for name, _ in runs]
+    taken = [t for t in targets if (t / results.RESULTS_FILE).exists()]
+    if taken:
+        raise LoadTestError(f"{taken[0]} already holds a {results.RESULTS_FILE}: name an empty folder to write "
+                            f"{page}'s results into (loadtest report --from {page} DIR)")
+    for target, (_, run) in zip(targets, runs, strict=True):
+        results.save(run, target)
+    say(f"from {page}: {len(runs)} run(s) written into {folder} (keys that look like credentials were left out "
+        "of the page, so of these results too)")
+    return folder
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    """Rebuild a run folder's report; for the folder of a repeated run, each repeat's and then the folder's."""
+    """Rebuild a run folder's report; for the folder of a repeated run, each repeat's and then the folder's;
+    with --from, first write a report page's results back into a run folder."""
     from loadtests.analysis.samples import repeat_folders
     from loadtests.report.html import write_report
     from loadtests.report.repeats import write_repeats_report
 
-    folder = Path(args.run_dir)
+    if args.from_page:
+        folder = unpack_page(Path(args.from_page), Path(args.run_dir) if args.run_dir else None)
+    elif args.run_dir:
+        folder = Path(args.run_dir)
+    else:
+        raise LoadTestError("report: name a run folder (loadtest report RUN_DIR), or a report page to rebuild one "
+                            "from (loadtest report --from report.html [DIR])")
     repeats = repeat_folders(folder)
     try:
         for run_folder in repeats or [folder]:
@@ -78,8 +104,8 @@ def compare_runs(a: Path | list[Path], b: Path | list[Path], out: Path, threshol
                  force: bool) -> int:
     """Compare side B against side A (each a run folder, a folder of repeats, or several folders); exit 1 on a
     regression."""
+    from loadtests.analysis.rules import limits_from
     from loadtests.analysis.samples import load_side
-    from loadtests.report.compare import limits_from
 
     limits_from(thresholds)  # a bad flag is refused before any folder is read
     side_a, side_b = load_side(a, "A", force), load_side(b, "B", force)
@@ -137,8 +163,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    p = sub.add_parser("report", help="rebuild report.html and junit.xml from a results folder")
-    p.add_argument("run_dir")
+    p = sub.add_parser("report", help="rebuild report.html and junit.xml from a results folder, or a run folder "
+                                      "from a report page (--from)")
+    p.add_argument("run_dir", nargs="?", help="the run folder (with --from: where to write it; default "
+                                              "reports/<run-id>-from-page)")
+    p.add_argument("--from", dest="from_page", metavar="REPORT_HTML",
+                   help="a run report or a report of repeats: write the results it carries into the run folder, "
+                        "then rebuild its report")
     p.add_argument("--recompute", action="store_true",
                    help="first recompute the server-side figures from the /metrics pages kept in the run folder")
     p.set_defaults(func=cmd_report)
@@ -146,11 +177,13 @@ def add_commands(sub: Any) -> None:
     p = sub.add_parser("compare", help="compare two runs, or two sets of repeated runs; exit 1 when B regressed "
                                        "against A")
     p.add_argument("a", nargs="?", metavar="A",
-                   help="side A (baseline): a run folder, or a folder of repeats (repeat-1/, ...)")
+                   help="side A (baseline): a run folder, a folder of repeats (repeat-1/, ...), or the report.html of "
+                        "either")
     p.add_argument("b", nargs="?", metavar="B", help="side B (candidate): as A")
-    p.add_argument("--a", dest="a_dirs", nargs="+", metavar="DIR", help="side A as one or more folders (instead "
-                   "of the positional A and B)")
-    p.add_argument("--b", dest="b_dirs", nargs="+", metavar="DIR", help="side B as one or more folders")
+    p.add_argument("--a", dest="a_dirs", nargs="+", metavar="DIR", help="side A as one or more folders or report "
+                   "pages (instead of the positional A and B)")
+    p.add_argument("--b", dest="b_dirs", nargs="+", metavar="DIR", help="side B as one or more folders or report "
+                   "pages")
     p.add_argument("--out")
     p.add_argument("--threshold", action="append", default=[], metavar="KEY=NUMBER",
                    help="override a regression threshold, e.g. latency_pct=10 (repeatable)")

@@ -269,9 +269,10 @@ def panels(groups: dict[str, list[Line]], sources: dict[str, str] | None = None)
 
 def run_panels(all_series: list[Series], nodes: list[int], step_labels: list[str],
                sources: dict[str, str] | None = None,
-               spreads: dict[str, list[Summary | None]] | None = None) -> list[Panel]:
+               spreads: dict[str, list[Summary | None]] | None = None, dashed: bool = False) -> list[Panel]:
     """The charts of one run, colours assigned per chart; or of several runs drawn as their medians, when
-    `spreads` holds each series' values per step (by Series.key) for min-max error bars."""
+    `spreads` holds each series' values per step (by Series.key) for min-max error bars; `dashed` draws them as
+    compare draws side B (dashed lines, hatched bars)."""
     by_chart: dict[str, list[Series]] = {}
     for s in all_series:
         by_chart.setdefault(s.chart, []).append(s)
@@ -279,7 +280,8 @@ def run_panels(all_series: list[Series], nodes: list[int], step_labels: list[str
     for chart, members in by_chart.items():
         palette = colours([s.name for s in members if not s.slo_line])
         groups[chart] = [Line(s, s.name, palette.get(s.name, SLO_COLOUR), nodes, step_labels,
-                              spread=(spreads or {}).get(s.key)) for s in members]
+                              spread=(spreads or {}).get(s.key), dash="dash" if dashed else "solid",
+                              pattern="/" if dashed else "", group=s.name if dashed else "") for s in members]
     return panels(groups, sources)
 
 

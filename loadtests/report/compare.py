@@ -32,6 +32,7 @@ from typing import Any
 
 from loadtests.analysis import figures, noise, stats
 from loadtests.analysis.noise import NoiseFloor, NoiseRecord
+from loadtests.analysis.rules import RULES, limits_from, rule_text, threshold
 from loadtests.analysis.samples import Reading, Side, load_side, readings
 from loadtests.config.plan import REGRESSION_DEFAULTS
 from loadtests.errors import CompareError
@@ -41,39 +42,8 @@ from loadtests.report.redact import redact
 COMPARE_FILE = "compare.html"
 COMPARE_JUNIT_FILE = "compare-junit.xml"
 
-# When B counts as worse than A. Latency and CPU need both a relative and an absolute margin, so noise on tiny
-# numbers (3 ms -> 5 ms, 2 % -> 4 % CPU) is not a regression.
-
-
-RULES = ("latency", "memory", "cpu", "errors_5xx", "throttled_429")
 NOT_SIGNIFICANT = "~"  # benchstat's mark: no significant difference between the sides (within the noise)
 NOT_NOISE_CHECKED = "not noise-checked"
-
-
-def rule_text(rule: str, limits: dict[str, float]) -> str:
-    """The rule in words, for tables and JUnit messages."""
-    return {
-        "latency": f"worse by > {limits['latency_pct']:g} % and > {limits['latency_abs_s'] * 1000:g} ms",
-        "memory": f"larger by > {limits['memory_pct']:g} %",
-        "cpu": f"higher by > {limits['cpu_pct']:g} % and > {limits['cpu_abs_points']:g} points",
-        "errors_5xx": f"more than {limits['errors_5xx_extra']:g} extra 5xx",
-        "throttled_429": f"more than {limits['throttled_429_extra']:g} extra 429",
-    }[rule]
-
-
-def regressed(rule: str, a: float, b: float, limits: dict[str, float]) -> bool:
-    """Whether B is worse than A beyond the rule's margins."""
-    if rule == "latency":
-        return b > a * (1 + limits["latency_pct"] / 100) and b - a > limits["latency_abs_s"]
-    if rule == "memory":
-        return b > a * (1 + limits["memory_pct"] / 100)
-    if rule == "cpu":
-        return b > a * (1 + limits["cpu_pct"] / 100) and b - a > limits["cpu_abs_points"]
-    if rule == "errors_5xx":
-        return b - a > limits["errors_5xx_extra"]
-    if rule == "throttled_429":
-        return b - a > limits["throttled_429_extra"]
-    raise ValueError(f"unknown regression rule {rule!r}")
 
 
 @dataclass
@@ -362,21 +332,6 @@ class CompareResult:
         return "; ".join(parts + self.run_regressions)
 
 
-def limits_from(thresholds: dict[str, Any] | None) -> dict[str, float]:
-    """REGRESSION_DEFAULTS with overrides, refusing unknown keys and non-numbers in one line."""
-    merged = dict(REGRESSION_DEFAULTS)
-    for key, value in (thresholds or {}).items():
-        if key not in REGRESSION_DEFAULTS:
-            raise CompareError(f"compare thresholds: unknown key {key!r}; expected one of: "
-                               f"{', '.join(REGRESSION_DEFAULTS)}")
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
-            raise CompareError(f"compare thresholds: {key} must be a finite number >= 0 (got {value!r})")
-        if key == "alpha" and not 0 < value < 1:
-            raise CompareError(f"compare thresholds: alpha must be between 0 and 1, e.g. 0.05 (got {value!r})")
-        merged[key] = float(value)
-    return merged
-
-
 def _check_comparable(a: Side, b: Side, force: bool) -> list[str]:
     """Refuse runs of different plans or different scales unless forced; return notes on what was forced."""
     notes = []
@@ -437,6 +392,27 @@ def _unchecked(na: int, nb: int, runs: tuple[int, int], alpha: float) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class Cutoffs:
+    """What a candidate's figure must pass for each verdict against a baseline's, computed from the baseline
+    alone: `loadtest compare` decides through these, and a report page compares itself with a dropped second
+    report by applying the numbers its baseline page carries, never rules of its own. B is past the threshold
+    when its lowest possible value exceeds `regress_above`; beyond the recorded noise upwards when its lowest
+    exceeds `noise_above`, downwards when its highest is under `noise_below` (both None without a record)."""
+
+    regress_above: float
+    noise_above: float | None = None
+    noise_below: float | None = None
+
+
+def cutoffs(rule: str, a_low: float, a_high: float, limits: dict[str, float],
+            floor: NoiseRecord | None = None) -> Cutoffs:
+    """A baseline interval's cut-offs (bounds at their worst for a regression: A as high as it can be)."""
+    if floor is None:
+        return Cutoffs(threshold(rule, a_high, limits))
+    return Cutoffs(threshold(rule, a_high, limits), floor.ceiling(a_high), floor.floor_of(a_low))
+
+
 def rows(a: Side, b: Side, limits: dict[str, float], floor: NoiseFloor | None = None) -> list[Row]:
     """Every compared figure of every step present on either side, A's order first. Where the runs cannot weigh
     the noise themselves, `floor` (the recorded noise floor; none: every such verdict is not noise-checked) does."""
@@ -466,28 +442,29 @@ def rows(a: Side, b: Side, limits: dict[str, float], floor: NoiseFloor | None = 
             if rb:
                 row.b_low, row.b_high = interval(rb)
             if row.compared:
-                # bounds at their worst for a regression: A as high, B as low as they can be
-                row.past_threshold = row.direction == "up" and regressed(rule, row.a_high, row.b_low, limits)
                 if len(va) >= stats.MIN_SAMPLES and len(vb) >= stats.MIN_SAMPLES:
                     row.p_value = stats.mann_whitney_u(va, vb).p
                 row.unchecked = _unchecked(len(va), len(vb), (a.n, b.n), alpha)
                 if row.unchecked:
                     row.floor, row.floor_missing = floor.lookup(key, plans)
-                    row.beyond_noise = _beyond(row)
+                cut = cutoffs(rule, row.a_low, row.a_high, limits, row.floor)
+                row.past_threshold = row.direction == "up" and row.b_low > cut.regress_above
+                if row.unchecked:
+                    row.beyond_noise = _beyond(row, cut)
                 row.regression = row.past_threshold and (row.p_value < alpha if row.tested else bool(row.beyond_noise))
             found.append(row)
     return found
 
 
-def _beyond(row: Row) -> bool | None:
+def _beyond(row: Row, cut: Cutoffs) -> bool | None:
     """Whether B moved from A (either way) beyond the figure's recorded noise; None without a record, or where a
     bound allows either direction."""
-    if row.floor is None or row.direction == "overlap":
+    if cut.noise_above is None or cut.noise_below is None or row.direction == "overlap":
         return None
     if row.direction == "up":
-        return not row.floor.allows(row.a_high, row.b_low)
+        return row.b_low > cut.noise_above
     if row.direction == "down":
-        return not row.floor.allows(row.b_high, row.a_low)
+        return row.b_high < cut.noise_below
     return False
 
 
@@ -663,6 +640,8 @@ def compare_sides(a: Side, b: Side, out_dir: Path, thresholds: dict[str, Any] | 
         COMPARE_FILE, result=result, a=summary_a, b=summary_b, panels=panels, figures=charts.payload(panels),
         rule_names={rule: rule_text(rule, limits) for rule in RULES}, limits=limits, defaults=REGRESSION_DEFAULTS,
         version_names=list(dict.fromkeys([*summary_a["versions"], *summary_b["versions"]])),
+        embedded=page.embedded("compare", [(f"{side.label}/{folder.name}", run) for side in (a, b)
+                                           for run, folder in zip(side.runs, side.folders, strict=True)]),
     )
     result.html_path = page.write(out_dir / COMPARE_FILE, html)
     result.junit_path = junit.write(out_dir / COMPARE_JUNIT_FILE, f"compare {a.first.run_id} vs {b.first.run_id}",

@@ -16,7 +16,7 @@ import yaml
 from loadtests.analysis import figures
 from loadtests.analysis.roll import run_verdicts
 from loadtests.analysis.slo import Verdict, classify, resource_label, thresholds, verdicts
-from loadtests.report import audit, charts, junit, page, projection
+from loadtests.report import audit, card, charts, junit, page, projection
 from loadtests.report.health import HealthCell, health_cells, health_details, health_panel, health_warnings
 from loadtests.report.redact import REDACTED_NOTE, redact
 from loadtests.report.roll import RollView, roll_view
@@ -253,8 +253,7 @@ def context(run: RunResult) -> dict[str, Any]:
     by_step: dict[int, list[Verdict]] = {}
     for v in found:
         by_step.setdefault(v.step_index, []).append(v)
-    nodes = [s.nodes for s in run.steps]
-    labels = [s.name or f"{s.nodes} nodes" for s in run.steps]
+    nodes, labels = card.step_axis(run)
     panels = charts.run_panels(figures.series(run), nodes, labels, figures.chart_sources(run)) if run.steps else []
     views = [step_view(step, by_step.get(step.index, [])) for step in run.steps]
     projected = projection.view(run) if run.steps else None
@@ -274,6 +273,8 @@ def context(run: RunResult) -> dict[str, Any]:
                                   + [v.health_panel for v in views if v.health_panel is not None]
                                   + (projected["panels"] if projected else [])),
         "scale": " → ".join(f"{n:,}" for n in nodes),
+        "embedded": page.embedded("run", [("", run)]),
+        "card": card.card(run),
     }
 
 

@@ -45,11 +45,15 @@ def _growth_panel(index: int, found: Growth) -> charts.Panel:
 def write_lesson_page(lesson: Lesson, folder: Path) -> Path:
     """Write folder/lesson.html (self-contained) and folder/lesson.json; return the page's path."""
     evaluated = evaluate(lesson, folder)
-    (folder / LESSON_RESULTS).write_text(json.dumps(summary(evaluated), indent=1, default=str))
+    record = summary(evaluated)
+    (folder / LESSON_RESULTS).write_text(json.dumps(record, indent=1, default=str))
     panels = [_growth_panel(i, *what) if kind == "growth" else _bar_panel(i, *what)
               for kind, i, *what in evaluated["charted"]]
     html = page.render("lesson.html", folder=folder.name, effect_text=lambda c: times(c.effect, c.effect_prefix),
-                       results_file=RESULTS_FILE, figures=charts.payload(panels), panels=panels, **evaluated)
+                       results_file=RESULTS_FILE, figures=charts.payload(panels), panels=panels,
+                       embedded=page.embedded_folder("lesson", folder,
+                                                     {"lesson": json.loads(json.dumps(record, default=str))}),
+                       **evaluated)
     return page.write(folder / LESSON_PAGE, html)
 
 

@@ -13,7 +13,11 @@ import jinja2
 import plotly.offline
 from markupsafe import Markup
 
+from loadtests import results
 from loadtests.analysis.formats import bounded, duration, in_unit, millis, number, percent, size  # the page's filters
+from loadtests.errors import UnreadableFile
+from loadtests.report.redact import redact
+from loadtests.results import RunResult
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -40,6 +44,29 @@ def environment() -> jinja2.Environment:
                        in_unit=in_unit)
     env.globals["plotly_js"] = plotly_js
     return env
+
+
+def script_json(text: str) -> Markup:
+    """JSON text safe inside a <script> element: no "</script" (nor "<!--") can end or confuse it."""
+    return Markup(text.replace("<", "\\u003c"))
+
+
+def embedded(kind: str, runs: list[tuple[str, RunResult]], extra: dict[str, Any] | None = None) -> Markup:
+    """The page's data element: the results it was built from (secrets left out, as the page leaves them out),
+    so the HTML alone is enough for `loadtest compare`, `loadtest history` and `loadtest report --from`."""
+    return script_json(results.encode_embedded(
+        kind, [results.EmbeddedRun(name, redact(results.to_dict(run))) for name, run in runs], extra))
+
+
+def embedded_folder(kind: str, folder: Path, extra: dict[str, Any] | None = None) -> Markup:
+    """Every results file under a folder (a lesson's runs), each named by its folder's path inside it."""
+    found = []
+    for path in sorted(Path(folder).rglob(results.RESULTS_FILE)):
+        try:
+            found.append((str(path.parent.relative_to(folder)), results.load(path.parent)))
+        except (OSError, ValueError, UnreadableFile):
+            continue  # the page says what it could not read; the data carries what it could
+    return embedded(kind, found, extra)
 
 
 def render(template: str, **context: Any) -> str:

@@ -249,6 +249,8 @@ def context(folder: Path) -> tuple[dict[str, Any], list[junit.Suite]]:
         "steps": sections,
         "panels": panels,
         "figures": charts.payload(panels),
+        "embedded": page.embedded("repeats", [(folder.name, run) for run, folder
+                                              in zip(side.runs, side.folders, strict=True)]),
     }, _suites(name, repeats, sections)
 
 

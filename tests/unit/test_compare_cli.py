@@ -45,3 +45,29 @@ def test_bad_threshold_flag_is_one_line(tmp_path: Path) -> None:
     result = loadtest("compare", str(a), str(a), "--threshold", "latency_pct=lots")
     assert result.returncode == 2
     assert len(error_lines(result)) == 1 and "KEY=NUMBER" in result.stderr
+
+
+def test_compare_of_report_pages_says_what_compare_of_their_folders_says(tmp_path: Path) -> None:
+    a = copy_run(SAMPLE, tmp_path / "a")
+    b = edited_run(SAMPLE, tmp_path / "b", scale_latencies(3.0))
+    floor = {NOISE_FLOOR_ENV: str(floor_file(tmp_path / "floor"))}
+    for folder in (a, b):
+        assert loadtest("report", str(folder)).returncode == 0
+    folders = loadtest("compare", str(a), str(b), "--out", str(tmp_path / "out"), env=floor)
+    pages = loadtest("compare", str(a / "report.html"), str(b / "report.html"), "--out", str(tmp_path / "out"),
+                     env=floor)
+    assert folders.returncode == pages.returncode == 1
+    assert pages.stdout == folders.stdout and "REGRESSION  step" in pages.stdout
+
+
+def test_a_run_folder_is_rebuilt_from_its_report_page(tmp_path: Path) -> None:
+    a = copy_run(SAMPLE, tmp_path / "a")
+    assert loadtest("report", str(a)).returncode == 0
+    rebuilt = loadtest("report", "--from", str(a / "report.html"), str(tmp_path / "again"))
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert (tmp_path / "again" / "report.html").is_file()
+    same = loadtest("compare", str(a), str(tmp_path / "again"), "--out", str(tmp_path / "cmp"))
+    assert same.returncode == 0 and "CHANGED" not in same.stdout and "no regression" in same.stdout
+    again = loadtest("report", "--from", str(a / "report.html"), str(tmp_path / "again"))
+    assert again.returncode == 2
+    assert len(error_lines(again)) == 1 and "already holds a results.json" in again.stderr

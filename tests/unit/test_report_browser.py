@@ -15,7 +15,7 @@ from loadtests.report.compare import compare
 from loadtests.report.html import write_report
 from loadtests.report.repeats import write_repeats_report
 from tests.browser import Chromium, Page, find_chromium
-from tests.unit.noisedata import recorded_floor
+from tests.unit.noisedata import floor_file, recorded_floor
 from tests.unit.reportdata import (
     ROLLING,
     SAMPLE,
@@ -166,4 +166,78 @@ def test_report_with_audit_and_bounds_renders_them_offline(browser: Chromium, tm
     text = page.evaluate("document.body.innerText")
     assert "< 50.0 ms" in text and "Who is expensive" in text
     assert "k8s-loadtest/list_pollers 92 %" in text
+    assert_clean(page)
+
+
+def _mixed(data: dict) -> None:
+    """Server latencies worse, client ones a little worse, pod startup and watch delay better: a comparison
+    with regressions, changes within the noise and improvements at once."""
+    for step in data["steps"]:
+        for entry in step["server"]:
+            for q in ("p50", "p90", "p99"):
+                entry[q] = None if entry[q] is None else entry[q] * 1.6
+        for stat in step["client"]:
+            for q in ("p50_ms", "p90_ms", "p99_ms", "max_ms", "avg_ms"):
+                stat[q] = None if stat[q] is None else stat[q] * 1.15
+        for name in ("pod_startup", "watch_delay"):
+            for q in ("p50", "p90", "p99", "max"):
+                step[name][q] = None if step[name][q] is None else step[name][q] * 0.5
+    data["run_id"] += "-candidate"
+
+
+def _change_text(row) -> str:
+    """The change column as compare.html shows it."""
+    if row.change_pct is not None:
+        return f"{row.change_prefix}{row.change_pct:+.1f} %"
+    return "?" if row.direction == "overlap" else "—"
+
+
+@pytest.mark.parametrize("role", ["A", "B"])
+def test_a_report_compares_itself_with_a_picked_report_as_loadtest_compare_does(
+        browser: Chromium, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, role: str) -> None:
+    monkeypatch.setenv("LOADTEST_NOISE_FLOOR", str(floor_file(tmp_path / "noise")))
+    baseline = write_report(copy_run(SAMPLE, tmp_path / "a"))
+    candidate = write_report(edited_run(SAMPLE, tmp_path / "b", _mixed))
+    expected = compare(tmp_path / "a", tmp_path / "b", tmp_path / "out")
+    statuses = {row.status for row in expected.rows}
+    assert {"regression", "~", "better"} <= statuses  # the pair exercises every kind of verdict
+
+    opened, picked = (candidate, baseline) if role == "A" else (baseline, candidate)
+    page = open_page(browser, opened)
+    before = page.evaluate("document.getElementById('chart-server_mutating').data.length")
+    if role == "B":
+        page.evaluate("document.querySelector('input[name=compare-role][value=B]').checked = true")
+    page.pick_files("#compare-file", [picked])
+    assert page.wait_for("document.body.dataset.compared") == "done", page.errors
+    shown = page.evaluate("window.loadtestComparison")
+    assert (shown["a_run_id"], shown["b_run_id"]) == (expected.a_run_id, expected.b_run_id)
+    assert [(r["step_name"], r["label"], r["status"], r.get("change", "—")) for r in shown["rows"]] == [
+        (row.step_name, row.label, row.status, _change_text(row) if row.compared else "—") for row in expected.rows]
+    assert (shown["label"], shown["headline"]) == (expected.label, expected.headline)
+    table = page.evaluate("document.querySelectorAll('#compare-rows tbody tr').length")
+    assert table == len(expected.rows)
+    # the other report is drawn on the page's own charts, dashed
+    after = page.evaluate("document.getElementById('chart-server_mutating').data.length")
+    assert after > before
+    assert page.evaluate("document.getElementById('chart-server_mutating').data.slice(-1)[0].line.dash") == "dash"
+    assert_clean(page)
+
+
+def test_a_report_refuses_a_picked_page_of_another_plan_or_none(browser: Chromium, tmp_path: Path) -> None:
+    def other_plan(data: dict) -> None:
+        data["plan"]["steps"] = data["plan"]["steps"][:2]
+
+    page = open_page(browser, write_report(copy_run(SAMPLE, tmp_path / "a")))
+    page.pick_files("#compare-file", [write_report(edited_run(SAMPLE, tmp_path / "b", other_plan))])
+    assert page.wait_for("document.body.dataset.compared") == "refused"
+    assert "their plans differ" in page.evaluate("document.getElementById('compare-verdict').textContent")
+    page.evaluate("document.getElementById('compare-force').click()")
+    assert page.wait_for("document.body.dataset.compared === 'done'")
+    assert "plans differ" in page.evaluate("document.getElementById('compare-result').textContent")
+    stray = tmp_path / "stray.html"
+    stray.write_text("<html><body>not a report</body></html>")
+    page.evaluate("delete document.body.dataset.compared")
+    page.pick_files("#compare-file", [stray])
+    assert page.wait_for("document.body.dataset.compared") == "refused"
+    assert "carries no comparison data" in page.evaluate("document.getElementById('compare-verdict').textContent")
     assert_clean(page)

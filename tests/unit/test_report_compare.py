@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from loadtests.analysis.noise import NoiseFloor
+from loadtests.analysis.rules import regressed
+from loadtests.config.plan import REGRESSION_DEFAULTS
 from loadtests.errors import CompareError, LoadTestError
-from loadtests.report.compare import REGRESSION_DEFAULTS, compare, regressed
+from loadtests.report.compare import compare
 from tests.unit.noisedata import recorded_floor
 from tests.unit.reportdata import ABORTED, SAMPLE, copy_run, edited_run, scale_latencies
 
