@@ -193,9 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_run_commands(sub: Any) -> None:
-    from loadtests.cli import compare, lessons, run, worker
+    from loadtests.cli import compare, history, lessons, run, worker
 
-    for room in (run, compare, lessons):
+    for room in (run, compare, history, lessons):
         room.add_commands(sub)
     worker.add_worker_command(sub)
 

@@ -327,3 +327,67 @@ def roll_figure(times: list[int], slowest_ms: list[float | None], failed: list[i
         "legend": {"orientation": "h", "yanchor": "top", "y": -0.16, "x": 0, "font": {"size": 11}},
     }
     return {"data": data, "layout": layout, "config": _CONFIG}
+
+
+# ---- a history of runs: each figure across the runs, its change points marked ---------------------------------
+
+BOUND_SYMBOLS = {"": "circle", "<": "triangle-down-open", ">": "triangle-up-open", "–": "diamond-open"}
+HISTORY_FLAT_TICKS = 12  # up to this many runs their labels fit upright; beyond, plotly turns them
+CHANGE_COLOURS = {"bad": SLO_COLOUR, "warn": "#E69F00", "better": "#009E73", "skip": "#9aa5b1"}
+
+
+@dataclass
+class HistoryLine:
+    """One step's values of a figure across the runs: x is each value's position in the history."""
+
+    label: str
+    colour: str
+    x: list[int]
+    values: list[float]
+    bounds: list[str]  # per value: "" or the histogram bound it only is ("<", ">", "–"), drawn as an open symbol
+    hover: list[str]  # per value: the run and the value in words
+
+
+@dataclass
+class HistoryMark:
+    """A change point: a vertical line just before the run that starts the new segment, and a marker on it."""
+
+    position: int  # the run that starts the new segment
+    value: float  # the line's value at that run
+    state: str  # a key of CHANGE_COLOURS
+    text: str  # "500 nodes: +60 % (regression)"
+
+
+def history_figure(chart: Chart, lines: list[HistoryLine], ticks: list[str],
+                   marks: list[HistoryMark]) -> dict[str, Any]:
+    """A figure across the runs of a history, a line per step, each change point a dashed vertical line coloured by
+    its verdict (red regression, amber worse within the margin, green better, grey a histogram bound)."""
+    factor, _, hover = DISPLAY[chart.unit]
+    data: list[dict[str, Any]] = [
+        {"type": "scatter", "mode": "lines+markers", "x": line.x, "y": [v * factor for v in line.values],
+         "name": line.label, "legendgroup": line.label, "text": line.hover, "connectgaps": False,
+         "line": {"color": line.colour, "width": 2},
+         "marker": {"size": 7, "color": line.colour, "symbol": [BOUND_SYMBOLS.get(b, "circle") for b in line.bounds]},
+         "hovertemplate": f"%{{text}}<br>{hover}<extra>{line.label}</extra>"}
+        for line in lines
+    ]
+    if marks:
+        data.append({"type": "scatter", "mode": "markers", "x": [m.position for m in marks],
+                     "y": [m.value * factor for m in marks], "name": "change point", "text": [m.text for m in marks],
+                     "marker": {"size": 13, "symbol": "x-thin-open", "line": {"width": 3},
+                                "color": [CHANGE_COLOURS[m.state] for m in marks]},
+                     "hovertemplate": "change point<br>%{text}<extra></extra>"})
+    xaxis = {"tickmode": "array", "tickvals": list(range(len(ticks))), "ticktext": ticks, "zeroline": False,
+             "range": [-0.5, len(ticks) - 0.5], "tickfont": {"size": 10},
+             **({"tickangle": 0} if len(ticks) <= HISTORY_FLAT_TICKS else {})}
+    layout = _layout(chart, xaxis)
+    if chart.log_y:  # a history spans a narrow range: plotly's own log ticks label it, powers of ten would not
+        layout["yaxis"] = {key: value for key, value in layout["yaxis"].items() if key not in _LOG_TICKS}
+    layout["shapes"] = [{"type": "line", "xref": "x", "yref": "paper", "x0": m.position - 0.5, "x1": m.position - 0.5,
+                         "y0": 0, "y1": 1, "line": {"color": CHANGE_COLOURS[m.state], "width": 2, "dash": "dash"}}
+                        for m in marks]
+    # the legend above the plot: the runs' two-line labels take the room below it
+    layout["legend"] = {"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0, "font": {"size": 11}}
+    layout["margin"] = {**layout["margin"], "t": 28}
+    layout["height"] = 360
+    return {"data": data, "layout": layout, "config": _CONFIG}

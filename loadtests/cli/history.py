@@ -1,0 +1,88 @@
+"""`loadtest history`: line up many runs of one plan, find where each figure changed, gate on the latest run."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Any
+
+from loadtests.cli.compare import threshold_pairs
+from loadtests.cli.output import REPORTS_DIR, say
+
+
+def _slug(text: str) -> str:
+    """A point's title as part of a folder name: "ci-42 (3 repeats)" -> "ci-42-3-repeats"."""
+    return re.sub(r"[^\w.-]+", "-", text).strip("-") or "run"
+
+
+def show_history(paths: list[Path], out: Path | None, thresholds: dict[str, float], max_pvalue: float,
+                 min_magnitude: float, force: bool) -> Any:
+    """Read the runs, find the change points, write history.html and history-junit.xml, and say each change
+    point in one line; return the History."""
+    from loadtests.analysis import history
+    from loadtests.analysis.rules import limits_from
+    from loadtests.report.history import write_history
+
+    limits_from(thresholds)  # a bad flag is refused before any run is read
+    points, notes = history.load_points(paths, force)
+    # thresholds: the defaults, then the latest run's plan `compare:` section, then --threshold flags
+    plan = points[-1].first.plan if isinstance(points[-1].first.plan, dict) else {}
+    planned = plan.get("compare") or {}
+    result = history.history(points, {**planned, **thresholds} or None, max_pvalue=max_pvalue,
+                             min_magnitude=min_magnitude, notes=notes)
+    out = out or REPORTS_DIR / f"history-{_slug(points[0].title)}-to-{_slug(points[-1].title)}"
+    html_path, junit_path = write_history(result, out)
+    for note in result.notes:
+        say(f"note: {note}")
+    bounded = [f"step {t.step_name}: {t.label}" for t in result.bounded_tracks]
+    if bounded:
+        more = f" and {len(bounded) - 3} more" if len(bounded) > 3 else ""
+        say(f"note: {len(bounded)} figure series hold values that are only histogram bounds ({'; '.join(bounded[:3])}"
+            f"{more}; listed on the page): a change point there is judged at the bounds' worst")
+    for track, change in result.latest_regressions:
+        say(f"REGRESSION  step {track.step_name}: {track.label}: {result.describe(track, change)}, the latest: "
+            f"{result.rule_text(track)}")
+    for track, change in result.earlier_regressions:
+        say(f"REGRESSED   step {track.step_name}: {track.label}: {result.describe(track, change)}: "
+            f"{result.rule_text(track)}; started before the latest run, not gated")
+    for track, change in result.other_changes:
+        say(f"CHANGED     step {track.step_name}: {track.label}: {result.describe(track, change)}: {change.status}")
+    say(result.headline)
+    say(f"history: {html_path}")
+    say(f"junit: {junit_path}")
+    return result
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    result = show_history([Path(p) for p in args.runs], Path(args.out) if args.out else None,
+                          threshold_pairs(args.threshold), args.max_pvalue, args.min_magnitude, args.force)
+    return 1 if args.gate and result.latest_regressions else 0
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number such as 0.05, not {text!r}") from None
+
+
+def add_commands(sub: Any) -> None:
+    from loadtests.analysis.history import MAX_PVALUE, MIN_MAGNITUDE
+
+    p = sub.add_parser("history", help="a history of runs: every figure across them, its change points (Apache "
+                                       "Otava); with --gate, exit 1 when the latest run starts a regression")
+    p.add_argument("runs", nargs="+", metavar="DIR_OR_HTML",
+                   help="run folders, folders of repeats (their median is one point) or report pages; ordered by "
+                        "start time")
+    p.add_argument("--out", help="folder for history.html and history-junit.xml "
+                                 "(default: reports/history-<first>-to-<last>)")
+    p.add_argument("--gate", action="store_true", help="exit 1 when the latest run starts a regression")
+    p.add_argument("--max-pvalue", type=_number, default=MAX_PVALUE, metavar="P",
+                   help=f"significance of a change point (default {MAX_PVALUE:g}, Otava's)")
+    p.add_argument("--min-magnitude", type=_number, default=MIN_MAGNITUDE, metavar="FRACTION",
+                   help=f"smallest relative change reported (default {MIN_MAGNITUDE:g}: 5 %%)")
+    p.add_argument("--threshold", action="append", default=[], metavar="KEY=NUMBER",
+                   help="override a regression threshold, e.g. latency_pct=10 (repeatable)")
+    p.add_argument("--force", action="store_true", help="line up runs made from different plans")
+    p.set_defaults(func=cmd_history)
