@@ -397,12 +397,15 @@ def compare(measure: Measure, warned: list[float], fix: list[float], against: st
         noise_from = f"repeats (n={runs} a side)"
     bounded = bias(measure, warned_bound, fix_bound)
     if measure.check:
-        found = evidence(measure, warned, fix)
-        holds = found.up and not bounded
+        if measure.expect == "same":  # the same load on both sides: their runs' ranges meet
+            holds = min(warned) <= max(fix) and min(fix) <= max(warned) and not bounded
+            said = "the runs of both setups overlap" if holds else "the runs of the two setups do not overlap"
+        else:
+            holds = evidence(measure, warned, fix).up and not bounded
+            said = "every run as the setup implies" if holds else "not every run as the setup implies"
         verdict, reason = (CHECK_HOLDS if holds else CHECK_FAILS,
-                           f"{times(effect, effect_prefix(bounded))}: a sanity check of the setup, not a verdict ("
-                           + ("every run as the setup implies" if holds else "not every run as the setup implies")
-                           + ")")
+                           f"{times(effect, effect_prefix(bounded))}: a sanity check of the setup, not a verdict "
+                           f"({said})")
         return Comparison(measure.name, against, warned, fix, effect, noise, noise_from, verdict, reason,
                           measure.unit, warned_bound, fix_bound, check=True, effect_prefix=effect_prefix(bounded))
     if runs < MIN_RUNS:

@@ -27,7 +27,9 @@ LESSONS_DIR = PACKAGE_DIR / "lessons"
 SCALES = ("small", "medium")
 DEFAULT_SCALE = "medium"
 ROLES = ("warned", "fix", "sweep")
-EXPECT = ("higher", "lower", "grows")  # the warned setup's value against the fix's; or growth with nodes
+# the warned setup's value against the fix's; or growth with nodes; "same": a check that both setups carried the
+# same load (a figure the fix does not change, such as the Lease renewals it only moves to another etcd)
+EXPECT = ("higher", "lower", "grows", "same")
 READ_KINDS = ("figure", "scrape", "audit")
 # Runs of each variant `make lessons` and `loadtest lesson` make by default: the fewest whose spread can be
 # measured and whose full separation means something (every warned run beyond every fix run).
@@ -155,6 +157,9 @@ def _measure(source: str, path: str, data: Any) -> Measure:
         raise field_error(source, f"{path}.min_effect", f"must be a finite ratio >= 1 (got {min_effect!r})")
     if not isinstance(check, bool):
         raise field_error(source, f"{path}.check", f"must be true or false (got {check!r})")
+    if expect == "same" and not check:
+        raise field_error(source, f"{path}.expect", "`same` is for a sanity check (check: true): a figure "
+                                                    "expected not to move decides nothing")
     return Measure(name=_text(source, data, "name", f"{path}."), unit=str(data.get("unit", "count")),
                    source=_text(source, data, "source", f"{path}."), read={reads[0]: data[reads[0]]},
                    expect=expect, min_effect=float(min_effect), check=check)

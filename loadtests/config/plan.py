@@ -56,6 +56,7 @@ class Target:
     kube_version: str = DEFAULT_KUBE_VERSION
     heartbeat_factor: float = 1.0
     events_etcd: bool = False  # store Events in a second etcd, as large clusters do
+    leases_etcd: bool = False  # store Leases (the nodes' heartbeats) in an etcd of their own, as the largest do
     unresponsive_s: float = 30.0  # a component failing its health check this long aborts the run
     kubeconfig: str | None = None
     context: str | None = None
@@ -315,6 +316,8 @@ def _target(source: str, value: Any) -> Target:
     _one_of(source, "target.etcd_storage", target.etcd_storage, ETCD_STORAGE)
     _one_of(source, "target.identities", target.identities, IDENTITIES)
     local_only = [name for name, value, default in (("component_args", target.component_args, {}),
+                                                    ("events_etcd", target.events_etcd, False),
+                                                    ("leases_etcd", target.leases_etcd, False),
                                                     ("etcd_storage", target.etcd_storage, "disk"),
                                                     ("identities", target.identities, "admin"),
                                                     ("topology", target.topology, Topology())) if value != default]

@@ -212,11 +212,13 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "`nodes_per_namespace` nodes, updated every `update_every_s` s (a rolling update for Deployments, "
         "StatefulSets and DaemonSets), scaled every `scale_every_s` s to a random size in [0.5x, 1.5x] of the "
         "template's (kinds with a /scale subresource) and deleted after `lifetime_s`; `install`: templates "
-        "(CustomResourceDefinitions, PriorityClasses) made once before the steps and removed at the end",
+        "(CustomResourceDefinitions, PriorityClasses) made once before the steps and removed at the end; "
+        "`prefill`: namespaced templates whose `replicas` objects are made once before the first window, in the "
+        "first namespace, and kept until the end (a set of objects for the load to read)",
         "loadtests.load.locust.scenarios.objects",
         {"rate": 5.0, "users": 2, "lifetime_s": 60.0, "update_every_s": 0.0, "scale_every_s": 0.0,
-         "nodes_per_namespace": 100, "templates": [], "install": []},
-        _objects, template_lists=frozenset({"templates", "install"})),
+         "nodes_per_namespace": 100, "templates": [], "install": [], "prefill": []},
+        _objects, template_lists=frozenset({"templates", "install", "prefill"})),
 )}
 
 

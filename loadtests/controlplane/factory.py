@@ -29,7 +29,8 @@ def make_target(plan: Plan, run_id: str, out_dir: Path, request: TargetRequest,
     return RunControlPlane(LocalOptions(
         # two runs with the same folder name never share a cluster
         name=f"run-{run_id}-{os.getpid()}", kube_version=plan.target.kube_version,
-        heartbeat_factor=plan.target.heartbeat_factor, events_etcd=plan.target.events_etcd, tied_to_owner=True,
+        heartbeat_factor=plan.target.heartbeat_factor, events_etcd=plan.target.events_etcd,
+        leases_etcd=plan.target.leases_etcd, tied_to_owner=True,
         audit=audit, component_args=plan.target.component_args, etcd_storage=plan.target.etcd_storage,
         identities=plan.target.identities, topology=plan.target.topology),
         out_dir, log)

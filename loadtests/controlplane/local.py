@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -75,12 +75,18 @@ def port_key(instance: str, role: str = "") -> str:
     return f"{base}{number}" + (f"_{role}" if role else "")
 
 
-def port_names(topology: Topology, events_etcd: bool) -> list[str]:
-    """Every port a cluster of this topology listens on. `apiserver` is the one its clients use: the apiserver's
-    own in a single-node cluster, the load balancer's in front of several (theirs then `apiserver_1`, ...)."""
+# Resources a local control plane can keep in an etcd of their own (kube-apiserver --etcd-servers-overrides),
+# each such etcd an instance named after them: `events-etcd`, `leases-etcd`.
+OWN_ETCD = {"events": "/events", "leases": "coordination.k8s.io/leases"}
+OWN_ETCD_INSTANCES = tuple(f"{resource}-etcd" for resource in OWN_ETCD)
+
+
+def port_names(topology: Topology, own_etcds: Sequence[str] = ()) -> list[str]:
+    """Every port a cluster of this topology listens on (and one etcd for each of `own_etcds`, OWN_ETCD's
+    resources). `apiserver` is the one its clients use: the apiserver's own in a single-node cluster, the load
+    balancer's in front of several (theirs then `apiserver_1`, ...)."""
     names = [port_key(m, role) for m in topology.instances(ETCD) for role in ("", "peer", "metrics")]
-    if events_etcd:
-        names += [port_key("events-etcd", role) for role in ("", "peer", "metrics")]
+    names += [port_key(f"{resource}-etcd", role) for resource in own_etcds for role in ("", "peer", "metrics")]
     names.append("apiserver")
     if topology.load_balanced:
         names += [apiserver_port_key(topology, a) for a in topology.instances(APISERVER)] + [HAPROXY_HEALTH]
@@ -184,6 +190,7 @@ class LocalOptions:
     events_etcd: bool = False
     apiserver_port: int | None = None  # None: choose a free port
     directory: Path | None = None  # default: <cache>/clusters/<name>
+    leases_etcd: bool = False
     kwok: bool = True  # False: no kwok controller (the cluster stands in for one someone else runs)
     tied_to_owner: bool = False  # a run's own cluster: dies with the process that started it
     audit: AuditLog | None = None  # the apiserver's audit log (who sent which request), when wanted
@@ -194,6 +201,12 @@ class LocalOptions:
     topology: Topology = field(default_factory=Topology)  # how many of each component (config/topology.py)
 
 
+
+    @property
+    def own_etcds(self) -> tuple[str, ...]:
+        """The resources kept in an etcd of their own (OWN_ETCD's keys), in OWN_ETCD's order."""
+        wanted = {"events": self.events_etcd, "leases": self.leases_etcd}
+        return tuple(resource for resource in OWN_ETCD if wanted[resource])
 class LocalControlPlane:
     """Bring a local control plane up and down; `up` tears down whatever it started if it fails or is interrupted."""
 
@@ -278,7 +291,7 @@ class LocalControlPlane:
         return self.memory_dir / component
 
     def _choose_ports(self) -> dict[str, int]:
-        names = port_names(self.options.topology, self.options.events_etcd)
+        names = port_names(self.options.topology, self.options.own_etcds)
         wanted = self.options.apiserver_port
         if wanted is not None and not port_is_free(wanted):
             raise TargetError(f"port {wanted} on {LOOPBACK} is in use; choose another with --port, "
@@ -300,8 +313,8 @@ class LocalControlPlane:
 
         members = topology.instances(ETCD)
         self._start_etcd(bins, pki, members, log)
-        if self.options.events_etcd:
-            self._start_etcd(bins, pki, ["events-etcd"], log)
+        for resource in self.options.own_etcds:
+            self._start_etcd(bins, pki, [f"{resource}-etcd"], log)
         state.etcd_members = {m: f"http://{LOOPBACK}:{ports[port_key(m, 'metrics')]}/metrics" for m in members}
         self._pki = pki
 
@@ -486,8 +499,9 @@ class LocalControlPlane:
         if self.options.audit is not None:
             first = instance == self.options.topology.instances(APISERVER)[0]
             argv.extend(self.options.audit.apiserver_flags(self.options.audit.instance_path(instance, first)))
-        if self.options.events_etcd:
-            argv.append(f"--etcd-servers-overrides=/events#https://{LOOPBACK}:{ports['events_etcd']}")
+        if self.options.own_etcds:
+            argv.append("--etcd-servers-overrides=" + ",".join(
+                f"{OWN_ETCD[r]}#https://{LOOPBACK}:{ports[port_key(f'{r}-etcd')]}" for r in self.options.own_etcds))
         return self._argv("kube-apiserver", argv)
 
     def _controller_manager_argv(self, bins: Binaries, pki: ClusterPki, port: int, kubeconfig: Path,
@@ -589,7 +603,7 @@ class LocalControlPlane:
 
         def check(instance: str) -> tuple[str, str, Callable[[str], bool]] | None:
             component = component_of(instance)
-            if component in (ETCD, "events-etcd"):
+            if component == ETCD or component in OWN_ETCD_INSTANCES:
                 return (f"http://{LOOPBACK}:{ports.get(port_key(instance, 'metrics'))}{etcd_health}", etcd_health,
                         lambda u: http_ok(u, expect=etcd_ok))
             if component == APISERVER:

@@ -10,7 +10,9 @@ never touches anything else."""
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from loadtests.config.scenarios import objects_namespaces
@@ -27,6 +29,7 @@ from loadtests.run.fleet import ensure_namespaces, remove_owned
 SCENARIO = "objects"
 CRD_KIND = "CustomResourceDefinition"
 ESTABLISH_TIMEOUT_S = 60.0  # a CRD's Established condition, then its kind in discovery
+PREFILL_CONCURRENCY = 8  # creates in flight while prefilling: enough to keep the apiserver busy on 2 cores
 
 
 class ObjectsSetup:
@@ -38,6 +41,8 @@ class ObjectsSetup:
         self.params = copy.deepcopy(load.get(SCENARIO)) if SCENARIO in load else None
         self.templates = [ObjectTemplate.from_dict(t) for t in (self.params or {}).get("templates", [])]
         self.installs = [ObjectTemplate.from_dict(t) for t in (self.params or {}).get("install", [])]
+        self.prefills = [ObjectTemplate.from_dict(t) for t in (self.params or {}).get("prefill", [])]
+        self.prefilled: list[Kind] = []  # the kinds prefill() made, once per run
         self.kinds: list[Kind] = []
         self.installed: list[str] = []  # paths of what install() made, in order
         self.namespaces: list[str] = []  # every namespace ensure() made or found
@@ -131,20 +136,48 @@ class ObjectsSetup:
         self.kinds = kinds
         self._checked = True
 
+    def prefill(self) -> None:
+        """Make each prefill template's `replicas` objects in the first namespace, once per run, several
+        requests at a time (thousands of large objects take minutes one by one); they stay until the end."""
+        namespace = self.namespaces[0]
+        started = time.monotonic()
+        for i, template in enumerate(self.prefills):
+            where = self._where("prefill", i, template)
+            objects = [template.render(name=f"prefill-{self.run}-{i}-{k}", namespace=namespace, index=k,
+                                       run=self.run) for k in range(template.replicas)]
+            kind = self._resolve(objects[0], where)
+            if not kind.namespaced:
+                raise PlanError(f"{where}: {objects[0]['kind']} is cluster-scoped; `prefill` makes namespaced "
+                                "objects (cluster-scoped ones go in `install`)")
+            try:
+                collection = kind.collection(namespace)
+                with ThreadPoolExecutor(PREFILL_CONCURRENCY) as pool:
+                    list(pool.map(lambda obj, path=collection: self.client.create(path, obj), objects))
+            except ApiError as error:
+                if error.status == 0 or error.status >= 500:
+                    raise
+                raise PlanError(f"{where}: the apiserver refused it: {error.reason}") from None
+            self.prefilled.append(kind)
+        made = sum(t.replicas for t in self.prefills)
+        self.say(f"prefilled {made:,} objects in {namespace} in {time.monotonic() - started:.1f} s")
+
     def prepare(self, nodes: int) -> None:
-        """All of the above that a step needs before its window: install once, namespaces, the check once."""
+        """All of the above that a step needs before its window: install once, namespaces, the check once,
+        the prefill once."""
         if not self.active:
             return
         if not self.installed and self.installs:
             self.install()
         self.ensure(nodes)
         self.check()
+        if self.prefills and not self.prefilled:
+            self.prefill()
 
     def counted(self) -> dict[str, str]:
         """The templates' kinds as collections to count at each window's close: built-in kinds by their
         plural, custom resources by plural.group (as the apiserver's storage metrics name them)."""
         found = {}
-        for kind in self.kinds:
+        for kind in [*self.kinds, *self.prefilled]:
             group = kind.api_version.rpartition("/")[0]
             found[f"{kind.plural}.{group}" if "." in group else kind.plural] = kind.collection()
         return found

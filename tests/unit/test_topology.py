@@ -62,12 +62,12 @@ def test_instances_keep_the_single_names_first_and_each_has_its_ports() -> None:
     assert instance_name("kube-scheduler", 1) == "kube-scheduler-2"
     assert component_of("kube-controller-manager-2") == "kube-controller-manager"
     assert component_of("events-etcd") == "events-etcd" and component_of("kube-apiserver") == "kube-apiserver"
-    single = port_names(Topology(), events_etcd=False)
+    single = port_names(Topology())
     assert single == ["etcd", "etcd_peer", "etcd_metrics", "apiserver", "scheduler", "controller_manager", "kwok"]
-    ha = port_names(topology, events_etcd=True)
+    ha = port_names(topology, ("events", "leases"))
     assert len(ha) == len(set(ha))
-    assert {"etcd_3_peer", "events_etcd", "apiserver", "apiserver_1", "apiserver_2", "haproxy_health",
-            "scheduler_2", "controller_manager_2"} <= set(ha)
+    assert {"etcd_3_peer", "events_etcd", "leases_etcd", "leases_etcd_metrics", "apiserver", "apiserver_1",
+            "apiserver_2", "haproxy_health", "scheduler_2", "controller_manager_2"} <= set(ha)
 
 
 def test_haproxy_checks_each_apiserver_s_readyz_with_a_client_certificate(tmp_path: Path) -> None:
