@@ -267,9 +267,17 @@ def test_a_corrupt_kept_file_is_refused_in_one_line_naming_it(tmp_path: Path, co
     assert len(lines) == 1 and lines[0].startswith(f"loadtest: {target}: ") and said in lines[0], lines
 
 
-@pytest.mark.parametrize("command", [("report", "{page}"), ("report", "--recompute", "{page}"),
-                                     ("compare", "{page}", "{run}")])
-def test_a_report_page_given_for_a_run_folder_says_what_to_give(tmp_path: Path, command: tuple[str, ...]) -> None:
+REPORT_NOT_FOLDER = "{page} is a report page, not a run folder: give the folder it was written into"
+# compare reads the results a report page carries: a page that carries none says so
+PAGE_WITHOUT_RESULTS = "{page}: the page carries no results (written by an older version, or not a loadtest " \
+                       "report): give its run folder instead"
+
+
+@pytest.mark.parametrize(("command", "said"), [(("report", "{page}"), REPORT_NOT_FOLDER),
+                                               (("report", "--recompute", "{page}"), REPORT_NOT_FOLDER),
+                                               (("compare", "{page}", "{run}"), PAGE_WITHOUT_RESULTS)])
+def test_a_report_page_given_for_a_run_folder_says_what_to_give(tmp_path: Path, command: tuple[str, ...],
+                                                                said: str) -> None:
     run = tmp_path / "run"
     shutil.copytree(SAMPLE_RESULTS, run)
     page = run / "report.html"
@@ -278,7 +286,7 @@ def test_a_report_page_given_for_a_run_folder_says_what_to_give(tmp_path: Path, 
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, lines
-    assert f"{page} is a report page, not a run folder: give the folder it was written into" in lines[0], lines
+    assert said.format(page=page) in lines[0], lines
 
 
 def test_an_aborted_capacity_search_says_it_did_not_finish(faulty) -> None:
