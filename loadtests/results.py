@@ -78,6 +78,10 @@ Schema (version 1), all times in seconds, sizes in bytes, rates per second:
             slowest: the slowest requests one by one: {client, verb, resource, namespace, name, latency_s,
                 code, at_s (since the window opened), user}
         window: {opened_at, closed_at}: the measured window in UTC (ISO-8601)
+        profiles: list of ComponentProfile, pprof profiles of kube-apiserver and etcd (absent in older files; empty:
+            not profiled): component, kind ("cpu" over the window, "heap" at its close), files (the raw profiles,
+            relative to the run folder), sample_type and unit, total, offset_s and seconds (which seconds of the
+            window), functions [{name, flat_pct, cum_pct}] and groups [{group, flat_pct, cum_pct}] in % of total
         notes: list of strings (warnings measured during the step, e.g. load generator CPU-bound)
         status: "measured", or "saturated" when nodes or pods did not converge within ramp_timeout_s (the
             breaking point: the run stops growing); saturation: {condition, evidence} of a saturated step
@@ -477,6 +481,45 @@ class AuditSummary:
 
 
 @dataclass
+class ProfileFunction:
+    """One function of a pprof profile: its own share (flat: samples where it was running) and its share with
+    what it called (cum), each in % of the profile's total."""
+
+    name: str
+    flat_pct: float
+    cum_pct: float
+
+
+@dataclass
+class ProfileGroup:
+    """A group of functions (serialisation, watch cache, GC, ...; analysis/profiles.GROUPS): flat_pct are the
+    samples whose innermost grouped frame is one of the group's, so the groups and "other" add up to 100;
+    cum_pct the samples with any frame of the group on their stack (groups overlap there)."""
+
+    group: str
+    flat_pct: float
+    cum_pct: float
+
+
+@dataclass
+class ComponentProfile:
+    """A pprof profile of one component over the step's window (CPU) or at its close (heap), kept raw in the
+    step's folder (files: paths relative to the run folder, gzipped protobuf as served: `go tool pprof` opens
+    them), with its top functions and groups computed when the step was gathered."""
+
+    component: str  # the instance: kube-apiserver (kube-apiserver-2 of several), etcd
+    kind: str  # "cpu" | "heap"
+    files: list[str] = field(default_factory=list)
+    sample_type: str = ""  # the profile's value summed: "cpu" (nanoseconds), "inuse_space" (bytes)
+    unit: str = ""
+    total: float | None = None  # the sum of that value over every sample (CPU: nanoseconds on a CPU)
+    offset_s: float | None = None  # seconds after the window opened that the profile began (heap: was taken)
+    seconds: float | None = None  # seconds profiled (CPU); None for a heap profile
+    functions: list[ProfileFunction] = field(default_factory=list)  # by flat share, largest first
+    groups: list[ProfileGroup] = field(default_factory=list)  # by flat share, largest first; "other" included
+
+
+@dataclass
 class StepResult:
     index: int
     name: str
@@ -511,6 +554,8 @@ class StepResult:
     notes: list[str] = field(default_factory=list)
     events: list[StepEvent] = field(default_factory=list)  # what the cluster survived during the step
     roll: RollResult | None = None  # a rolling upgrade during this step's window
+    # pprof profiles of kube-apiserver and etcd (empty: not profiled; absent in older files)
+    profiles: list[ComponentProfile] = field(default_factory=list)
     # "measured", or "saturated": the control plane did not converge (the run's breaking point); then
     # saturation says what did not ({"condition": ..., "evidence": ...}) and the figures above are empty
     status: str = "measured"

@@ -147,6 +147,16 @@ class Audit:
 
 
 @dataclass
+class Profiles:
+    """pprof profiles of kube-apiserver and etcd in every window (measure/profiles.py): CPU over the window (its
+    last `cpu_max_s` seconds at most), the heap at its close. Local control planes start both with their profiling
+    endpoints on only when this is on; an existing cluster's apiserver is profiled where its endpoint answers."""
+
+    enabled: bool = True
+    cpu_max_s: int = 60
+
+
+@dataclass
 class Roll:
     """A rolling upgrade in the middle of a step (`loadtest rehearse --rolling`): after `steady_s` of the step's
     window (its figures before the roll), each component is replaced in turn with `pause_s` between them, while an
@@ -181,6 +191,7 @@ class Plan:
     capacity: Capacity = field(default_factory=Capacity)
     cl2: Cl2 = field(default_factory=Cl2)
     audit: Audit = field(default_factory=Audit)
+    profiles: Profiles = field(default_factory=Profiles)
     roll: Roll = field(default_factory=Roll)
     project_to: list[int] = field(default_factory=lambda: list(DEFAULT_PROJECT_TO))
     source: str = ""
@@ -277,7 +288,7 @@ def parse(data: Any, source: str = "plan") -> Plan:
     """Validate a plan mapping and fill in defaults: one parser per section, each refusing in one line."""
     data = _mapping(source, "(top level)", data)
     _no_unknown(source, "", data, {"name", "target", "steps", "load", "slo", "gate", "workers", "compare",
-                                   "capacity", "audit", "project_to", "repeat", "cl2", "roll"})
+                                   "capacity", "audit", "project_to", "repeat", "cl2", "roll", "profiles"})
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise field_error(source, "name", f"must be letters, digits, - or _ (got {name!r})")
@@ -292,7 +303,8 @@ def parse(data: Any, source: str = "plan") -> Plan:
                 project_to=(_project_to(source, data["project_to"], largest) if "project_to" in data
                             else default_project_to(largest)),
                 compare=_compare(source, data.get("compare")), cl2=_cl2(source, data.get("cl2")),
-                roll=_roll(source, data.get("roll"), steps), source=source)
+                roll=_roll(source, data.get("roll"), steps), profiles=_profiles(source, data.get("profiles")),
+                source=source)
 
 
 def _target(source: str, value: Any) -> Target:
@@ -485,6 +497,13 @@ def _audit(source: str, value: Any) -> Audit:
     _number(source, "audit.max_size_mb", audit.max_size_mb, minimum=1, integer=True)
     _number(source, "audit.max_backups", audit.max_backups, minimum=0, integer=True)
     return audit
+
+
+def _profiles(source: str, value: Any) -> Profiles:
+    profiles = _section(source, "profiles", value, Profiles)
+    _boolean(source, "profiles.enabled", profiles.enabled)
+    _number(source, "profiles.cpu_max_s", profiles.cpu_max_s, minimum=1, integer=True)  # pprof takes whole seconds
+    return profiles
 
 
 def _component_args(source: str, value: Any) -> dict[str, list[str]]:

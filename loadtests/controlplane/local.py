@@ -199,14 +199,16 @@ class LocalOptions:
     identities: str = "admin"  # who kwok and the load are to the apiserver (plan.IDENTITIES, pki.py)
     kept_logs: Path | None = None  # where the components' logs are kept after down (a run's results folder)
     topology: Topology = field(default_factory=Topology)  # how many of each component (config/topology.py)
-
-
+    # kube-apiserver's /debug/pprof (--profiling) and etcd's (--enable-pprof, on its client URL): measure/profiles.py
+    profiling: bool = True
 
     @property
     def own_etcds(self) -> tuple[str, ...]:
         """The resources kept in an etcd of their own (OWN_ETCD's keys), in OWN_ETCD's order."""
         wanted = {"events": self.events_etcd, "leases": self.leases_etcd}
         return tuple(resource for resource in OWN_ETCD if wanted[resource])
+
+
 class LocalControlPlane:
     """Bring a local control plane up and down; `up` tears down whatever it started if it fails or is interrupted."""
 
@@ -465,7 +467,7 @@ class LocalControlPlane:
                 f"--trusted-ca-file={pki.ca.cert}", "--client-cert-auth=true",
                 f"--peer-cert-file={pki.etcd_server.cert}", f"--peer-key-file={pki.etcd_server.key}",
                 f"--peer-trusted-ca-file={pki.ca.cert}", "--peer-client-cert-auth=true",
-                "--log-level=warn",
+                "--log-level=warn", *(["--enable-pprof"] if self.options.profiling else []),
             ])))
         for member, record in zip(members, records, strict=True):
             metrics = ports[port_key(member, "metrics")]
@@ -494,7 +496,7 @@ class LocalControlPlane:
             "--allow-privileged=true",
             # the advertise address is loopback, which the lease endpoint reconciler refuses
             "--endpoint-reconciler-type=none",
-            "--profiling=false",
+            f"--profiling={str(self.options.profiling).lower()}",
         ]
         if self.options.audit is not None:
             first = instance == self.options.topology.instances(APISERVER)[0]

@@ -28,6 +28,7 @@ from loadtests.measure.cluster_health import DEFAULT_INTERVAL_S, ClusterHealthSa
 from loadtests.measure.controlled import ControlledPodsProbe
 from loadtests.measure.object_counts import count_objects
 from loadtests.measure.processes import ProcessSampler, harness_note
+from loadtests.measure.profiles import ProfileProbe, ProfileSettings
 from loadtests.measure.prometheus import scrape, scrape_apiserver, scrape_instances
 from loadtests.measure.watchers import PodStartupProbe, WatchDelayProbe
 from loadtests.results import ClusterHealth, ControlledPods, EtcdStats, StepResult, utc_at
@@ -68,6 +69,7 @@ class Window:
     opened: float | None  # monotonic time the window opened (the start scrape's answer), if it was scraped
     controlled: tuple[str, ...] = ()  # kinds of the objects scenario whose pods are timed (measure/controlled.py)
     objects_selector: str = ""  # the label selector of the run's objects
+    profiles: ProfileSettings | None = None  # pprof profiles of the window (measure/profiles.py); None: none
 
 
 class _Processes:
@@ -206,6 +208,7 @@ PROBES: dict[str, Callable[[Window], Probe | None]] = {
     "cluster health sampler": lambda w: _Health(ClusterHealthSampler(
         w.info, w.pids, interval_s=w.health_interval_s, pod_namespaces=(objects.NS_FLEET, w.churn_namespace),
         origin=w.opened)),
+    "profiler": lambda w: ProfileProbe(w.info, w.profiles, w.opened) if w.profiles is not None else None,
 }
 
 
@@ -226,11 +229,13 @@ class StepProbes:
                  process_interval_s: float = 1.0, watch_delay_interval_s: float = 0.5,
                  health_interval_s: float = DEFAULT_INTERVAL_S, extra_families: Iterable[str] = (),
                  scrapes_dir: Path | None = None, counted: Mapping[str, str] | None = None,
-                 controlled: Iterable[str] = (), objects_selector: str = "") -> None:
+                 controlled: Iterable[str] = (), objects_selector: str = "",
+                 profiles: ProfileSettings | None = None) -> None:
         self.target_info = target_info
         self.counted = dict(counted or {})  # more collections to count at the window's close: name -> path
         self.controlled = tuple(controlled)  # the objects scenario's pod-controlling kinds, timed per window
         self.objects_selector = objects_selector
+        self.profiles = profiles  # where and how long the window's pprof profiles are taken (None: not taken)
         # the scrapes keep only the metric families the probes read (plus any the caller asks for)
         self.apiserver_families = apiserver.FAMILIES | set(extra_families)
         self.etcd_families = etcd.FAMILIES | set(extra_families)
@@ -310,7 +315,7 @@ class StepProbes:
         window = Window(self.target_info, pids, self.probe_namespace, self.churn_namespace, self.process_interval_s,
                         self.watch_delay_interval_s, self.health_interval_s,
                         self.start_snapshot.taken_at if self.start_snapshot is not None else None,
-                        self.controlled, self.objects_selector)
+                        self.controlled, self.objects_selector, self.profiles)
         self._running = {}
         for name, make in PROBES.items():
             probe = self._start(name, lambda make=make: make(window))

@@ -18,6 +18,7 @@ from loadtests.analysis.roll import run_verdicts
 from loadtests.analysis.slo import Verdict, classify, resource_label, thresholds, verdicts
 from loadtests.report import audit, card, charts, junit, page, projection
 from loadtests.report.health import HealthCell, health_cells, health_details, health_panel, health_warnings
+from loadtests.report.profiles import StepProfiles, change_tables, step_profiles
 from loadtests.report.redact import REDACTED_NOTE, redact
 from loadtests.report.roll import RollView, roll_view
 from loadtests.results import CPU_BOUND_PERCENT, RunResult, StepResult, load
@@ -56,6 +57,7 @@ class StepView:
     health_panel: charts.Panel | None = None
     client_costs: list[audit.ClientCost] = field(default_factory=list)  # empty: no audit log read
     roll: RollView | None = None  # a rolling upgrade in this step's window
+    profiles: StepProfiles | None = None  # where the CPU went (pprof); None: not profiled
 
 
 RECORDED_LOADGEN_NOTE = "load generator CPU-bound"
@@ -154,7 +156,7 @@ def step_view(step: StepResult, step_verdicts: list[Verdict]) -> StepView:
                     count_rows=count_rows(step),
                     health_cells=health_cells(step) if step.health.samples else [],
                     health_details=health_details(step), health_panel=health_panel(step),
-                    client_costs=audit.client_costs(step), roll=roll_view(step))
+                    client_costs=audit.client_costs(step), roll=roll_view(step), profiles=step_profiles(step))
 
 
 def verdict_matrix(run: RunResult, found: list[Verdict]) -> list[tuple[str, str, list[Verdict | None]]]:
@@ -268,6 +270,7 @@ def context(run: RunResult) -> dict[str, Any]:
         "warnings": [w for view in views for w in view.warnings],
         "panels": panels,
         "projection": projected,
+        "cpu_changes": change_tables(run),
         # in page order: the charts section, each step's health chart in its section, then the projections
         "figures": charts.payload(panels + [v.roll.panel for v in views if v.roll is not None]
                                   + [v.health_panel for v in views if v.health_panel is not None]

@@ -47,6 +47,7 @@ from loadtests.load.remote import MasterBind
 from loadtests.measure.availability import AvailabilityProbe
 from loadtests.measure.probes import StepProbes
 from loadtests.measure.processes import HARNESS
+from loadtests.measure.profiles import PROFILES_DIR, ProfileSettings
 from loadtests.measure.saturation import RampWitness
 from loadtests.polling import poll_until
 from loadtests.results import ClientStat, RunResult, StepEvent, StepResult
@@ -336,7 +337,10 @@ class Runner:
         probes = StepProbes(info, probe_namespace=objects.NS_PROBE, churn_namespace=churn_namespace,
                             scrapes_dir=step_dir, counted={**made.counted(), **(mix.counted() if phased else {})},
                             controlled=mix.controlled() if phased else made.controlled(),
-                            objects_selector=mix.selector if phased else made.selector)
+                            objects_selector=mix.selector if phased else made.selector,
+                            profiles=ProfileSettings(step_dir / PROFILES_DIR, self.options.out_dir, step.duration_s,
+                                                     fixed=not phased, cpu_max_s=self.plan.profiles.cpu_max_s)
+                            if self.plan.profiles.enabled else None)
         final = self._total is not None and index + 1 == self._total and not self.options.runs_follow
         asked = StepLoad(made.scenarios(self.plan.load), nodes=step.nodes, duration_s=step.duration_s,
                          out_dir=step_dir, windowed=True, run_id=self.options.out_dir.name, workers=self._workers(),

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from loadtests import results
+from loadtests.analysis import profiles
 from loadtests.binaries import cache as binaries
 from loadtests.config import plan as plan_mod
 from loadtests.config import versions
@@ -197,6 +198,13 @@ def test_a_run_against_the_existing_cluster_leaves_it_as_it_was(their_plane: Loc
     assert run.steps[0].client and sum(c.count for c in run.steps[0].client) > 0
     assert run.environment["server"] == "existing cluster"
     assert run.environment["versions"]["kubernetes"] == versions.DEFAULT_KUBE_VERSION
+    # profiled where it can be: the apiserver's /debug/pprof answers the kubeconfig's user, etcd is out of reach
+    step = run.steps[0]
+    cpu = profiles.find(step.profiles, "kube-apiserver", "cpu")
+    assert cpu is not None and cpu.seconds == 10 and (out / cpu.files[0]).is_file(), step.profiles
+    assert [p.component for p in step.profiles if p.component != "kube-apiserver"] == []
+    assert [n for n in step.notes if n.startswith("not profiled")] == ["not profiled: etcd: not reachable on this "
+                                                                       "target"], step.notes
 
     match = KWOK_PID.search(result.stdout)
     assert match, result.stdout
@@ -262,6 +270,12 @@ def test_the_cl2_smoke_plan_runs_its_five_phases_and_leaves_nothing(their_plane:
     html = (out / "report.html").read_text()
     assert html.count("<h3>Controlled pods running</h3>") == sum(1 for s in run.steps if s.controlled)
     assert html.count("<h3>Scheduling throughput</h3>") == 1
+    # a phase's window is profiled in 10 s pieces from its start, the piece under way at its close cut off
+    cpu = [profiles.find(step.profiles, "kube-apiserver", "cpu") for step in run.steps]
+    assert any(cpu), [step.notes for step in run.steps]
+    for step, found in zip(run.steps, cpu, strict=True):
+        if found is not None:
+            assert found.seconds == 10 * len(found.files) <= step.duration_s, (found, step.duration_s)
     assert_nothing_of_ours_left(theirs)
     assert theirs.list_items("priorityclasses", label_selector=objects.MANAGED_BY_SELECTOR) == []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from loadtests import results
+from loadtests.analysis import profiles
 from tests.cli import loadtest, start_loadtest
 
 
@@ -17,7 +18,10 @@ def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
     run = results.load(out)
     assert run.status == "complete" and [s.nodes for s in run.steps] == [10, 20]
     assert (out / "report.html").stat().st_size > 100_000 and (out / "junit.xml").exists()
-    assert "Who is expensive" in (out / "report.html").read_text()
+    html = (out / "report.html").read_text()
+    assert "Who is expensive" in html
+    # per step the top functions of both CPU profiles and both heaps; the groups step by step
+    assert html.count('class="profile-functions"') == 4 * len(run.steps) and 'id="profile-changes"' in html
     assert (out / "audit" / "audit.log").stat().st_size > 0
     for step in run.steps:
         client_creates = sum(c.count for c in step.client if c.name == "POST pods")
@@ -61,6 +65,14 @@ def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
                               and r.verb == "POST" and r.resource == "pods")
         assert abs(audited_creates - client_creates) <= 0.05 * client_creates, (audited_creates, client_creates)
         assert step.audit.unreadable == 0 and step.audit.notes == []
+        # where the CPU went: each component's pprof profile of the window, kept as served and read back
+        assert not [note for note in step.notes if note.startswith("not profiled")], step.notes
+        for component in ("kube-apiserver", "etcd"):
+            cpu = profiles.find(step.profiles, component, "cpu")
+            assert cpu is not None and cpu.seconds == 20 and cpu.total and cpu.functions and cpu.groups, cpu
+            kept = profiles.decode((out / cpu.files[0]).read_bytes())
+            assert kept.total(kept.index_of(profiles.CPU_TYPES)) == cpu.total
+            assert profiles.find(step.profiles, component, "heap") is not None
     # the controller-manager's controllers are told apart (each acts in some step, not necessarily in every one)
     audited = {row.client for step in run.steps for row in step.audit.requests}
     assert any(c.startswith("kube-controller-manager (") for c in audited), audited
