@@ -7,9 +7,13 @@ step) in one of three ways the lesson declares:
   `etcd.keys_by_prefix.events`, `processes[component=kube-apiserver].cpu_percent` (summed over matches),
   `requests_by_code[5*]` (keys matching a pattern, summed), `etcd.alarms` (a list: its length);
 - scrape: a metric of the /metrics pages kept at the window's start and end ({page: apiserver | etcd,
-  metric, labels (a value or a list of values), stat: delta | rate | p50 | p90 | p99 | sum | sum_rate | end});
+  metric, labels (a value or a list of values), stat: delta | rate | p50 | p90 | p99 | sum | sum_rate | end |
+  total (a counter at the window's close: since its process started, e.g. an apiserver restarted in the window),
+  present: a metric with a series of the read's labels wherever they can be counted, e.g. a priority level's
+  apiserver_flowcontrol_nominal_limit_seats: without one, not measured; with one, a counter missing from the
+  page counted nothing});
 - audit: requests of the step's audit log ({verb, resource, client (a prefix), code (a prefix),
-  stat: count | rate}).
+  stat: count | rate | p99 (latency, receipt to response)}).
 
 The effect is the ratio of the warned setup's median to the fix's (inverted for `expect: lower`), so above 1
 means the direction the field report describes; a growth lesson's is the last step's value over the first's.
@@ -31,6 +35,7 @@ nodes) apart."""
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import math
 import statistics
@@ -44,7 +49,7 @@ from loadtests import results
 from loadtests.analysis import formats, stats
 from loadtests.analysis.metrics import Snapshot, counter_delta, histogram_delta
 from loadtests.analysis.samples import repeat_folders
-from loadtests.analysis.scrapes import load_scrape, step_folder
+from loadtests.analysis.scrapes import load_scrape, scrape_path, step_folder
 from loadtests.config.lesson import Lesson, Measure, Variant
 from loadtests.errors import UnreadableFile, unreadable
 from loadtests.results import RunResult, StepResult
@@ -118,20 +123,42 @@ def _matcher(labels: dict[str, Any]) -> dict[str, Any]:
     return {k: _one_of(want) if isinstance(want, list) else str(want) for k, want in (labels or {}).items()}
 
 
+@functools.lru_cache(maxsize=16)
+def _parsed_page(folder: Path, source: str, which: str, _stamp: int) -> Snapshot | None:
+    return load_scrape(folder, source, which, every_family=True)
+
+
+def kept_page(folder: Path, source: str, which: str) -> Snapshot | None:
+    """A step's kept page with every family, parsed once while it is unchanged: every scrape measure of a
+    lesson reads the same few pages of several megabytes, and parsing each again cost seconds a page."""
+    try:
+        stamp = scrape_path(folder, source, which).stat().st_mtime_ns
+    except OSError:
+        return None
+    return _parsed_page(folder, source, which, stamp)
+
+
 def scrape_reading(step: StepResult, folder: Path, spec: dict[str, Any]) -> Reading:
     """A metric over the step's window, from the /metrics pages kept with it."""
     source, metric, stat = spec.get("page", "apiserver"), spec["metric"], spec.get("stat", "delta")
-    start = load_scrape(folder, source, "start", every_family=True)
-    end = load_scrape(folder, source, "end", every_family=True)
+    end = kept_page(folder, source, "end")
     if end is None:
         return None, ""
     match = _matcher(spec.get("labels") or {})
     window = step.duration_s or None
     if stat == "end":
         return end.total(metric, **match), ""
+    if stat == "total":  # a counter's count at the close: all since its process started (a restarted apiserver's)
+        value = end.total(metric, **match)
+        return (0.0 if value is None and end.has(metric) else value), ""
+    start = kept_page(folder, source, "start")  # only figures over the window read the window's first page
     if stat in ("delta", "rate"):
+        present = spec.get("present")  # a metric with a series of these labels wherever they can be counted
+        if present and not end.series(str(present), **match):
+            return None, ""  # what would count them (a priority level) does not exist here: not measured
         if not end.has(metric):  # not on the page: not measured (this version may not export it, or nothing counted)
-            return None, ""
+            # unless `present` says they can be counted: a counter appears with its first increment, so none was
+            return (0.0 if present else None), ""
         # the family is on the page: a labelled counter appears with its first increment, so no series of these
         # labels means none of them happened
         delta = counter_delta(start, end, metric, **match) or 0.0
@@ -149,10 +176,14 @@ def scrape_reading(step: StepResult, folder: Path, spec: dict[str, Any]) -> Read
 
 
 def audit_value(step: StepResult, spec: dict[str, Any]) -> float | None:
-    """Requests of the step's audit log matching verb, resource, client and code prefixes."""
+    """Requests of the step's audit log matching verb, resource, client and code prefixes; or (stat p99) their
+    latency from receipt to response, every code and flow-control queueing included. Each row's p99 is exact (the
+    log's own timestamps); of several rows the slowest row's p99 is given, so a p99 read names verb, resource
+    and client to match one row (none matched: not measured)."""
     if not step.audit.source:
         return None
     count = 0
+    p99s = []
     for row in step.audit.requests:
         if spec.get("verb") and row.verb != spec["verb"]:
             continue
@@ -160,10 +191,14 @@ def audit_value(step: StepResult, spec: dict[str, Any]) -> float | None:
             continue
         if spec.get("client") and not row.client.startswith(spec["client"]):
             continue
+        if row.p99_s is not None:
+            p99s.append(row.p99_s)
         code = spec.get("code")
         count += sum(n for c, n in row.codes.items() if c.startswith(str(code))) if code else row.count
     if spec.get("stat", "count") == "rate":
         return count / step.duration_s if step.duration_s else None
+    if spec.get("stat") == "p99":
+        return max(p99s) if p99s else None
     return float(count)
 
 
@@ -534,7 +569,7 @@ def _feature_states(runs: VariantRuns, features: list[str]) -> dict[str, str]:
     for steps, path in runs.measured_steps()[:1]:
         if not steps:
             continue
-        end: Snapshot | None = load_scrape(step_folder(path, steps[-1].index), "apiserver", "end", every_family=True)
+        end: Snapshot | None = kept_page(step_folder(path, steps[-1].index), "apiserver", "end")
         for feature in features:
             value = end.total("kubernetes_feature_enabled", name=feature) if end is not None else None
             states[feature] = "not listed" if value is None else "enabled" if value else "disabled"
@@ -635,7 +670,24 @@ def evaluate(lesson: Lesson, folder: Path) -> dict[str, Any]:
                          or (first_run.plan.get("target") or {}).get("kube_version")) if first_run else "—",
         "scale": " → ".join(f"{s.nodes:,}" for s in first_run.steps) + " nodes" if first_run else "—",
         "charted": charted,
+        "against_report": against_report(lesson, comparisons),
     }
+
+
+def against_report(lesson: Lesson, comparisons: list[Comparison]) -> str:
+    """The field report's own pair of figures and their ratio, beside the effect measured here on the same
+    figure against each fix (a comparison lesson whose claim quotes both setups' figures); "" otherwise."""
+    claim = lesson.field_report
+    ratio_said = claim.ratio
+    if ratio_said is None:
+        return ""
+    measure = str(claim.figure.get("measure") or lesson.deciding.name)
+    unit = next((m.unit for m in lesson.measures if m.name == measure), "")
+    said = (f"{formats.in_unit(float(claim.figure['warned']), unit)} against "
+            f"{formats.in_unit(float(claim.figure['fix']), unit)} in the report, ×{ratio_said:.2f}")
+    here = [f"against {c.against} {times(c.effect, c.effect_prefix)}"
+            + (f" ({c.verdict})" if c.verdict in UNJUDGED else "") for c in comparisons if c.measure == measure]
+    return f"{said}; here ({measure}): " + ("; ".join(here) if here else "not measured")
 
 
 def summary(evaluated: dict[str, Any]) -> dict[str, Any]:
@@ -652,6 +704,7 @@ def summary(evaluated: dict[str, Any]) -> dict[str, Any]:
                         for c in evaluated["comparisons"]],
         "growths": [asdict(g) for g in evaluated["growths"]],
         "recorded": {v["variant"].name: v["recorded"] for v in evaluated["variants"]},
+        "against_report": evaluated["against_report"],
     }
 
 

@@ -28,6 +28,7 @@ from loadtests.errors import (
     MIN_FREE_BYTES,
     CompareError,
     LoadTestError,
+    PlanError,
     disk_full,
 )
 from loadtests.load.remote import MasterBind
@@ -153,6 +154,9 @@ def check_runnable(plan: Plan, args: argparse.Namespace, *, orphans: bool = True
                            kwok_mode=getattr(args, "kwok_mode", None))
     request = RunRequest(target=target, workers=args.workers, master=worker.master_bind(plan, args),
                          ui=getattr(args, "ui", False), gate=gate and not getattr(args, "no_gate", False))
+    if target.kubeconfig and plan.target.tenants:  # who the load is on an existing cluster, its kubeconfig says
+        raise PlanError(f"{plan.source}: target.tenants: tenants are made by a local control plane only; drop "
+                        "--kubeconfig to run this plan locally, or the tenants")
     if plan.target.kind == "local" and not target.kubeconfig:
         from loadtests.binaries.cache import find
 

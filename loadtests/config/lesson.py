@@ -67,7 +67,14 @@ class FieldClaim:
 
     said: str
     source: str
-    figure: dict[str, Any] = field(default_factory=dict)  # growth lessons: {nodes, value, unit, measure}
+    # growth lessons: {nodes, value, unit, measure}; a comparison: {measure, warned, fix}, its two setups' figures
+    figure: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float | None:
+        """The warned setup's figure over the fix's, as the report quoted them (None: it quoted no pair)."""
+        warned, fix = self.figure.get("warned"), self.figure.get("fix")
+        return float(warned) / float(fix) if warned and fix else None
 
 
 @dataclass(frozen=True)
@@ -179,8 +186,9 @@ def parse(data: Any, source: str) -> Lesson:
         raise field_error(source, "field_report", "must be a mapping with said and source")
     figure = claim.get("figure") or {}
     if not isinstance(figure, dict):
-        raise field_error(source, "field_report.figure", "must be a mapping (nodes, value, measure)")
-    for key in ("nodes", "value"):
+        raise field_error(source, "field_report.figure", "must be a mapping (nodes, value, measure; or warned, "
+                                                     "fix, measure)")
+    for key in ("nodes", "value", "warned", "fix"):
         value = figure.get(key)
         if key in figure and (isinstance(value, bool) or not isinstance(value, int | float)
                               or not 0 < value < math.inf):
@@ -206,6 +214,9 @@ def parse(data: Any, source: str) -> Lesson:
                           "needs one `warned` variant and one or more `fix` variants, or one `sweep`")
     effect = data.get("effect") or {}
     measures = [_measure(source, f"effect.measures[{i}]", m) for i, m in enumerate(effect.get("measures") or [])]
+    if figure.get("measure") and figure["measure"] not in {m.name for m in measures}:
+        raise field_error(source, "field_report.figure.measure", f"names no measure of the lesson "
+                                                               f"(got {figure['measure']!r})")
     if not [m for m in measures if not m.check]:
         raise field_error(source, "effect.measures", "needs at least one figure that shows the effect and is not a "
                                                "`check` (the first such figure decides the verdict)")

@@ -18,6 +18,7 @@ import yaml
 
 from loadtests import PACKAGE_DIR
 from loadtests.config import cl2, templates
+from loadtests.config import tenants as tenants_mod
 from loadtests.config.scenarios import SCENARIOS
 from loadtests.config.topology import Topology
 from loadtests.config.versions import DEFAULT_KUBE_VERSION, check_kube_version
@@ -70,6 +71,8 @@ class Target:
     # local: how many etcd members, apiservers (behind HAProxy when more than one), schedulers and
     # controller-managers (leader-elected when two) the control plane runs (config/topology.py)
     topology: Topology = field(default_factory=Topology)
+    # local: load scenarios sent as users of their own, with their RBAC rules and flow schemas (config/tenants.py)
+    tenants: dict[str, tenants_mod.Tenant] = field(default_factory=dict)
 
 
 # Components whose flags a plan may extend, and the flags it may not set: they decide where a component
@@ -208,6 +211,8 @@ class Plan:
             data.pop("cl2")
         if self.target.topology.single:  # a single-node control plane is written as before topologies
             data["target"].pop("topology")
+        if not self.target.tenants:  # nor one without tenants
+            data["target"].pop("tenants")
         if self.roll == Roll():  # nor a plan that does not set how a roll goes
             data.pop("roll")
         informers = data["load"].get("informers")
@@ -310,8 +315,9 @@ def parse(data: Any, source: str = "plan") -> Plan:
 def _target(source: str, value: Any) -> Target:
     raw = dict(_mapping(source, "target", value))
     topology = _section(source, "target.topology", raw.pop("topology", None), Topology)
+    tenants = tenants_mod.parse(source, raw.pop("tenants", None))
     target = _section(source, "target", raw, Target)
-    target.topology = topology
+    target.topology, target.tenants = topology, tenants
     if (problem := topology.problem()) is not None:
         raise field_error(source, f"target.topology.{problem[0]}", problem[1])
     if target.kind not in ("local", "cluster"):
@@ -325,6 +331,7 @@ def _target(source: str, value: Any) -> Target:
     if target.kind == "cluster" and not target.kubeconfig:
         raise field_error(source, "target.kubeconfig", "required when target.kind is 'cluster'")
     target.component_args = _component_args(source, target.component_args)
+    tenants_mod.check_flow_control(source, target.tenants, target.component_args.get("kube-apiserver", []))
     _one_of(source, "target.etcd_storage", target.etcd_storage, ETCD_STORAGE)
     _one_of(source, "target.identities", target.identities, IDENTITIES)
     local_only = [name for name, value, default in (("component_args", target.component_args, {}),
@@ -332,7 +339,8 @@ def _target(source: str, value: Any) -> Target:
                                                     ("leases_etcd", target.leases_etcd, False),
                                                     ("etcd_storage", target.etcd_storage, "disk"),
                                                     ("identities", target.identities, "admin"),
-                                                    ("topology", target.topology, Topology())) if value != default]
+                                                    ("topology", target.topology, Topology()),
+                                                    ("tenants", target.tenants, {})) if value != default]
     if target.kind == "cluster" and local_only:
         raise field_error(source, f"target.{local_only[0]}",
                           "only a local control plane's components can be configured by a plan (on an existing "

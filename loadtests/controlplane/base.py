@@ -31,6 +31,8 @@ class TargetInfo:
     # an ordinary user, and a kubelet (group system:nodes)
     load_access: ClusterAccess | None = None
     node_access: ClusterAccess | None = None
+    # load scenarios that send as a tenant of their own (target.tenants, config/tenants.py): scenario -> its access
+    scenario_access: dict[str, ClusterAccess] = field(default_factory=dict)
     # several apiservers behind a load balancer (`access.server`): each one by instance name -> its own URL, so
     # their /metrics are read one by one; empty where `access.server` is the only one
     apiservers: dict[str, str] = field(default_factory=dict)

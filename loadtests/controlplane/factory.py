@@ -32,5 +32,6 @@ def make_target(plan: Plan, run_id: str, out_dir: Path, request: TargetRequest,
         heartbeat_factor=plan.target.heartbeat_factor, events_etcd=plan.target.events_etcd,
         leases_etcd=plan.target.leases_etcd, tied_to_owner=True,
         audit=audit, component_args=plan.target.component_args, etcd_storage=plan.target.etcd_storage,
-        identities=plan.target.identities, topology=plan.target.topology, profiling=plan.profiles.enabled),
+        identities=plan.target.identities, topology=plan.target.topology, profiling=plan.profiles.enabled,
+        tenants=plan.target.tenants),
         out_dir, log)

@@ -23,6 +23,7 @@ import yaml
 from loadtests.binaries import cache as binaries_mod
 from loadtests.binaries.cache import Binaries
 from loadtests.config import versions
+from loadtests.config.tenants import Tenant
 from loadtests.config.topology import (
     APISERVER,
     CONTROLLER_MANAGER,
@@ -34,6 +35,7 @@ from loadtests.config.topology import (
 )
 from loadtests.controlplane import haproxy
 from loadtests.controlplane import kwok as kwok_mod
+from loadtests.controlplane import tenants as tenants_mod
 from loadtests.controlplane.audit import AuditLog
 from loadtests.controlplane.base import TargetInfo
 from loadtests.controlplane.health import HealthCheck, endpoint_check
@@ -188,9 +190,9 @@ class LocalOptions:
     kube_version: str = versions.DEFAULT_KUBE_VERSION
     heartbeat_factor: float = 1.0
     events_etcd: bool = False
+    leases_etcd: bool = False
     apiserver_port: int | None = None  # None: choose a free port
     directory: Path | None = None  # default: <cache>/clusters/<name>
-    leases_etcd: bool = False
     kwok: bool = True  # False: no kwok controller (the cluster stands in for one someone else runs)
     tied_to_owner: bool = False  # a run's own cluster: dies with the process that started it
     audit: AuditLog | None = None  # the apiserver's audit log (who sent which request), when wanted
@@ -201,6 +203,8 @@ class LocalOptions:
     topology: Topology = field(default_factory=Topology)  # how many of each component (config/topology.py)
     # kube-apiserver's /debug/pprof (--profiling) and etcd's (--enable-pprof, on its client URL): measure/profiles.py
     profiling: bool = True
+    # load scenarios sent as users of their own (config/tenants.py): made before kwok and the steps start
+    tenants: dict[str, Tenant] = field(default_factory=dict)
 
     @property
     def own_etcds(self) -> tuple[str, ...]:
@@ -331,6 +335,7 @@ class LocalControlPlane:
             self._start_load_balancer(pki, state, log)
         if self.options.identities == "production":
             grant_cluster_admin(self.access(), (KWOK_USER, LOAD_USER))
+        tenants_mod.set_up(self.access(), self.directory, self.options.tenants, log)
 
         write_kubeconfig(self.directory / "scheduler.kubeconfig", state.server, pki.ca.cert, pki.scheduler,
                          "kube-scheduler")
@@ -554,6 +559,8 @@ class LocalControlPlane:
                           metrics_urls=metrics_urls, audit_logs=self._audit_logs(state),
                           etcd_client=etcd_client, load_access=self.access("load") if production else None,
                           node_access=self.access("kwok") if production else None,
+                          scenario_access=tenants_mod.scenario_access(Path(state.directory), state.server,
+                                                                      self.options.tenants),
                           apiservers=dict(state.apiservers) if len(state.apiservers) > 1 else {},
                           etcd_members=dict(state.etcd_members) if len(state.etcd_members) > 1 else {})
 

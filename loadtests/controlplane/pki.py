@@ -58,13 +58,28 @@ class Authority:
         write_private(self.pair.cert, self.cert.public_bytes(serialization.Encoding.PEM))
         write_private(self.pair.key, _key_pem(self.key))
 
-    def issue(self, stem: str, common_name: str, *, organization: str | None = None,
+    @classmethod
+    def load(cls, directory: Path) -> Authority:
+        """The CA a cluster's certificates were made with, read back from its files, to sign more for it (the
+        tenants' client certificates, made once the plan's tenants are known)."""
+        found = cls.__new__(cls)
+        found.directory = directory
+        found.pair = CertPair(directory / "ca.crt", directory / "ca.key")
+        found.cert = x509.load_pem_x509_certificate(found.pair.cert.read_bytes())
+        key = serialization.load_pem_private_key(found.pair.key.read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{found.pair.key}: not this harness's CA key")
+        found.key = key
+        return found
+
+    def issue(self, stem: str, common_name: str, *, organization: str | tuple[str, ...] | None = None,
               server_names: tuple[str, ...] = (), client: bool = True) -> CertPair:
-        """Sign a certificate; server_names (DNS names or IPs) make it a serving certificate too."""
+        """Sign a certificate; organization names its groups (one or several); server_names (DNS names or IPs)
+        make it a serving certificate too."""
         key = ec.generate_private_key(ec.SECP256R1())
         attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-        if organization:
-            attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+        groups = (organization,) if isinstance(organization, str) else organization or ()
+        attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups if group]
         usages = [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
         now = datetime.datetime.now(datetime.UTC)
         builder = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from loadtests.kube.access import ClusterAccess
@@ -50,12 +50,19 @@ class LoadConfig:
     remote_workers: int = 0
     remote_wait_s: float = 120.0
     final_step: bool = False  # the run's last planned step: workers of other machines end after it
+    # scenarios that send as a tenant of their own (target.tenants): scenario name -> that user's access
+    scenario_access: dict[str, ClusterAccess] = field(default_factory=dict)
 
     def without_access(self) -> dict[str, Any]:
         """The config as sent to a worker of another machine: credentials never leave this one."""
         data = self.to_dict()
         del data["access"]
+        data.pop("scenario_access", None)
         return data
+
+    def access_for(self, scenario: str) -> ClusterAccess:
+        """Who a scenario's users are to the apiserver: its tenant, or the load's own identity."""
+        return self.scenario_access.get(scenario, self.access)
 
     def node(self, index: int) -> str:
         """The name of the index-th node (wrapping around), so watchers spread over the fleet."""
@@ -73,6 +80,8 @@ class LoadConfig:
     def from_dict(cls, data: dict[str, Any]) -> LoadConfig:
         data = dict(data)
         access = ClusterAccess(**data.pop("access"))
+        data["scenario_access"] = {name: ClusterAccess(**found)
+                                   for name, found in (data.pop("scenario_access", None) or {}).items()}
         names = data.pop("node_names", None)
         if isinstance(names, dict):  # {"prefix": "kwok-node-", "count": N}: zero-padded like the fleet's
             names = [f"{names['prefix']}{i:05d}" for i in range(int(names["count"]))]

@@ -200,10 +200,15 @@ class StepLoad:
 class LoadGenerator:
     """The Locust processes of one step. start() returns at once; wait() blocks until the run time is over."""
 
-    def __init__(self, step: StepLoad, access: ClusterAccess, python: str = sys.executable) -> None:
+    def __init__(self, step: StepLoad, access: ClusterAccess, python: str = sys.executable, *,
+                 scenario_access: dict[str, ClusterAccess] | None = None) -> None:
         self.step = step
         self.scenarios = scenario_params(step.scenarios)
         self.access = access
+        self.scenario_access = dict(scenario_access or {})  # scenarios sent as a tenant of their own
+        if self.scenario_access and step.master is not None:
+            raise LoadGeneratorError("tenants (target.tenants) send from this machine only: workers of other "
+                                     "machines have credentials of their own; drop the remote workers or the tenants")
         self.out_dir = Path(step.out_dir).resolve()  # Locust runs with this as its working directory
         self.window_file = self.out_dir / WINDOW_FILE
         self.window_close_file = self.out_dir / WINDOW_CLOSE_FILE
@@ -235,7 +240,8 @@ class LoadGenerator:
                             window_s=step.duration_s if windowed else None,
                             window_close_file=str(self.window_close_file) if windowed else None,
                             cluster_uid=self.cluster_uid, remote_workers=self.master.workers if self.master else 0,
-                            remote_wait_s=self.master.wait_s if self.master else 0.0, final_step=step.final_step)
+                            remote_wait_s=self.master.wait_s if self.master else 0.0, final_step=step.final_step,
+                            scenario_access=self.scenario_access)
         # it may hold a bearer token: kept in a private folder outside the results, removed when Locust is done
         self._config_dir = Path(tempfile.mkdtemp(prefix="loadtest-load-"))
         path = self._config_dir / "load-config.json"

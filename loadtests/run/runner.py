@@ -345,7 +345,7 @@ class Runner:
         asked = StepLoad(made.scenarios(self.plan.load), nodes=step.nodes, duration_s=step.duration_s,
                          out_dir=step_dir, windowed=True, run_id=self.options.out_dir.name, workers=self._workers(),
                          master=self.options.master, ui_port=self.options.ui_port, final_step=final)
-        load = LoadGenerator(asked, info.load_access or info.access)
+        load = LoadGenerator(asked, info.load_access or info.access, scenario_access=info.scenario_access)
         untrack = SHUTDOWN.track(lambda: [f"locust (pid {pid})" for pid in load.pids() if psutil.pid_exists(pid)])
         rolling = self._rolling(index, info, probes, prefix)
         try:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.lessonrun import Lessons, comparisons, last_step
+from tests.integration.lessonrun import Lessons, comparisons, last_step, lesson_summary
 
 
 @pytest.fixture(scope="module")
@@ -36,3 +36,47 @@ def test_leases_leave_the_main_etcd(lessons: Lessons) -> None:
     assert own["pods"] > 0  # the main etcd still holds everything else
     renewals = comparisons(folder, "Lease renewals per second")[0]
     assert renewals["warned"][0] > 0 and renewals["fix"][0] > 0  # the nodes renewed in both variants
+
+
+# figures every variant measures, and those only flow control has (none with it off; the noisy tenant's own
+# level only with its own FlowSchema)
+APF_ALWAYS = ("the quiet tenant's POST pods p99 (server, queueing included)",
+              "the quiet tenant's pods created per second (5 asked)",
+              "the oldest Lease's renewal lag (max over the window)", "nodes NotReady (max over the window)",
+              "429s to the noisy tenant per second", "429s to the quiet tenant per second",
+              "429s to the kubelets (kwok) per second")
+APF_LEVELS = ("flow-control queue wait p99, global-default (both tenants; the quiet one alone with its own FlowSchema)",
+              "flow-control queue wait p99, the kubelets' levels",
+              "requests rejected by flow control per second, global-default")
+APF_OWN_LEVEL = ("flow-control queue wait p99, tenant-noisy's own level",
+                 "requests rejected by flow control per second, tenant-noisy's own level")
+
+
+def test_flow_control_keeps_one_tenants_list_flood_from_the_other_tenant(lessons: Lessons) -> None:
+    folder = lessons.run("apf-noisy-neighbour")
+    summary = lesson_summary(folder)
+    assert summary["variants"] == {name: {"state": "complete", "runs": 1, "aborted": 0, "recorded_nothing": 0}
+                                   for name in ("apf-off", "apf-default", "apf-flowschema")}
+    found = {(c["measure"], c["against"]): c for c in summary["comparisons"]}
+    for fix in ("apf-default", "apf-flowschema"):
+        for measure in APF_ALWAYS:
+            assert found[(measure, fix)]["warned"] and found[(measure, fix)]["fix"], (measure, fix)
+        for measure in APF_LEVELS:  # flow control's own figures: not measured with it off, measured with it on
+            assert not found[(measure, fix)]["warned"] and found[(measure, fix)]["fix"], (measure, fix)
+        for measure in APF_OWN_LEVEL:
+            assert bool(found[(measure, fix)]["fix"]) == (fix == "apf-flowschema"), (measure, fix)
+    for variant in ("apf-off", "apf-default", "apf-flowschema"):
+        step = last_step(folder, variant)
+        tenants = [row for row in step.audit.requests if row.client in ("k8s-loadtest/list_pollers",
+                                                                          "k8s-loadtest/pod_churn")]
+        assert {row.client for row in tenants} == {"k8s-loadtest/list_pollers", "k8s-loadtest/pod_churn"}
+        assert not [row for row in tenants if "403" in row.codes], tenants  # RBAC grants each what its load does
+        assert all(slow.user in ("tenant-noisy", "tenant-quiet") for slow in step.audit.slowest
+                   if slow.client in ("k8s-loadtest/list_pollers", "k8s-loadtest/pod_churn"))
+    # held to one seat of its own level, the noisy tenant is refused there, and the quiet tenant's creates are
+    # answered faster than with flow control off
+    assert found[("requests rejected by flow control per second, tenant-noisy's own level", "apf-flowschema")][
+        "fix"][0] > 0
+    quiet = found[("the quiet tenant's POST pods p99 (server, queueing included)", "apf-flowschema")]
+    assert quiet["fix"][0] < quiet["warned"][0], quiet
+

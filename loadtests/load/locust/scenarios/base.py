@@ -49,9 +49,11 @@ class KubeUser(FastHttpUser):
     connection_timeout = 10.0
     network_timeout = 60.0
 
+    access: ClusterAccess  # who this scenario's users are: its tenant's user, or the load's (LoadConfig.access_for)
+
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
-        self.api = KubeApi(self.client, self.config.access)
+        self.api = KubeApi(self.client, self.access)
 
     def stop_if_past_deadline(self) -> None:
         """Users end themselves after the run's stop time, even if Locust failed to stop them."""
@@ -73,7 +75,7 @@ def json_bytes(obj: Any) -> bytes:
 def user_class(base: type[KubeUser], name: str, config: LoadConfig, params: dict[str, Any], count: int,
                **attributes: Any) -> type[KubeUser]:
     """A concrete user class of `base` with exactly `count` users, bound to the run's target."""
-    access = config.access
+    access = config.access_for(base.scenario or name)
     headers = {"Accept": JSON, "User-Agent": f"k8s-loadtest/{base.scenario or name}"}  # KubeApi adds credentials
     proxy = urlsplit(access.proxy_url) if access.proxy_url else None
     namespace = {
@@ -86,6 +88,7 @@ def user_class(base: type[KubeUser], name: str, config: LoadConfig, params: dict
         "proxy_host": proxy.hostname if proxy else None,
         "proxy_port": (proxy.port or 80) if proxy else None,
         "config": config,
+        "access": access,
         "params": params,
         "__module__": base.__module__,
         **attributes,
