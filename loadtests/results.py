@@ -17,7 +17,9 @@ Schema (version 1), all times in seconds, sizes in bytes, rates per second:
             during the node ramp), load_spawn_s (time until every load user ran, before the window opened)
         client: list of ClientStat (Locust, per request type+name); content_bytes: the bytes of all its
             responses (absent in older files). A watcher scenario that counts what it receives (service_watchers)
-            has a row of type RECV, named after its watch: one count per watch event, content_bytes their bytes
+            has a row of type RECV, named after its watch: one count per watch event, content_bytes their bytes;
+            informers add two rows of type SYNC, one count per return to sync after a cut watch, its "response
+            time" the ms it took (from the cut, with the bytes received meanwhile; and the attempt that succeeded)
         rates: list of RateResult (per scenario: asked vs achieved per second); a watcher scenario that counts
             what it receives adds events and received_bytes: the watch events (BOOKMARKs included) and their
             bytes (the response body, newlines included) all its watchers received in the measured window
@@ -317,6 +319,9 @@ class RollMark:
     back_at_s: float
     stop_s: float  # SIGTERM until it exited (finishing its requests, closing its watches)
     start_to_ready_s: float  # started on the new version until /readyz (/healthz) answered
+    # the new process's peak resident set from its start to the window's close (the kernel's VmHWM, read at the
+    # close); None: not read (an older file, or no /proc)
+    peak_rss_bytes: int | None = None
 
     @property
     def stop_to_ready_s(self) -> float:
@@ -554,6 +559,9 @@ class StepResult:
     notes: list[str] = field(default_factory=list)
     events: list[StepEvent] = field(default_factory=list)  # what the cluster survived during the step
     roll: RollResult | None = None  # a rolling upgrade during this step's window
+    # the step's apiservers restarted on the same version in its window (steps[].restart_apiserver_at_s): a roll
+    # of the apiservers only, without the availability probe, and none of a roll's verdicts
+    restart: RollResult | None = None
     # pprof profiles of kube-apiserver and etcd (empty: not profiled; absent in older files)
     profiles: list[ComponentProfile] = field(default_factory=list)
     # "measured", or "saturated": the control plane did not converge (the run's breaking point); then

@@ -108,6 +108,9 @@ class Step:
     # a phase of ClusterLoader2's load test (config/cl2.py) instead of a steady window: its window lasts until
     # the cluster has done what the phase asked, at most duration_s
     phase: str = ""
+    # local control planes: every apiserver stopped and started again (the same version, one at a time) this many
+    # seconds into the window, as a rolling upgrade replaces them (run/roll.py); None: no restart
+    restart_apiserver_at_s: float | None = None
 
 
 @dataclass
@@ -207,6 +210,8 @@ class Plan:
                 step.pop("join")
             if not step["phase"]:  # nor one without a phase, nor a plan without phases
                 step.pop("phase")
+            if step["restart_apiserver_at_s"] is None:  # nor one whose apiserver is not restarted
+                step.pop("restart_apiserver_at_s")
         if not any(step.phase for step in self.steps):
             data.pop("cl2")
         if self.target.topology.single:  # a single-node control plane is written as before topologies
@@ -218,6 +223,9 @@ class Plan:
         informers = data["load"].get("informers")
         if informers is not None and not informers.get("reconnect_spread_s"):  # nor informers that reconnect at once
             informers.pop("reconnect_spread_s", None)
+        for key in ("watch_list", "relist_on_cut"):  # nor informers that list, and resume after a cut
+            if informers is not None and not informers.get(key):
+                informers.pop(key, None)
         return data
 
     def on_kube_version(self, version: str) -> Plan:
@@ -299,7 +307,13 @@ def parse(data: Any, source: str = "plan") -> Plan:
         raise field_error(source, "name", f"must be letters, digits, - or _ (got {name!r})")
     steps = _steps(source, data.get("steps"))
     largest = max(s.nodes for s in steps)
-    return Plan(name=name, target=_target(source, data.get("target")), steps=steps,
+    target = _target(source, data.get("target"))
+    restarted = [i for i, s in enumerate(steps) if s.restart_apiserver_at_s is not None]
+    if restarted and target.kind != "local":
+        raise field_error(source, f"steps[{restarted[0]}].restart_apiserver_at_s",
+                          "only a local control plane's apiservers can be restarted by the harness (target.kind: "
+                          "local)")
+    return Plan(name=name, target=target, steps=steps,
                 load=_load(source, data.get("load")), slo=_slo(source, data.get("slo")),
                 gate=_boolean(source, "gate", data.get("gate", True)),
                 workers=_number(source, "workers", data.get("workers", 0), minimum=0, integer=True),
@@ -382,6 +396,11 @@ def _step(source: str, path: str, value: Any) -> Step:
     _number(source, f"{path}.ramp_timeout_s", step.ramp_timeout_s, minimum=1)
     if step.phase:
         _one_of(source, f"{path}.phase", step.phase, cl2.PHASES)
+    if step.restart_apiserver_at_s is not None:
+        _number(source, f"{path}.restart_apiserver_at_s", step.restart_apiserver_at_s, minimum=0)
+        if step.restart_apiserver_at_s >= step.duration_s:
+            raise field_error(source, f"{path}.restart_apiserver_at_s", f"must be within the window: below "
+                                                                     f"duration_s ({step.duration_s:g})")
     step.name = str(step.name or (f"{step.nodes} nodes · {step.phase}" if step.phase else f"{step.nodes} nodes"))
     return step
 

@@ -32,10 +32,28 @@ SERVICE_WATCH_RESOURCES = frozenset({"endpoints", "endpointslices"})
 SERVICE_NAMESPACES = frozenset({NS_CHURN, NS_FLEET})
 # the type of a client row that counts what watchers received: one per watch event, content_bytes its bytes
 RECEIVED = "RECV"
+# the type of the client rows in which informers say how they got back in sync after losing their state (a
+# cut watch, a 410): one count per recovery, its "response time" the seconds it took (reflector.SyncClock)
+SYNCED = "SYNC"
 
 
 def informer_names(params: dict[str, Any]) -> WatchNames:
-    return WatchNames.of(params["resource"], params["namespace"], "informer", list_rv="0")
+    """An informer's request names; a watch-list informer's watches say so (its state comes by its watch)."""
+    mode = "watch-list" if params.get("watch_list") else ""
+    return WatchNames.of(params["resource"], params["namespace"], "informer", mode, list_rv="0")
+
+
+def informer_sync_names(params: dict[str, Any]) -> tuple[str, str]:
+    """The SYNCED rows of informers, the same names whichever way they sync (so that two setups compare):
+    from the watch's cut to in sync again (its content bytes: what the informers received to get there), and
+    the attempt that got there (from its start to in sync)."""
+    base = f"{params['resource']} informers" + (" (ns)" if params["namespace"] else "")
+    return f"{base}: cut to synced", f"{base}: the sync that succeeded"
+
+
+def informer_received(params: dict[str, Any]) -> str:
+    """The RECEIVED row of informers: the watch events (BOOKMARKs and a watch-list's initial events included)."""
+    return f"{informer_names(params).first} events"
 
 
 def poller_names(params: dict[str, Any]) -> ListNames:
@@ -53,6 +71,7 @@ class Demand:
     per_second: bool = True
     received_by: tuple[str, str] | None = None  # (Type, Name) of the row counting what its watchers received
     also_counted_by: tuple[tuple[str, str], ...] = ()  # more rows that count, e.g. one per kind of object
+    also_received_by: tuple[tuple[str, str], ...] = ()  # rows whose response bytes were received too (LISTs)
 
     def achieved(self, scenario: str, client: list[ClientStat], duration_s: float) -> RateResult:
         """Successes of the measuring request per second of the window (or watches established); for
@@ -65,7 +84,8 @@ class Demand:
         if self.received_by is not None:
             rows = [s for s in client if (s.type, s.name) == self.received_by]
             result.events = sum(s.count for s in rows)
-            result.received_bytes = sum(s.content_bytes or 0 for s in rows)
+            also = [s for s in client if (s.type, s.name) in self.also_received_by]
+            result.received_bytes = sum(s.content_bytes or 0 for s in (*rows, *also))
         return result
 
 
@@ -124,8 +144,12 @@ def _service_watchers(params: dict[str, Any], nodes: int) -> Demand:
 
 def _informers(params: dict[str, Any], nodes: int) -> Demand:
     count = int(params["count"])
+    names = informer_names(params)
+    lists = [n for found in (names.initial_list, names.relist) if found for n in (found.first, found.more)]
     return Demand(users={"Informer": count}, asked=float(count), unit="watches",
-                  counted_by=("WATCH", informer_names(params).first), per_second=False)
+                  counted_by=("WATCH", names.first), per_second=False,
+                  received_by=(RECEIVED, informer_received(params)),
+                  also_received_by=tuple(("LIST", name) for name in lists))
 
 
 def _list_pollers(params: dict[str, Any], nodes: int) -> Demand:
@@ -198,8 +222,13 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario(
         "informers", "`count` informers: LIST then WATCH from its resourceVersion with bookmarks, re-LIST on "
         "410 Gone; `reconnect_spread_s`: a watch cut early (its apiserver restarted) resumes after a random wait "
-        "below it (0: at once)", "loadtests.load.locust.scenarios.informers",
-        {"count": 4, "resource": "pods", "namespace": "", "reconnect_spread_s": 0.0},
+        "below it (0: at once); `watch_list`: the state comes by API streaming (one WATCH with "
+        "sendInitialEvents=true, in sync at the BOOKMARK that ends its initial events) instead of a LIST; "
+        "`relist_on_cut`: a watch cut early starts over from nothing (a LIST or a watch-list stream) instead "
+        "of resuming; counts the bytes and events the informers received, and how long each was out of sync "
+        "after a cut", "loadtests.load.locust.scenarios.informers",
+        {"count": 4, "resource": "pods", "namespace": "", "reconnect_spread_s": 0.0, "watch_list": False,
+         "relist_on_cut": False},
         _informers, {"resource": LIST_RESOURCES}),
     Scenario(
         "list_pollers", "periodic LISTs at `rate`/s; resource_version \"0\" is served from the watch cache, "

@@ -2,7 +2,9 @@
 (gevent, in Locust), the fleet's node watch and the probes' watches (threads, in the runner).
 
 LIST (or not), WATCH from the list's resourceVersion with bookmarks, resume each ended watch from the last
-resourceVersion seen, LIST again (a consistent read) on 410 Gone, back off with jitter after failures.
+resourceVersion seen, LIST again (a consistent read) on 410 Gone, back off with jitter after failures. An
+informer may instead get its state by API streaming (WatchList: one WATCH whose initial events are the state),
+and says when it is back in sync after losing it (SyncClock).
 The transport is anything with `list_all` and `watch` as below; failures come back as None (the load's
 client, which records them as Locust failures) or as ApiError / WatchError (the harness's client).
 """
@@ -17,7 +19,7 @@ from typing import Any, Protocol
 
 from loadtests.kube.errors import ApiError, Gone, WatchError
 from loadtests.kube.names import ListNames, WatchNames
-from loadtests.kube.watch import WATCH_TIMEOUT_MIN_S, ListPage, WatchEvent, WatchStream
+from loadtests.kube.watch import WATCH_TIMEOUT_MIN_S, ListPage, WatchEvent, WatchStream, ends_initial_events
 
 FAILURES = (ApiError, WatchError)
 
@@ -29,7 +31,7 @@ class ListWatchApi(Protocol):
 
     def watch(self, resource: str, namespace: str, name: str, *, resource_version: str = "",
               field_selector: str = "", label_selector: str = "", timeout_s: float = WATCH_TIMEOUT_MIN_S,
-              bookmarks: bool = True) -> WatchStream | None: ...
+              bookmarks: bool = True, initial_events: bool = False) -> WatchStream | None: ...
 
 
 class Backoff:
@@ -53,10 +55,52 @@ class Backoff:
         self._sleep(most_s * self._rng.random())
 
 
+class SyncClock:
+    """When a watcher lost its state and when it had it again, on its own clock: out of sync from the moment
+    its watch was cut early (its apiserver went away) or answered 410 Gone, until synced again (a LIST
+    returned, a resumed watch was established, or a watch-list stream sent its last initial event). `synced`
+    gives the seconds out of sync, the seconds of the attempt that succeeded (from its start, after any
+    backoff, to synced), so the time the apiserver was away and the time the sync itself took can be told
+    apart, and the bytes received to get there (LIST pages, watch-list streams, cut ones included)."""
+
+    def __init__(self) -> None:
+        self.cut_at: float | None = None
+        self.attempt_at: float | None = None
+        self.bytes = 0
+
+    def cut(self, at: float) -> None:
+        if self.cut_at is None:  # still out of sync from the first cut: a failed attempt changes nothing
+            self.cut_at = at
+
+    def attempt(self, at: float) -> None:
+        self.attempt_at = at
+
+    def received(self, nbytes: int) -> None:
+        if self.cut_at is not None:  # what the first sync received is the load's start, not a recovery
+            self.bytes += nbytes
+
+    def synced(self, at: float) -> tuple[float, float, int] | None:
+        """(out of sync s, the successful attempt s, bytes received meanwhile), or None when the watcher was in
+        sync already."""
+        if self.cut_at is None:
+            return None
+        started = self.attempt_at if self.attempt_at is not None and self.attempt_at >= self.cut_at else self.cut_at
+        found = (max(0.0, at - self.cut_at), max(0.0, at - started), self.bytes)
+        self.cut_at = self.attempt_at = None
+        self.bytes = 0
+        return found
+
+
 class Reflector:
     """One watcher of one collection. Runs until `deadline` (clock time) or stop(); Locust may also kill a
     user's greenlet at the end of a run. `on_list` sees each LIST (its items when the transport decodes
-    them), `on_event` each watch event (BOOKMARKs included)."""
+    them), `on_event` each watch event (BOOKMARKs included), `on_synced` each time it is in sync again after
+    losing its state (SyncClock.synced's durations and bytes).
+
+    `watch_list`: the state comes from one WATCH with sendInitialEvents (API streaming) instead of a LIST
+    (it needs a watcher with LIST names, i.e. an informer). `relist_on_cut`: a watch cut early starts over
+    from nothing (a LIST, or a watch-list stream), as the informers of a client that restarts with its
+    apiserver, or whose resourceVersion the restarted apiserver no longer serves; otherwise it resumes."""
 
     def __init__(self, api: ListWatchApi, resource: str, names: WatchNames, *, namespace: str = "",
                  field_selector: str = "", label_selector: str = "", page_limit: int = 500,
@@ -64,8 +108,13 @@ class Reflector:
                  on_event: Callable[[WatchEvent], None] | None = None,
                  on_list: Callable[[ListPage], None] | None = None, backoff: Backoff | None = None,
                  clock: Callable[[], float] = time.time, rng: random.Random | None = None,
-                 reconnect_spread_s: float = 0.0) -> None:
+                 reconnect_spread_s: float = 0.0, watch_list: bool = False, relist_on_cut: bool = False,
+                 on_synced: Callable[[float, float, int], None] | None = None) -> None:
         self.api, self.resource, self.names = api, resource, names
+        self.watch_list = watch_list and names.initial_list is not None
+        self.relist_on_cut = relist_on_cut
+        self.on_synced = on_synced
+        self.sync = SyncClock()
         # a watch cut before its own timeout (its apiserver restarted) is resumed after a random wait below this,
         # so that many informers do not all reconnect, and relist, in the same instant; 0: at once, as client-go
         self.reconnect_spread_s = reconnect_spread_s
@@ -102,6 +151,7 @@ class Reflector:
             return False
         self.lists += 1
         self.resource_version = page.resource_version
+        self.sync.received(page.size_bytes)
         if self.on_list is not None:
             self.on_list(page)
         return True
@@ -113,8 +163,16 @@ class Reflector:
         except Gone:
             self.gone += 1
             self.resource_version = None
+            self.sync.cut(self._clock())  # the apiserver no longer serves this resourceVersion: the state is lost
         except FAILURES as error:
             self._failed(error)
+
+    def _synced(self) -> None:
+        if self.sync.cut_at is None:
+            return  # in sync already (its first sync is the load's start, not a recovery)
+        found = self.sync.synced(self._clock())
+        if found is not None and self.on_synced is not None:
+            self.on_synced(*found)
 
     def _failed(self, error: BaseException | None) -> None:
         if self._stopping:
@@ -126,39 +184,67 @@ class Reflector:
             self._backoff.wait()
 
     def _step(self) -> None:
-        if self.resource_version is None and self.names.initial_list is not None and not self.list_now():
-            self._failed(None)
-            return
+        self.sync.attempt(self._clock())
+        streaming = self.watch_list and self.resource_version is None  # the state by a watch-list stream
+        if self.resource_version is None and self.names.initial_list is not None and not streaming:
+            if not self.list_now():
+                self._failed(None)
+                return
+            self._synced()  # the LIST returned: the state is there (client-go's HasSynced), the watch follows
         name = self.names.again if self.watches else self.names.first
         timeout_s = self._watch_timeout()
         stream = self.api.watch(self.resource, self.namespace, name, resource_version=self.resource_version or "",
                                 field_selector=self.field_selector, label_selector=self.label_selector,
-                                timeout_s=timeout_s)
+                                timeout_s=timeout_s, initial_events=streaming)
         if stream is None:
             self._failed(None)
             return
         self.watches += 1
+        if not streaming:
+            self._synced()  # a resumed watch is established: nothing was lost
         self._stream = stream
+        complete = not streaming  # a watch-list stream holds the state only once its initial events ended
         try:
             for event in stream:
-                self.resource_version = stream.resource_version or self.resource_version
+                if complete:
+                    self.resource_version = stream.resource_version or self.resource_version
                 if self.on_event is not None:
                     self.on_event(event)
+                if not complete and ends_initial_events(event):
+                    complete = True
+                    self.resource_version = stream.resource_version
+                    self.sync.received(stream.bytes)
+                    self._synced()
                 if self._stopping:
                     break
         except WatchError:
-            self.resource_version = stream.resource_version or self.resource_version
+            if complete:
+                self.resource_version = stream.resource_version or self.resource_version
+            if not self._stopping:
+                self._cut()
             raise
         finally:
             self._stream = None
-        self.resource_version = stream.resource_version or self.resource_version
+            if not complete:
+                self.sync.received(stream.bytes)  # a watch-list stream cut before its state was whole
+        if complete:
+            self.resource_version = stream.resource_version or self.resource_version
         lasted = self._clock() - stream.opened_at
         if stream.broken is not None or (stream.events == 0 and lasted < 1.0):
             self._failed(stream.broken)  # a watch that ends at once must not turn into a request loop
         else:
             self._backoff.reset()
-        if self.reconnect_spread_s and not self._stopping and lasted < timeout_s - 1.0:
+        cut = not self._stopping and (stream.broken is not None or lasted < timeout_s - 1.0)
+        if cut:
+            self._cut()
+        if cut and self.reconnect_spread_s:
             self._backoff.spread(self.reconnect_spread_s)
+
+    def _cut(self) -> None:
+        """The watch ended early: out of sync until synced again; starting over from nothing if so asked."""
+        self.sync.cut(self._clock())
+        if self.relist_on_cut:
+            self.resource_version = None
 
     def run(self) -> None:
         while not self._stopping and self._remaining() > 0:

@@ -27,7 +27,7 @@ from loadtests.kube.access import ClusterAccess
 from loadtests.kube.errors import ApiError, Gone, status_message
 from loadtests.kube.names import ListNames
 from loadtests.kube.paths import resource_path
-from loadtests.kube.watch import WATCH_READ_TIMEOUT_S, WATCH_TIMEOUT_MIN_S, ListPage, WatchStream
+from loadtests.kube.watch import WATCH_READ_TIMEOUT_S, WATCH_TIMEOUT_MIN_S, ListPage, WatchStream, watch_query
 
 USER_AGENT = "k8s-loadtest"
 TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
@@ -195,17 +195,12 @@ class RestClient:
 
     def watch(self, resource: str, namespace: str = "", name: str = "", *, resource_version: str = "",
               field_selector: str = "", label_selector: str = "", timeout_s: float = WATCH_TIMEOUT_MIN_S,
-              bookmarks: bool = True) -> WatchStream:
-        """Open a watch; raises Gone on 410 and ApiError when it cannot be established."""
-        query: dict[str, Any] = {"watch": "1", "timeoutSeconds": max(1, int(timeout_s))}
-        if bookmarks:
-            query["allowWatchBookmarks"] = "true"
-        if resource_version:
-            query["resourceVersion"] = resource_version
-        if field_selector:
-            query["fieldSelector"] = field_selector
-        if label_selector:
-            query["labelSelector"] = label_selector
+              bookmarks: bool = True, initial_events: bool = False) -> WatchStream:
+        """Open a watch (with `initial_events`, one that first sends the collection's state: see watch_query);
+        raises Gone on 410 and ApiError when it cannot be established."""
+        query = watch_query(timeout_s=timeout_s, resource_version=resource_version, bookmarks=bookmarks,
+                            field_selector=field_selector, label_selector=label_selector,
+                            initial_events=initial_events)
         path = resource_path(resource, namespace, query=query)
         self._count("GET", path)
         try:

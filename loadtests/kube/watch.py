@@ -19,6 +19,38 @@ from loadtests.kube.errors import Gone, WatchError
 WATCH_TIMEOUT_MIN_S = 300.0
 # a watch read may block for a whole timeoutSeconds when nothing changes (a node without pods)
 WATCH_READ_TIMEOUT_S = 2 * WATCH_TIMEOUT_MIN_S + 60.0
+# API streaming (WatchList, KEP-3157): the BOOKMARK that ends a watch's initial events carries this annotation
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+def watch_query(*, timeout_s: float, resource_version: str = "", bookmarks: bool = True, field_selector: str = "",
+                label_selector: str = "", initial_events: bool = False) -> dict[str, Any]:
+    """The query of a WATCH, for every transport. With `initial_events` (API streaming, WatchList) the watch
+    first sends the collection's state, each object as an ADDED event from the watch cache, then a BOOKMARK
+    annotated INITIAL_EVENTS_END: one stream instead of a LIST and a WATCH. The apiserver requires
+    resourceVersionMatch=NotOlderThan and bookmarks with it; resourceVersion "" asks for a state at least as
+    new as etcd's (a consistent read), as client-go's informers do."""
+    query: dict[str, Any] = {"watch": "1", "timeoutSeconds": max(1, int(timeout_s))}
+    if bookmarks or initial_events:
+        query["allowWatchBookmarks"] = "true"
+    if initial_events:
+        query["sendInitialEvents"] = "true"
+        query["resourceVersionMatch"] = "NotOlderThan"
+    if resource_version:
+        query["resourceVersion"] = resource_version
+    if field_selector:
+        query["fieldSelector"] = field_selector
+    if label_selector:
+        query["labelSelector"] = label_selector
+    return query
+
+
+def ends_initial_events(event: WatchEvent) -> bool:
+    """Whether an event is the BOOKMARK after a watch's initial events: from it on, the watcher has the state."""
+    if event.type != "BOOKMARK":
+        return False
+    annotations = (event.object.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(INITIAL_EVENTS_END, "")).lower() == "true"
 
 
 @dataclass(slots=True)

@@ -250,3 +250,16 @@ class CpuMeter:
         if self.first is None or self.last is None or self.last[0] <= self.first[0]:
             return None
         return round((self.last[1] - self.first[1]) / (self.last[0] - self.first[0]) * 100.0, 1)
+
+
+def peak_rss_bytes(pid: int) -> int | None:
+    """A process's peak resident set since it started, as the kernel keeps it (VmHWM in /proc/<pid>/status, Linux):
+    exact, where sampling RSS can fall between the peaks. None when the process or the field is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024  # the kernel writes it in kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -6,6 +6,9 @@ then the schedulers; a rollback goes the other way round. etcd members are repla
 changes, which it does not between the Kubernetes versions this harness runs (both use the same etcd): said in
 the result's notes. The health watch is told before an instance is stopped on purpose, so the stop is neither
 an event of the step nor a fault, and is given the new instance's check once it runs.
+
+A step's apiserver restart (steps[].restart_apiserver_at_s) is the same move: a roll of the apiservers onto the
+version they run, without the availability probe (restart_request).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from loadtests.controlplane.health import HealthCheck
 from loadtests.controlplane.local import Replacement
 from loadtests.errors import LoadTestError
 from loadtests.measure.availability import PROBE, AvailabilityProbe
+from loadtests.measure.processes import peak_rss_bytes
 from loadtests.results import RollMark, RollResult
 
 UPGRADE_ORDER = (APISERVER, CONTROLLER_MANAGER, SCHEDULER)
@@ -43,10 +47,11 @@ class Watched(Protocol):
     def resume(self, check: HealthCheck) -> None: ...
 
 
-def roll_order(topology: Topology, downgrade: bool = False) -> list[str]:
+def roll_order(topology: Topology, downgrade: bool = False, components: tuple[str, ...] = UPGRADE_ORDER) -> list[str]:
     """The instances in the order they are replaced: apiservers, controller-managers, schedulers (a downgrade:
-    the reverse, so that no controller ever runs newer than the apiservers it talks to)."""
-    order = [instance for component in UPGRADE_ORDER for instance in topology.instances(component)]
+    the reverse, so that no controller ever runs newer than the apiservers it talks to); only `components`'."""
+    order = [instance for component in UPGRADE_ORDER if component in components
+             for instance in topology.instances(component)]
     return order[::-1] if downgrade else order
 
 
@@ -59,19 +64,35 @@ class RollRequest:
     from_bins: Binaries
     to_bins: Binaries
     rollback: bool = False
+    components: tuple[str, ...] = UPGRADE_ORDER  # what is replaced (a restart: the apiservers)
 
     def passes(self) -> list[tuple[Binaries, bool]]:
         """(binaries, downgrade) for each pass of the roll."""
         forward = [(self.to_bins, False)]
         return forward + [(self.from_bins, True)] if self.rollback else forward
 
+    @property
+    def restart(self) -> bool:
+        """A plain restart: the instances start again on the version they run."""
+        return self.from_bins.kube_version == self.to_bins.kube_version
+
+    @property
+    def label(self) -> str:
+        return "apiserver restart" if self.restart else "rolling upgrade"
+
+
+def restart_request(step_index: int, bins: Binaries) -> RollRequest:
+    """A step's apiserver restart as a roll: every apiserver, one at a time, onto the binaries it runs."""
+    return RollRequest(step_index, from_bins=bins, to_bins=bins, components=(APISERVER,))
+
 
 class RollingUpgrade:
     """Runs in a thread from the window's opening: `steady_s` of steady figures, then each instance replaced,
-    `pause_s` apart; beside it the availability probe, from the window's opening to `finish()`."""
+    `pause_s` apart; beside it the availability probe (a restart has none), from the window's opening to
+    `finish()`, which also reads each new process's peak RSS."""
 
     def __init__(self, request: RollRequest, settings: Roll, topology: Topology, target: Replaceable,
-                 watch: Watched | None, probe: AvailabilityProbe, say: Callable[[str], None],
+                 watch: Watched | None, probe: AvailabilityProbe | None, say: Callable[[str], None],
                  on_replaced: Callable[[str, int], None] = lambda _instance, _pid: None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.request, self.settings, self.topology = request, settings, topology
@@ -79,22 +100,26 @@ class RollingUpgrade:
         self.on_replaced = on_replaced  # the new process of an instance (its CPU and memory measured from now)
         self._clock = clock
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rolling-upgrade", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=request.label.replace(" ", "-"), daemon=True)
         self._opened = 0.0
+        self._pids: dict[str, int] = {}  # each replaced instance's new process
         self.result = RollResult(from_version=request.from_bins.kube_version,
                                  to_version=request.to_bins.kube_version, started_at_s=settings.steady_s,
-                                 probe=PROBE, probe_qps=settings.probe_qps,
+                                 probe=PROBE if probe is not None else "",
+                                 probe_qps=settings.probe_qps if probe is not None else 0.0,
                                  thresholds={"availability_pct": settings.availability_pct,
-                                             "recovery_s": settings.recovery_s},
-                                 notes=[f"etcd stays on {ETCD_VERSION}: both versions use it, so its members are "
-                                        "not replaced"])
+                                             "recovery_s": settings.recovery_s} if probe is not None else {},
+                                 notes=[] if request.restart else
+                                 [f"etcd stays on {ETCD_VERSION}: both versions use it, so its members are "
+                                  "not replaced"])
         if request.rollback:
             self.result.notes.append(f"rolled back to {request.from_bins.kube_version} after the upgrade: "
                                      "Kubernetes does not promise that a downgrade works; rehearsed as asked")
 
     def start(self, window_opened: float) -> RollingUpgrade:
         self._opened = window_opened
-        self.probe.start(window_opened)
+        if self.probe is not None:
+            self.probe.start(window_opened)
         self._thread.start()
         return self
 
@@ -108,18 +133,18 @@ class RollingUpgrade:
         first = True
         try:
             for bins, downgrade in self.request.passes():
-                for instance in roll_order(self.topology, downgrade):
+                for instance in roll_order(self.topology, downgrade, self.request.components):
                     if not first and self._stop.wait(self.settings.pause_s):
                         raise LoadTestError(f"the window closed before {instance} was replaced "
                                             f"({len(self.result.marks)} instances replaced)")
                     first = False
                     self._replace(instance, bins)
             self.result.finished_at_s = self._at()
-            self.say(f"rolling upgrade done: {len(self.result.marks)} instances replaced in "
+            self.say(f"{self.request.label} done: {len(self.result.marks)} instances replaced in "
                      f"{self.result.finished_at_s - self.result.started_at_s:.0f} s")
         except Exception as error:  # noqa: BLE001 - the roll's outcome, judged by its verdicts
             self.result.error = str(error) if isinstance(error, LoadTestError) else f"{type(error).__name__}: {error}"
-            self.say(f"rolling upgrade stopped: {self.result.error}")
+            self.say(f"{self.request.label} stopped: {self.result.error}")
 
     def _replace(self, instance: str, bins: Binaries) -> None:
         out_at = self._at()
@@ -131,12 +156,13 @@ class RollingUpgrade:
             if check is not None:
                 self.watch.resume(check)
         self.on_replaced(instance, done.pid)
+        self._pids[instance] = done.pid
         back_at = self._at()
         self.result.marks.append(RollMark(
             instance=instance, version=bins.kube_version, out_at_s=out_at,
             ready_at_s=round(back_at - done.back_s, 3), back_at_s=back_at, stop_s=round(done.stop_s, 3),
             start_to_ready_s=round(done.start_to_ready_s, 3)))
-        self.say(f"rolling upgrade: {instance} on {bins.kube_version}, {done.stop_to_ready_s:.1f} s from stop "
+        self.say(f"{self.request.label}: {instance} on {bins.kube_version}, {done.stop_to_ready_s:.1f} s from stop "
                  "to ready")
 
     def finish(self) -> RollResult:
@@ -145,9 +171,14 @@ class RollingUpgrade:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-        self.probe.stop()
-        self.result.seconds = self.probe.seconds()
-        self.result.hosts_ready = self.probe.hosts_ready()
+        running = dict(self._pids)
+        for mark in reversed(self.result.marks):  # an instance's last replacement is the process that runs now
+            if mark.instance in running:
+                mark.peak_rss_bytes = peak_rss_bytes(running.pop(mark.instance))
+        if self.probe is not None:
+            self.probe.stop()
+            self.result.seconds = self.probe.seconds()
+            self.result.hosts_ready = self.probe.hosts_ready()
         return self.result
 
     def abort(self, timeout_s: float = 5.0) -> None:
@@ -155,4 +186,5 @@ class RollingUpgrade:
         self._stop.set()
         if self._thread.is_alive():  # not started when the step failed before its window opened
             self._thread.join(timeout=timeout_s)
-        self.probe.stop()
+        if self.probe is not None:
+            self.probe.stop()

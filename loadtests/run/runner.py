@@ -22,9 +22,12 @@ import psutil
 
 from loadtests import results
 from loadtests.analysis import saturation
+from loadtests.analysis.restart import restart_notes
 from loadtests.analysis.scrapes import step_folder
 from loadtests.analysis.slo import thresholds
-from loadtests.config.plan import Plan, Step
+from loadtests.binaries import cache as binaries_mod
+from loadtests.config.plan import Plan, Roll, Step
+from loadtests.config.scenarios import scenario_params
 from loadtests.controlplane.base import Target, TargetInfo
 from loadtests.controlplane.health import HealthWatch
 from loadtests.errors import (
@@ -56,7 +59,7 @@ from loadtests.run.cl2 import Cl2Load
 from loadtests.run.fleet import FLEET_USER_AGENT, Fleet
 from loadtests.run.join import NodeJoin
 from loadtests.run.objects import ObjectsSetup
-from loadtests.run.roll import RollingUpgrade, RollRequest
+from loadtests.run.roll import RollingUpgrade, RollRequest, restart_request
 from loadtests.shutdown import SHUTDOWN, interrupt_reason
 
 
@@ -124,6 +127,11 @@ class Runner:
         self._events: list[StepEvent] = []  # the health watch's, until the step they happened in ends
         self._events_lock = threading.Lock()
         self._watch: HealthWatch | None = None  # told of instances a rolling upgrade stops on purpose
+        rolled = options.roll.step_index if options.roll is not None else -1
+        if 0 <= rolled < len(plan.steps) and plan.steps[rolled].restart_apiserver_at_s is not None:
+            raise PlanError(f"{plan.source or plan.name}: steps[{rolled}].restart_apiserver_at_s: the step a rolling "
+                            "upgrade rolls in cannot restart its apiservers too; roll in another step, or remove "
+                            "the restart")
 
     # ------------------------------------------------------------------------------------------ run
     def run(self) -> RunResult:
@@ -348,6 +356,7 @@ class Runner:
         load = LoadGenerator(asked, info.load_access or info.access, scenario_access=info.scenario_access)
         untrack = SHUTDOWN.track(lambda: [f"locust (pid {pid})" for pid in load.pids() if psutil.pid_exists(pid)])
         rolling = self._rolling(index, info, probes, prefix)
+        restarting = self._restarting(index, step, probes, prefix)
         try:
             # the window opens once every user runs: a burst of new connections is not the step's steady state
             self._phase = f"{prefix}: load start"
@@ -364,6 +373,9 @@ class Runner:
                 self.say(f"{prefix}: rolling upgrade to {rolling.request.to_bins.kube_version} after "
                          f"{self.plan.roll.steady_s:.0f} s of steady figures")
                 rolling.start(started)
+            if restarting is not None:
+                self.say(f"{prefix}: restarting the apiserver {step.restart_apiserver_at_s:g} s into the window")
+                restarting.start(started)
             joining = NodeJoin(joiner, step.nodes, step.join, timeout_s=step.ramp_timeout_s)
             joining.start()
             if phased:  # the window lasts as long as the phase: its operations, then the cluster doing them
@@ -378,6 +390,9 @@ class Runner:
             if rolling is not None:
                 self._phase = f"{prefix}: rolling upgrade's last instance"
                 step_result.roll = rolling.finish()
+            if restarting is not None:
+                self._phase = f"{prefix}: apiserver restart"
+                step_result.restart = restarting.finish()
             self._check_alive()  # a component that died after the last health check
             self._phase = f"{prefix}: gathering"
             # the window closes with the end scrape, before the load stops: stopping is in no figure
@@ -387,14 +402,16 @@ class Runner:
             saturation.apply(step_result, saturation.while_measured(step_result, os.cpu_count()))
         except BaseException:
             with SHUTDOWN.shielded():  # an aborted step's figures are not kept: no reason to wait for them
-                if rolling is not None:
-                    rolling.abort()
+                for moving in (rolling, restarting):
+                    if moving is not None:
+                        moving.abort()
                 load.stop(timeout_s=ABORT_STOP_TIMEOUT_S)
                 probes.stop()
             raise
         finally:
             untrack()
         step_result.client, step_result.rates = outcome.client, outcome.rates
+        step_result.notes.extend(restart_notes(step_result, scenario_params(self.plan.load)))
         if phased:
             step_result.rates.extend(phase.rates)
             step_result.scheduling = phase.scheduling
@@ -412,6 +429,18 @@ class Runner:
         probe = AvailabilityProbe(info.access, info.apiservers, settings.probe_qps)
         return RollingUpgrade(request, settings, self.plan.target.topology, self.target,  # type: ignore[arg-type]
                               self._watch, probe, say=lambda m: self.say(f"{prefix}: {m}"),
+                              on_replaced=lambda instance, pid: probes.add_pids(instance, [pid]))
+
+    def _restarting(self, index: int, step: Step, probes: StepProbes, prefix: str) -> RollingUpgrade | None:
+        """The step's apiserver restart (not started yet): a rolling upgrade's move onto the version it runs,
+        `restart_apiserver_at_s` into the window, the health watch told as for a roll."""
+        if step.restart_apiserver_at_s is None:
+            return None
+        bins = binaries_mod.find(self.plan.target.kube_version)
+        settings = Roll(steady_s=step.restart_apiserver_at_s, pause_s=self.plan.roll.pause_s)
+        return RollingUpgrade(restart_request(index, bins), settings, self.plan.target.topology,
+                              self.target, self._watch, None,  # type: ignore[arg-type]
+                              say=lambda m: self.say(f"{prefix}: {m}"),
                               on_replaced=lambda instance, pid: probes.add_pids(instance, [pid]))
 
     def _wait_spawned(self, load: LoadGenerator, prefix: str) -> None:

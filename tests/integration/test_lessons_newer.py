@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from loadtests.analysis.scrapes import load_scrape, step_folder
+from loadtests.report.lesson import LESSON_PAGE
 from tests.integration.lessonrun import Lessons, comparisons, last_step, lesson_summary
 
 
@@ -80,3 +82,32 @@ def test_flow_control_keeps_one_tenants_list_flood_from_the_other_tenant(lessons
     quiet = found[("the quiet tenant's POST pods p99 (server, queueing included)", "apf-flowschema")]
     assert quiet["fix"][0] < quiet["warned"][0], quiet
 
+
+def test_informers_resync_after_their_apiserver_restarts_by_listing_or_by_streaming(lessons: Lessons) -> None:
+    folder = lessons.run("relist-storm")
+    summary = lesson_summary(folder)
+    assert summary["variants"] == {name: {"state": "complete", "runs": 1, "aborted": 0, "recorded_nothing": 0}
+                                   for name in ("list-watch", "watch-list")}
+    for found in summary["comparisons"]:  # every figure measured in both setups, none absent
+        assert found["warned"] and found["fix"], found
+    for variant, listed in (("list-watch", True), ("watch-list", False)):
+        step = last_step(folder, variant)
+        (mark,) = step.restart.marks  # type: ignore[union-attr]
+        assert mark.instance == "kube-apiserver" and mark.version == "v1.37.2"
+        assert mark.ready_at_s < step.duration_s and mark.peak_rss_bytes and mark.peak_rss_bytes > 50 << 20
+        start = load_scrape(step_folder(folder / variant, step.index), "apiserver", "start", every_family=True)
+        end = load_scrape(step_folder(folder / variant, step.index), "apiserver", "end", every_family=True)
+        assert start is not None and end is not None  # the end page is the restarted apiserver's
+        assert (end.total("process_start_time_seconds") or 0) > (start.total("process_start_time_seconds") or 0)
+        rows = {(row.type, row.name): row for row in step.client}
+        synced = rows[("SYNC", "pods informers: cut to synced")]
+        assert synced.count == 20 and synced.failures == 0  # every informer back in sync within the window
+        assert (synced.content_bytes or 0) > 20 * 200 * 1000  # each received every pod again (about 4 KB each)
+        lists = sum(row.count - row.failures for (kind, name), row in rows.items()
+                    if kind == "LIST" and "informer" in name)
+        assert (lists >= 20) if listed else (lists == 0), (variant, lists)
+        assert any(note.startswith("informers after the restart: 20 of 20 in sync again") for note in step.notes)
+    served = comparisons(folder, "LISTs of pods the apiserver served")[0]
+    assert served["warned"][0] >= 20 > served["fix"][0]  # the informers' LISTs, and none of them when streaming
+    page = (folder / LESSON_PAGE).read_text()
+    assert "in the report, ×10.00; here (restarted kube-apiserver peak RSS): against watch-list ×" in page

@@ -204,6 +204,7 @@ class FakeApi:
     def __init__(self, watches: list[Any]) -> None:
         self.watches = watches
         self.calls: list[tuple[str, str, str]] = []
+        self.initial_events: list[bool] = []  # each watch: whether it asked for the state first (WatchList)
 
     def list_all(self, resource: str, namespace: str, names: Any, *, resource_version: str, limit: int,
                  field_selector: str, label_selector: str, all_pages: bool) -> ListPage:
@@ -211,8 +212,9 @@ class FakeApi:
         return ListPage(resource_version="100", continue_token="", size_bytes=10, items=[{"metadata": {}}])
 
     def watch(self, resource: str, namespace: str, name: str, *, resource_version: str, field_selector: str,
-              label_selector: str, timeout_s: float) -> Any:
+              label_selector: str, timeout_s: float, initial_events: bool = False) -> Any:
         self.calls.append(("WATCH", name, resource_version))
+        self.initial_events.append(initial_events)
         assert timeout_s >= 1
         answer = self.watches.pop(0)
         if isinstance(answer, Exception):

@@ -34,7 +34,7 @@ def test_every_bundled_lesson_validates_at_every_scale() -> None:
     found = lesson_mod.load_all()
     assert {f.name for f in found} == {"endpoints-fanout", "list-agents", "events-etcd", "etcd-quota",
                                        "node-join-burst", "etcd-disk", "apiserver-memory-per-node", "anti-affinity",
-                                       "apf-noisy-neighbour", "leases-etcd", "large-list-memory"}
+                                       "relist-storm", "apf-noisy-neighbour", "leases-etcd", "large-list-memory"}
     for found_lesson in found:
         assert found_lesson.field_report.said and found_lesson.field_report.source
         for variant in found_lesson.variants:

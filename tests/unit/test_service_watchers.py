@@ -109,7 +109,7 @@ class TestScenario:
         assert (rate.achieved_per_s, rate.events, rate.received_bytes) == (10.0, 700, 1_750_000)
         (none_yet,) = achieved_rates(load, 10, 20.0, client[:1])
         assert (none_yet.events, none_yet.received_bytes) == (0, 0)
-        (other,) = achieved_rates({"informers": {}}, 10, 20.0, client)
+        (other,) = achieved_rates({"kubelet_watchers": {}}, 10, 20.0, client)
         assert other.events is None and other.received_bytes is None  # only watchers that count them
 
     def test_plan_refuses_other_resources_and_namespaces(self) -> None:

@@ -23,7 +23,7 @@ from loadtests.kube.access import ClusterAccess
 from loadtests.kube.errors import Gone
 from loadtests.kube.names import ListNames
 from loadtests.kube.paths import resource_path
-from loadtests.kube.watch import WATCH_TIMEOUT_MIN_S, ListPage, WatchStream, list_metadata
+from loadtests.kube.watch import WATCH_TIMEOUT_MIN_S, ListPage, WatchStream, list_metadata, watch_query
 
 if TYPE_CHECKING:
     from locust.contrib.fasthttp import FastHttpSession, ResponseContextManager
@@ -148,16 +148,14 @@ class KubeApi:
 
     def watch(self, resource: str, namespace: str, name: str, *, resource_version: str = "",
               field_selector: str = "", label_selector: str = "", timeout_s: float = WATCH_TIMEOUT_MIN_S,
-              bookmarks: bool = True) -> WatchStream | None:
-        """Open a watch; None when it could not be established, Gone when the server answers 410. A
-        connection that breaks or stalls past the read timeout later is reported once, as a failure named
-        `<name> stream` (a normal end after timeoutSeconds is not a failure)."""
-        query: dict[str, Any] = {"watch": "1", "timeoutSeconds": max(1, int(timeout_s))}
-        if bookmarks:
-            query["allowWatchBookmarks"] = "true"
-        if resource_version:
-            query["resourceVersion"] = resource_version
-        query.update(_selectors(field_selector, label_selector))
+              bookmarks: bool = True, initial_events: bool = False) -> WatchStream | None:
+        """Open a watch (with `initial_events`, one that first sends the collection's state: see watch_query);
+        None when it could not be established, Gone when the server answers 410. A connection that breaks or
+        stalls past the read timeout later is reported once, as a failure named `<name> stream` (a normal end
+        after timeoutSeconds is not a failure)."""
+        query = watch_query(timeout_s=timeout_s, resource_version=resource_version, bookmarks=bookmarks,
+                            field_selector=field_selector, label_selector=label_selector,
+                            initial_events=initial_events)
         # identity: the stream is read line by line as it arrives
         response = self.call("WATCH", "GET", resource_path(resource, namespace, query=query), name,
                              stream=True, headers={"Accept-Encoding": "identity"})
