@@ -22,36 +22,22 @@ import sys
 import tempfile
 from pathlib import Path
 
-import yaml
 from scipy import stats as scipy_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
+from benchmarks.plan_runs import default_load_plan  # noqa: E402
 from loadtests import results  # noqa: E402
-from loadtests.config import plan as plan_mod  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RAW = "audit_cost"  # under benchmarks/results/raw/
 
 
-def write_plan(folder: Path, nodes: int, duration_s: float, audit: bool) -> Path:
-    default = plan_mod.load("default")
-    data = {
-        "name": f"audit-{'on' if audit else 'off'}",
-        "target": {"kind": "local", "heartbeat_factor": 1},
-        "steps": [{"nodes": nodes, "pods_per_node": 3, "warmup_s": 10, "duration_s": duration_s}],
-        "load": {"scenarios": default.load},
-        "audit": {"enabled": audit},
-    }
-    path = folder / f"{data['name']}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
 def run_once(folder: Path, nodes: int, duration_s: float, audit: bool, index: int) -> dict[str, float]:
     out = folder / f"run-{index}-{'on' if audit else 'off'}"
-    plan = write_plan(folder, nodes, duration_s, audit)
+    plan = default_load_plan(folder, f"audit-{'on' if audit else 'off'}", nodes, duration_s,
+                             target={"kind": "local", "heartbeat_factor": 1}, audit={"enabled": audit})
     subprocess.run([str(REPO / ".venv/bin/loadtest"), "run", "--plan", str(plan), "--out", str(out), "--no-gate"],
                    check=True, stdout=subprocess.DEVNULL)
     keep_raw(f"{RAW}/{out.name}.results.json.gz", (out / results.RESULTS_FILE).read_bytes())

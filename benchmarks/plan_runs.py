@@ -26,12 +26,16 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
 from loadtests import results  # noqa: E402
 from loadtests.analysis.slo import step_verdicts, thresholds  # noqa: E402
+from loadtests.config import plan as plan_mod  # noqa: E402
 from loadtests.report import page  # noqa: E402
 from loadtests.results import RunResult, ServerLatency, StepResult  # noqa: E402
 from loadtests.run import capacity  # noqa: E402
@@ -47,6 +51,17 @@ class PlanRun:
     results: RunResult
     wall_s: float
     exit_code: int
+
+
+def default_load_plan(folder: Path, name: str, nodes: int, duration_s: float, **sections: Any) -> Path:
+    """A one-step plan of the default plan's load at `nodes`, written into folder as NAME.yaml, with the plan
+    sections a cost benchmark sets (`audit`, `profiles`, a `target` of its own): one plan, one setting toggled."""
+    data = {"name": name, "target": {"kind": "local"},
+            "steps": [{"nodes": nodes, "pods_per_node": 3, "warmup_s": 10, "duration_s": duration_s}],
+            "load": {"scenarios": plan_mod.load("default").load}, **sections}
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
 
 
 def run_once(plan: str, out: Path, search: bool, force: bool) -> PlanRun:

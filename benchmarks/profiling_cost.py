@@ -29,36 +29,20 @@ import sys
 import tempfile
 from pathlib import Path
 
-import yaml
 from scipy import stats as scipy_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
-from benchmarks.plan_runs import run_loadtest  # noqa: E402
+from benchmarks.plan_runs import default_load_plan, run_loadtest  # noqa: E402
 from loadtests import results  # noqa: E402
 from loadtests.analysis import profiles  # noqa: E402
-from loadtests.config import plan as plan_mod  # noqa: E402
 from loadtests.polling import poll_until  # noqa: E402
 from loadtests.results import StepResult  # noqa: E402
 
 RAW = "profiling_cost"  # under benchmarks/results/raw/
 PROFILER = "the profiler itself"
 Row = dict[str, float | bool | None]
-
-
-def write_plan(folder: Path, nodes: int, duration_s: float, profiling: bool) -> Path:
-    default = plan_mod.load("default")
-    data = {
-        "name": f"profiling-{'on' if profiling else 'off'}",
-        "target": {"kind": "local"},
-        "steps": [{"nodes": nodes, "pods_per_node": 3, "warmup_s": 10, "duration_s": duration_s}],
-        "load": {"scenarios": default.load},
-        "profiles": {"enabled": profiling},
-    }
-    path = folder / f"{data['name']}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def _cpu(step: StepResult, component: str) -> float | None:
@@ -92,7 +76,9 @@ def row_of(step: StepResult, profiling: bool) -> Row:
 
 def run_once(folder: Path, nodes: int, duration_s: float, profiling: bool, index: int) -> Row:
     out = folder / f"run-{index}-{'on' if profiling else 'off'}"
-    found = run_loadtest(["run", "--plan", str(write_plan(folder, nodes, duration_s, profiling)), "--no-gate"], out)
+    plan = default_load_plan(folder, f"profiling-{'on' if profiling else 'off'}", nodes, duration_s,
+                             profiles={"enabled": profiling})
+    found = run_loadtest(["run", "--plan", str(plan), "--no-gate"], out)
     if found.exit_code != 0:
         raise SystemExit(f"run {index} exited {found.exit_code}: see {out}")
     keep_raw(f"{RAW}/{out.name}.results.json.gz", (out / results.RESULTS_FILE).read_bytes())
