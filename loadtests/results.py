@@ -18,8 +18,9 @@ Schema (version 1), all times in seconds, sizes in bytes, rates per second:
         client: list of ClientStat (Locust, per request type+name); content_bytes: the bytes of all its
             responses (absent in older files). A watcher scenario that counts what it receives (service_watchers)
             has a row of type RECV, named after its watch: one count per watch event, content_bytes their bytes;
-            informers add two rows of type SYNC, one count per return to sync after a cut watch, its "response
-            time" the ms it took (from the cut, with the bytes received meanwhile; and the attempt that succeeded)
+            informers add rows of type SYNC, its "response time" the ms it took: each informer's first return to
+            sync after a cut watch (from the cut, with the bytes received meanwhile; and the attempt that
+            succeeded), one count an informer, and any later return (cut again after it was back in sync)
         rates: list of RateResult (per scenario: asked vs achieved per second); a watcher scenario that counts
             what it receives adds events and received_bytes: the watch events (BOOKMARKs included) and their
             bytes (the response body, newlines included) all its watchers received in the measured window

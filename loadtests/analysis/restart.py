@@ -29,9 +29,9 @@ def restart_notes(step: StepResult, scenarios: dict[str, dict[str, Any]]) -> lis
 
 def resync_line(step: StepResult, params: dict[str, Any]) -> str:
     """How many informers were in sync again after the restart before the window closed, and the slowest's times."""
-    cut_name, sync_name = informer_sync_names(params)
+    names = informer_sync_names(params)
     rows = {s.name: s for s in step.client if s.type == SYNCED}
-    cut, sync = rows.get(cut_name), rows.get(sync_name)
+    cut, sync, again = rows.get(names.cut), rows.get(names.sync), rows.get(names.again)
     count = int(params["count"])
     synced = cut.count if cut is not None else 0
     line = f"informers after the restart: {synced} of {count} in sync again before the window closed"
@@ -41,4 +41,8 @@ def resync_line(step: StepResult, params: dict[str, Any]) -> str:
             line += f" (the slowest sync itself {duration(sync.max_ms / 1000)})"
     if synced < count:
         line += f"; the others were not in sync yet, so the times are the slowest of {synced}, not of all"
+    if again is not None and again.count:
+        line += (f"; {again.count} more times an informer back in sync had its watch cut again and synced again"
+                 + (f" (the slowest {duration(again.max_ms / 1000)} after that cut)" if again.max_ms is not None
+                    else ""))
     return line

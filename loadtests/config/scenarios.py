@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from loadtests.kube.names import ListNames, WatchNames, request_name
 from loadtests.kube.objects import NS_CHURN, NS_FLEET, NS_OBJECTS_PREFIX
@@ -43,12 +43,28 @@ def informer_names(params: dict[str, Any]) -> WatchNames:
     return WatchNames.of(params["resource"], params["namespace"], "informer", mode, list_rv="0")
 
 
-def informer_sync_names(params: dict[str, Any]) -> tuple[str, str]:
-    """The SYNCED rows of informers, the same names whichever way they sync (so that two setups compare):
-    from the watch's cut to in sync again (its content bytes: what the informers received to get there), and
-    the attempt that got there (from its start to in sync)."""
+class InformerSyncNames(NamedTuple):
+    """The SYNCED rows of informers, the same names whichever way they sync (so that two setups compare). Each
+    informer's first return to sync after losing its state fills `cut` (from the watch's cut to in sync again;
+    its content bytes: what the informer received to get there) and `sync` (the attempt that got there, from its
+    start to in sync), so their counts are informers; any later return (a watch of theirs cut again, e.g. by an
+    apiserver closing a watcher that reads too slowly) is one count of `again`, with its time and bytes."""
+
+    cut: str
+    sync: str
+    again: str
+
+    def rows(self, recovery: int, out_of_sync_s: float, sync_s: float, nbytes: int) -> list[tuple[str, float, int]]:
+        """(row name, ms, bytes) of an informer's `recovery`-th return to sync (1: its first)."""
+        if recovery > 1:  # cut again after it was back in sync: not the first loss's recovery
+            return [(self.again, out_of_sync_s * 1000.0, nbytes)]
+        return [(self.cut, out_of_sync_s * 1000.0, nbytes), (self.sync, sync_s * 1000.0, 0)]  # bytes counted once
+
+
+def informer_sync_names(params: dict[str, Any]) -> InformerSyncNames:
     base = f"{params['resource']} informers" + (" (ns)" if params["namespace"] else "")
-    return f"{base}: cut to synced", f"{base}: the sync that succeeded"
+    return InformerSyncNames(f"{base}: cut to synced", f"{base}: the sync that succeeded",
+                             f"{base}: cut again and synced")
 
 
 def informer_received(params: dict[str, Any]) -> str:

@@ -245,7 +245,7 @@ def test_the_kernels_peak_rss_is_read_and_a_gone_process_has_none() -> None:
 
 def test_the_restart_note_says_how_many_informers_were_back_in_sync() -> None:
     params = scenario_params({"informers": {"count": 4}})
-    cut, sync = informer_sync_names(params["informers"])
+    cut, sync, _ = informer_sync_names(params["informers"])
     step = StepResult(index=0, name="s", nodes=1, pods_per_node=1, started_at="t", duration_s=14.0)
     step.restart = RollResult("v1.37.2", "v1.37.2", started_at_s=3.0, marks=[
         RollMark("kube-apiserver", "v1.37.2", 3.0, 6.5, 6.5, stop_s=1.1, start_to_ready_s=2.4)])
@@ -259,6 +259,22 @@ def test_the_restart_note_says_how_many_informers_were_back_in_sync() -> None:
     assert informers.endswith("the times are the slowest of 3, not of all")
     assert restart_notes(StepResult(index=0, name="s", nodes=1, pods_per_node=1, started_at="t", duration_s=1.0),
                          params) == []
+
+
+def test_an_informer_cut_again_after_its_sync_is_counted_apart_from_the_restarts_recovery() -> None:
+    params = scenario_params({"informers": {"count": 2}})
+    names = informer_sync_names(params["informers"])
+    # each informer's return from the restart's cut, then a watch of the first cut again once it was in sync
+    assert names.rows(1, 2.0, 0.5, 1000) == [(names.cut, 2000.0, 1000), (names.sync, 500.0, 0)]
+    assert names.rows(2, 4.0, 2.0, 900) == [(names.again, 4000.0, 900)]
+    step = StepResult(index=0, name="s", nodes=1, pods_per_node=1, started_at="t", duration_s=14.0)
+    step.restart = RollResult("v1.37.2", "v1.37.2", started_at_s=3.0, marks=[])
+    step.client = [ClientStat(SYNCED, names.cut, 2, 0, 0.0, None, None, None, 3000.0),
+                   ClientStat(SYNCED, names.again, 1, 0, 0.0, None, None, None, 4000.0)]
+    line = restart_notes(step, params)[1]
+    assert line.startswith("informers after the restart: 2 of 2 in sync again before the window closed"), line
+    assert line.endswith("; 1 more times an informer back in sync had its watch cut again and synced again (the "
+                         "slowest 4.00 s after that cut)"), line
 
 
 PAGE = """# TYPE etcd_requests_total counter

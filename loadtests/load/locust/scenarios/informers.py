@@ -2,8 +2,8 @@
 each resource it follows; `count` of them on one resource, cluster-wide or in one namespace. With `watch_list`
 each gets its state by API streaming instead (one WATCH whose initial events are the state). Every informer
 reports the watch events it received (one RECV per event, its bytes; its LISTs' bytes are their own rows) and,
-each time it is in sync again after losing its state, how long that took (two SYNC rows: from the cut, with the
-bytes it received to get there, and the sync itself)."""
+each time it is in sync again after losing its state, how long that took (SYNC rows: its first return from
+the cut, with the bytes it received to get there, and the sync itself; any later one in a row of its own)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,14 @@ from typing import Any
 from locust import task
 from locust.exception import StopUser
 
-from loadtests.config.scenarios import RECEIVED, SYNCED, informer_names, informer_received, informer_sync_names
+from loadtests.config.scenarios import (
+    RECEIVED,
+    SYNCED,
+    InformerSyncNames,
+    informer_names,
+    informer_received,
+    informer_sync_names,
+)
 from loadtests.kube.reflector import Reflector
 from loadtests.kube.watch import WATCH_READ_TIMEOUT_S, WatchEvent
 from loadtests.load.contract import LoadConfig
@@ -28,7 +35,8 @@ class InformerUser(KubeUser):
     scenario = "informers"
     network_timeout = WATCH_READ_TIMEOUT_S
     received_name: str
-    sync_names: tuple[str, str]
+    sync_names: InformerSyncNames
+    recoveries = 0  # returns to sync after losing its state, so far
 
     def _fire(self, kind: str, name: str, response_time_ms: float, length: int) -> None:
         self.environment.events.request.fire(request_type=kind, name=name, response_time=response_time_ms,
@@ -38,9 +46,9 @@ class InformerUser(KubeUser):
         self._fire(RECEIVED, self.received_name, 0, event.size)
 
     def synced(self, out_of_sync_s: float, sync_s: float, nbytes: int) -> None:
-        cut, sync = self.sync_names
-        self._fire(SYNCED, cut, out_of_sync_s * 1000.0, nbytes)  # the bytes it took, counted once
-        self._fire(SYNCED, sync, sync_s * 1000.0, 0)
+        self.recoveries += 1
+        for name, took_ms, length in self.sync_names.rows(self.recoveries, out_of_sync_s, sync_s, nbytes):
+            self._fire(SYNCED, name, took_ms, length)
 
     @task
     def inform(self) -> None:
