@@ -132,14 +132,15 @@ class _Raw:
     period: int = 0
 
 
-def _value_type(data: bytes) -> tuple[int, int]:
-    kind = unit = 0
+def _first_two(data: bytes) -> tuple[int, int]:
+    """Fields 1 and 2 of a message whose two are integers: a ValueType (type, unit) or a Function (id, name)."""
+    first = second = 0
     for number, _, value in _fields(data):
         if number == 1:
-            kind = int(value)  # type: ignore[arg-type]
+            first = int(value)  # type: ignore[arg-type]
         elif number == 2:
-            unit = int(value)  # type: ignore[arg-type]
-    return kind, unit
+            second = int(value)  # type: ignore[arg-type]
+    return first, second
 
 
 def _sample(data: bytes) -> tuple[list[int], list[int]]:
@@ -164,16 +165,6 @@ def _location(data: bytes) -> tuple[int, list[int]]:
     return ident, functions
 
 
-def _function(data: bytes) -> tuple[int, int]:
-    ident = name = 0
-    for number, _, value in _fields(data):
-        if number == 1:
-            ident = int(value)  # type: ignore[arg-type]
-        elif number == 2:
-            name = int(value)  # type: ignore[arg-type]
-    return ident, name
-
-
 def decode(data: bytes) -> Profile:
     """A profile from its bytes as served (gzipped) or unpacked; ProfileError for anything else."""
     if data[:2] == b"\x1f\x8b":
@@ -187,19 +178,19 @@ def decode(data: bytes) -> Profile:
             if wire == 2:
                 assert isinstance(value, bytes)
                 if number == 1:
-                    raw.sample_types.append(_value_type(value))
+                    raw.sample_types.append(_first_two(value))
                 elif number == 2:
                     raw.samples.append(_sample(value))
                 elif number == 4:
                     ident, functions = _location(value)
                     raw.locations[ident] = functions
                 elif number == 5:
-                    ident, name = _function(value)
+                    ident, name = _first_two(value)
                     raw.functions[ident] = name
                 elif number == 6:
                     raw.strings.append(value.decode("utf-8", "replace"))
                 elif number == 11:
-                    raw.period_type = _value_type(value)
+                    raw.period_type = _first_two(value)
             elif wire == 0:
                 assert isinstance(value, int)
                 if number == 10:
