@@ -43,7 +43,7 @@ def test_leases_leave_the_main_etcd(lessons: Lessons) -> None:
 # figures every variant measures, and those only flow control has (none with it off; the noisy tenant's own
 # level only with its own FlowSchema)
 APF_ALWAYS = ("the quiet tenant's POST pods p99 (server, queueing included)",
-              "the quiet tenant's pods created per second (5 asked)",
+              "the quiet tenant's pods created per second (of its churn rate)",
               "the oldest Lease's renewal lag (max over the window)", "nodes NotReady (max over the window)",
               "429s to the noisy tenant per second", "429s to the quiet tenant per second",
               "429s to the kubelets (kwok) per second")
