@@ -56,6 +56,9 @@ class ProfileSettings:
     window_s: float  # the window's duration (a phase's: the most it may last)
     fixed: bool = True  # False: a phase's window, which may end sooner
     cpu_max_s: int = DEFAULT_CPU_MAX_S
+    # why the apiservers' CPU is not profiled in this window ("": it is): one replaced in the window (a rolling
+    # upgrade, a restart) would wait for the profile, a request of the window's length, before it stops
+    apiserver_cpu_skipped: str = ""
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,7 @@ class _Component:
     pieces: list[_Piece] = field(default_factory=list)
     heap: _Piece | None = None
     failures: list[str] = field(default_factory=list)
+    cpu: bool = True  # False: only its heap is taken (ProfileSettings.apiserver_cpu_skipped)
     current: Fetch | None = None
     thread: threading.Thread | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -170,7 +174,9 @@ class ProfileProbe:
     def __init__(self, info: TargetInfo, settings: ProfileSettings, opened: float | None = None) -> None:
         self.settings = settings
         found, self.missing = endpoints(info)
-        self.components = [_Component(endpoint) for endpoint in found]
+        skipped = settings.apiserver_cpu_skipped
+        self.components = [_Component(endpoint, cpu=not (skipped and endpoint.component != analysis.ETCD))
+                           for endpoint in found]
         self.origin = opened if opened is not None else time.monotonic()
         self._closing = threading.Event()
         self._abandoned = False
@@ -179,6 +185,9 @@ class ProfileProbe:
     def start(self) -> None:
         self.settings.folder.mkdir(parents=True, exist_ok=True)
         for component in self.components:
+            if not component.cpu:
+                component.failures.append(f"cpu: {self.settings.apiserver_cpu_skipped}")
+                continue
             component.thread = threading.Thread(target=self._profile_cpu, args=(component,), daemon=True,
                                                 name=f"profile-{component.endpoint.component}")
             component.thread.start()

@@ -347,7 +347,8 @@ class Runner:
                             controlled=mix.controlled() if phased else made.controlled(),
                             objects_selector=mix.selector if phased else made.selector,
                             profiles=ProfileSettings(step_dir / PROFILES_DIR, self.options.out_dir, step.duration_s,
-                                                     fixed=not phased, cpu_max_s=self.plan.profiles.cpu_max_s)
+                                                     fixed=not phased, cpu_max_s=self.plan.profiles.cpu_max_s,
+                                                     apiserver_cpu_skipped=self._replaced(index, step))
                             if self.plan.profiles.enabled else None)
         final = self._total is not None and index + 1 == self._total and not self.options.runs_follow
         asked = StepLoad(made.scenarios(self.plan.load), nodes=step.nodes, duration_s=step.duration_s,
@@ -430,6 +431,15 @@ class Runner:
         return RollingUpgrade(request, settings, self.plan.target.topology, self.target,  # type: ignore[arg-type]
                               self._watch, probe, say=lambda m: self.say(f"{prefix}: {m}"),
                               on_replaced=lambda instance, pid: probes.add_pids(instance, [pid]))
+
+    def _replaced(self, index: int, step: Step) -> str:
+        """Why this step's apiservers are not CPU-profiled: they are replaced in its window, and a graceful stop
+        waits for the requests in flight, a profile of the window's length among them ("": they are profiled)."""
+        if self.options.roll is not None and self.options.roll.step_index == index:
+            return "its instances are replaced by the rolling upgrade in this window"
+        if step.restart_apiserver_at_s is not None:
+            return "it is restarted in this window"
+        return ""
 
     def _restarting(self, index: int, step: Step, probes: StepProbes, prefix: str) -> RollingUpgrade | None:
         """The step's apiserver restart (not started yet): a rolling upgrade's move onto the version it runs,
