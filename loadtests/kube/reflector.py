@@ -168,9 +168,7 @@ class Reflector:
             self._failed(error)
 
     def _synced(self) -> None:
-        if self.sync.cut_at is None:
-            return  # in sync already (its first sync is the load's start, not a recovery)
-        found = self.sync.synced(self._clock())
+        found = self.sync.synced(self._clock())  # None: in sync already (its first sync is the load's start)
         if found is not None and self.on_synced is not None:
             self.on_synced(*found)
 
