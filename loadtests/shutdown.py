@@ -12,15 +12,22 @@ pid, so nothing is left that cannot be found.
 
 A fault found by another thread (a hung component) interrupts the main thread through `interrupt_main`,
 which wakes it from any blocking call, unless it is already tearing down.
+
+Python runs a signal's handler at the main thread's next step, wherever that is; when it is code whose exceptions
+cannot propagate (the hooks Python runs around a fork, as every `preexec_fn` child's start does; a `__del__`),
+the interrupt would be printed as "Exception ignored" and lost, and the run would go on to its end. Such an
+interrupt is caught on its way to `sys.unraisablehook` and raised again a step later.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from loadtests.errors import LoadTestError
@@ -71,6 +78,8 @@ class Shutdown:
         self.signals = 0
         self._shield = 0
         self._fault: LoadTestError | None = None
+        self._lost: BaseException | None = None  # an interrupt raised where it could not propagate
+        self._unraisable_before: Callable[[object], object] | None = None
         self._leftovers: list[Callable[[], list[str]]] = []
         self._lock = threading.Lock()
 
@@ -83,6 +92,35 @@ class Shutdown:
                 continue
             signal.signal(signum, self._on_signal)
         signal.signal(_FAULT_SIGNAL, self._on_fault)
+        if self._unraisable_before is None:
+            self._unraisable_before = sys.unraisablehook
+            sys.unraisablehook = self._on_unraisable
+
+    def _on_unraisable(self, unraisable: object) -> None:
+        """An interrupt raised where it could not propagate comes here instead of being lost, and is raised again
+        once the main thread is out of that code. Everything else goes where it went before."""
+        error = getattr(unraisable, "exc_value", None)
+        if isinstance(error, Interrupted | FaultInterrupt) and threading.current_thread() is threading.main_thread():
+            again = self._lost is None
+            self._lost = error
+            if again:  # not threading.Thread: its start() waits, and this must return first
+                _thread.start_new_thread(self._raise_lost_again, ())
+            return
+        (self._unraisable_before or sys.__unraisablehook__)(unraisable)  # type: ignore[arg-type]
+
+    def _raise_lost_again(self) -> None:
+        """In a thread of its own: signal the main thread until its handler has raised the lost interrupt (a
+        handler that lands in code that swallows it again sends it back to `_on_unraisable`). A few ms apart,
+        so the main thread gets past the code that swallowed it; further apart while a teardown holds it."""
+        main = threading.main_thread().ident or 0
+        pause_s = 0.005
+        while True:
+            time.sleep(pause_s)
+            pause_s = min(pause_s * 2, 0.2)
+            if self._lost is None:
+                return
+            with contextlib.suppress(OSError, ValueError):  # the main thread has ended: nothing left to stop
+                signal.pthread_kill(main, _FAULT_SIGNAL)
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.signals += 1
@@ -130,7 +168,14 @@ class Shutdown:
                 signal.pthread_kill(threading.main_thread().ident or 0, _FAULT_SIGNAL)
 
     def _on_fault(self, _signum: int, _frame: object) -> None:
-        if self._fault is not None and not self._shield:
+        if self._shield:
+            return
+        if self._lost is not None and _frame is not None and getattr(_frame, "f_code", None) is _REROUTE:
+            return  # still inside _on_unraisable: the next signal of _raise_lost_again raises it
+        if self._lost is not None:  # raised again where it can propagate (or swallowed again, and back here)
+            lost, self._lost = self._lost, None
+            raise lost
+        if self._fault is not None:
             raise FaultInterrupt(str(self._fault))
 
     def take_fault(self) -> LoadTestError | None:
@@ -168,4 +213,5 @@ def _safely(report: Callable[[], list[str]]) -> list[str]:
         return [f"(unknown: {error})"]
 
 
+_REROUTE = Shutdown._on_unraisable.__code__
 SHUTDOWN = Shutdown()

@@ -144,6 +144,34 @@ class TestShutdown:
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
         assert result.returncode == 0 and result.stdout.strip() == said, result
 
+    @pytest.mark.parametrize("raised_in", ["a hook Python runs around a fork", "a __del__"])
+    def test_a_signal_handled_where_exceptions_cannot_propagate_still_interrupts(self, raised_in: str) -> None:
+        """Python runs the handler at the main thread's next step; in a hook around a fork (every `preexec_fn`
+        child, as the Locust processes are started) or a __del__, the interrupt would be printed and lost."""
+        swallowing = ("def after():\n"
+                      "    os.kill(os.getpid(), signal.SIGINT)\n"
+                      "    sum(range(1000))\n"
+                      "os.register_at_fork(after_in_parent=after)\n"
+                      "subprocess.Popen(['true'], preexec_fn=lambda: None).wait()\n"
+                      if raised_in.startswith("a hook") else
+                      "class Dropped:\n"
+                      "    def __del__(self):\n"
+                      "        os.kill(os.getpid(), signal.SIGINT)\n"
+                      "        sum(range(1000))\n"
+                      "Dropped()\n")
+        code = ("import os, signal, subprocess, time\n"
+                "from loadtests.shutdown import SHUTDOWN, interrupt_reason\n"
+                "SHUTDOWN.install()\n"
+                "try:\n"
+                + "".join("    " + line + "\n" for line in swallowing.splitlines()) +
+                "    time.sleep(20)\n"
+                "    print('the run went on')\n"
+                "except KeyboardInterrupt as error:\n"
+                "    print(interrupt_reason(error))\n")
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+        assert result.stdout.strip() == "interrupted by the user (Ctrl-C)", result
+        assert "Exception ignored" not in result.stderr, result.stderr
+
     def test_a_sighup_ignored_at_start_stays_ignored(self) -> None:
         code = ("import signal\n"
                 "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
