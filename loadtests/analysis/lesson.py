@@ -123,25 +123,26 @@ def _matcher(labels: dict[str, Any]) -> dict[str, Any]:
     return {k: _one_of(want) if isinstance(want, list) else str(want) for k, want in (labels or {}).items()}
 
 
-@functools.lru_cache(maxsize=16)
-def _parsed_page(folder: Path, source: str, which: str, _stamp: int) -> Snapshot | None:
-    return load_scrape(folder, source, which, every_family=True)
+@functools.lru_cache(maxsize=64)
+def _parsed_page(folder: Path, source: str, which: str, families: frozenset[str], _stamp: int) -> Snapshot | None:
+    return load_scrape(folder, source, which, families=families)
 
 
-def kept_page(folder: Path, source: str, which: str) -> Snapshot | None:
-    """A step's kept page with every family, parsed once while it is unchanged: every scrape measure of a
-    lesson reads the same few pages of several megabytes, and parsing each again cost seconds a page."""
+def kept_page(folder: Path, source: str, which: str, families: frozenset[str]) -> Snapshot | None:
+    """The named families of a step's kept page, parsed once while it is unchanged: a lesson's measures read the
+    same few pages of several megabytes, each page from every variant's evaluation and the table's."""
     try:
         stamp = scrape_path(folder, source, which).stat().st_mtime_ns
     except OSError:
         return None
-    return _parsed_page(folder, source, which, stamp)
+    return _parsed_page(folder, source, which, families, stamp)
 
 
 def scrape_reading(step: StepResult, folder: Path, spec: dict[str, Any]) -> Reading:
     """A metric over the step's window, from the /metrics pages kept with it."""
     source, metric, stat = spec.get("page", "apiserver"), spec["metric"], spec.get("stat", "delta")
-    end = kept_page(folder, source, "end")
+    families = frozenset({metric, *([str(spec["present"])] if spec.get("present") else [])})
+    end = kept_page(folder, source, "end", families)
     if end is None:
         return None, ""
     match = _matcher(spec.get("labels") or {})
@@ -151,7 +152,7 @@ def scrape_reading(step: StepResult, folder: Path, spec: dict[str, Any]) -> Read
     if stat == "total":  # a counter's count at the close: all since its process started (a restarted apiserver's)
         value = end.total(metric, **match)
         return (0.0 if value is None and end.has(metric) else value), ""
-    start = kept_page(folder, source, "start")  # only figures over the window read the window's first page
+    start = kept_page(folder, source, "start", families)  # only figures over the window read the window's first page
     if stat in ("delta", "rate"):
         present = spec.get("present")  # a metric with a series of these labels wherever they can be counted
         if present and not end.series(str(present), **match):
@@ -563,15 +564,18 @@ def magnitude(found: Growth) -> str:
            f"({formats.in_unit(low, found.unit)} – {formats.in_unit(high, found.unit)} per node)"
 
 
+FEATURE_METRIC = "kubernetes_feature_enabled"  # 1 per gate the apiserver reports as on, 0 as off
+
+
 def _feature_states(runs: VariantRuns, features: list[str]) -> dict[str, str]:
     """Each feature gate's state in the variant's first run, from its kept apiserver page."""
     states: dict[str, str] = {}
     for steps, path in runs.measured_steps()[:1]:
         if not steps:
             continue
-        end: Snapshot | None = kept_page(step_folder(path, steps[-1].index), "apiserver", "end")
+        end = kept_page(step_folder(path, steps[-1].index), "apiserver", "end", frozenset({FEATURE_METRIC}))
         for feature in features:
-            value = end.total("kubernetes_feature_enabled", name=feature) if end is not None else None
+            value = end.total(FEATURE_METRIC, name=feature) if end is not None else None
             states[feature] = "not listed" if value is None else "enabled" if value else "disabled"
     return states
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import zlib
+from collections.abc import Collection
 from pathlib import Path
 
 from loadtests.analysis import etcd
@@ -42,13 +43,15 @@ def save_scrapes(folder: Path, pages: dict[tuple[str, str], Snapshot | None]) ->
             scrape_path(folder, source, end).write_bytes(gzip.compress(snapshot.text.encode(), compresslevel=6))
 
 
-def load_scrape(folder: Path, source: str, end: str, *, every_family: bool = False) -> Snapshot | None:
-    """A kept page: the families the step's figures read, or with every_family all of them (lessons read
-    metrics no step figure does)."""
+def load_scrape(folder: Path, source: str, end: str, *, families: Collection[str] | None = None) -> Snapshot | None:
+    """A kept page: the named families (a lesson reads metrics no step figure does), by default those the step's
+    figures read. Never the whole page: a kube-apiserver's is mostly families nobody reads, and parsing all of
+    it takes most of a second."""
     path = scrape_path(folder, source, end)
     if not path.exists():
         return None
-    families = None if every_family else apiserver.FAMILIES if source == "apiserver" else etcd.FAMILIES
+    if families is None:
+        families = apiserver.FAMILIES if source == "apiserver" else etcd.FAMILIES
     try:
         text = gzip.decompress(path.read_bytes()).decode()
         return Snapshot.parse(text, families=families)
