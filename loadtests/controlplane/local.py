@@ -48,6 +48,7 @@ from loadtests.controlplane.processes import (
     http_ok,
     listening_ports,
     port_is_free,
+    started_since_boot,
     wait_for,
 )
 from loadtests.errors import TargetError
@@ -241,6 +242,7 @@ class LocalControlPlane:
         state = ClusterState(name=self.options.name, directory=str(self.directory),
                              kube_version=bins.kube_version, versions=bins.versions(), ports=ports,
                              owner_pid=os.getpid(), owner_create_time=psutil.Process().create_time(),
+                             owner_since_boot_s=started_since_boot(psutil.Process()),
                              tied_to_owner=self.options.tied_to_owner)
         state.server = f"https://{LOOPBACK}:{ports['apiserver']}"
         state.etcd_metrics_url = f"http://{LOOPBACK}:{ports['etcd_metrics']}/metrics"

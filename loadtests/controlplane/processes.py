@@ -97,21 +97,43 @@ def listening_ports(pids: Iterable[int]) -> list[int]:
     return sorted(ports)
 
 
+SAME_START_S = 1.0  # two start times of one pid this close are one process (the boot time is in whole seconds)
+
+
+def started_since_boot(process: psutil.Process) -> float:
+    """When `process` started, in seconds since the machine booted: the kernel's own count, which no step of the
+    wall clock moves. psutil's create_time is this plus the boot time on the wall clock, and that moves with
+    every step (NTP, a virtual machine resumed from a snapshot)."""
+    return process.create_time() - psutil.boot_time()
+
+
+def identified(pid: int, create_time: float, since_boot_s: float | None) -> psutil.Process | None:
+    """Process `pid` if it is the one that started then, else None (gone, or its pid reused). Compared since
+    boot where that was recorded: by wall-clock start times, a step of the clock made every process of a run
+    look gone at once, and the run ended with its control plane still running."""
+    try:
+        proc = psutil.Process(pid)
+        moved = (abs(started_since_boot(proc) - since_boot_s) if since_boot_s is not None
+                 else abs(proc.create_time() - create_time))  # a record written before since_boot_s was kept
+    except psutil.Error:
+        return None
+    return proc if moved <= SAME_START_S else None
+
+
 @dataclass
 class ProcessRecord:
     component: str
     pid: int
-    create_time: float
+    create_time: float  # on the wall clock, for people; since_boot_s tells the process from a later one
     argv: list[str]
     log: str
+    since_boot_s: float | None = None
 
     def process(self) -> psutil.Process | None:
         """The live process, or None if it is gone or the pid now belongs to something else."""
+        proc = identified(self.pid, self.create_time, self.since_boot_s)
         try:
-            proc = psutil.Process(self.pid)
-            if abs(proc.create_time() - self.create_time) > 1.0 or proc.status() == psutil.STATUS_ZOMBIE:
-                return None
-            return proc
+            return None if proc is None or proc.status() == psutil.STATUS_ZOMBIE else proc
         except psutil.Error:
             return None
 
@@ -138,6 +160,7 @@ class ClusterState:
     processes: list[ProcessRecord] = field(default_factory=list)
     owner_pid: int = 0  # the process that ran `up`; while it is alive and not done, up is in progress
     owner_create_time: float = 0.0  # with owner_pid: tells the owner from a later process with its pid
+    owner_since_boot_s: float | None = None  # the same, unmoved by a step of the wall clock (see identified)
     tied_to_owner: bool = False  # a run's own cluster: it must not outlive its owner (else it is an orphan)
     ready: bool = False
 
@@ -168,10 +191,7 @@ class ClusterState:
     def owner_alive(self) -> bool:
         if not self.owner_pid:
             return False
-        try:
-            return abs(psutil.Process(self.owner_pid).create_time() - self.owner_create_time) <= 1.0
-        except psutil.Error:
-            return False
+        return identified(self.owner_pid, self.owner_create_time, self.owner_since_boot_s) is not None
 
     def orphaned(self) -> bool:
         """A run's cluster still running after its owner is gone (the harness was killed outright)."""
@@ -214,10 +234,11 @@ class ProcessGroup:
             popen = popen_tied(argv, **options) if self.state.tied_to_owner else subprocess.Popen(argv, **options)
         self._popen[popen.pid] = popen
         try:
-            create_time = psutil.Process(popen.pid).create_time()
-        except psutil.Error:
-            create_time = time.time()
-        record = ProcessRecord(component, popen.pid, create_time, argv, str(log_path))
+            started = psutil.Process(popen.pid)
+            create_time, since_boot_s = started.create_time(), started_since_boot(started)
+        except psutil.Error:  # gone already: its exit is read from popen
+            create_time, since_boot_s = time.time(), None
+        record = ProcessRecord(component, popen.pid, create_time, argv, str(log_path), since_boot_s)
         self.state.processes.append(record)
         self.state.save()
         return record

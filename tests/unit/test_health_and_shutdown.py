@@ -3,13 +3,15 @@ without a control plane: checks and clocks are given, signal handlers are called
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
+import psutil
 import pytest
 
 from loadtests.controlplane.health import HealthCheck, HealthWatch, process_problem
-from loadtests.controlplane.processes import ProcessGroup
+from loadtests.controlplane.processes import ProcessGroup, started_since_boot
 from loadtests.shutdown import FORCE_AFTER, Shutdown
 
 
@@ -120,6 +122,34 @@ def test_stopped_and_exited_processes_are_told_apart(tmp_path) -> None:
         killed = group.stop_all(timeout_s=5)
     assert killed == []  # a stopped process is continued, so SIGTERM ends it without SIGKILL
     assert process_problem(record) == ("exited", True)
+
+
+
+def test_a_step_of_the_wall_clock_leaves_every_process_itself(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A virtual machine resumed from a snapshot, or NTP, steps the wall clock, and psutil's create_time (the boot
+    time on the wall clock plus the start since boot) moves with it. Processes are known by their start since
+    boot, so a run's components do not all look gone at once (as they did in a recorded lesson run, which then
+    ended with them still running); a record kept before that field existed is still read by wall clock."""
+    import dataclasses
+
+    from loadtests.controlplane.processes import ClusterState
+
+    state = ClusterState(name="t", directory=str(tmp_path), owner_pid=os.getpid(),
+                         owner_create_time=psutil.Process().create_time(),
+                         owner_since_boot_s=started_since_boot(psutil.Process()))
+    group = ProcessGroup(state, tmp_path / "logs")
+    record = group.start("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        booted = psutil.boot_time()
+        monkeypatch.setattr("psutil._pslinux.boot_time", lambda: booted + 7.0)  # the clock stepped 7 s ahead
+        assert psutil.Process(record.pid).create_time() > record.create_time + 6  # as the wall clock says
+        assert record.alive() and process_problem(record) == (None, False) and state.owner_alive()
+        written_before = dataclasses.replace(record, since_boot_s=None)
+        assert not written_before.alive()  # what every record did: a running process taken for a gone one
+        monkeypatch.undo()
+    finally:
+        group.stop_all(timeout_s=5)
+    assert not record.alive()
 
 
 class TestShutdown:
