@@ -91,7 +91,7 @@ class ConnectProxy:
             head += chunk
         target = head.split(b" ")[1].decode()
         self.tunnels.append(target)
-        self.clients.append(self._pid_of(client.getpeername()))
+        self.clients.append(self._pid_of(client.getpeername(), client.getsockname()))
         host, port = target.rsplit(":", 1)
         upstream = socket.create_connection((host, int(port)))
         client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -99,14 +99,17 @@ class ConnectProxy:
             threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
 
     @staticmethod
-    def _pid_of(address: tuple[str, int]) -> int | None:
-        """The process whose socket is the tunnel's other end. psutil finds a socket's pid by scanning every
-        process's open files, which can miss one opened that instant: looked for again, for up to 2 s."""
+    def _pid_of(address: tuple[str, int], proxy: tuple[str, int]) -> int | None:
+        """The process whose socket is the tunnel's other end: from `address` to the proxy. Its local address
+        alone is not enough: the kernel gives one local port to several connections to different peers (an
+        apiserver's to etcd took the tunnel of a Locust process so, once). psutil finds a socket's pid by
+        scanning every process's open files, which can miss one opened that instant: looked for again, for up
+        to 2 s."""
         found: list[int | None] = []
 
         def look() -> bool:
             found[:] = [c.pid for c in psutil.net_connections("tcp") if c.laddr and tuple(c.laddr) == address
-                        and c.pid is not None]
+                        and c.raddr and tuple(c.raddr) == proxy and c.pid is not None]
             return bool(found)
 
         poll_until(look, 2.0, interval_s=0.05)
