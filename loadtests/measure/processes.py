@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from loadtests.controlplane.processes import started_since_boot
 from loadtests.results import CPU_BOUND_PERCENT, ProcessStat
 
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
@@ -129,22 +130,22 @@ class ProcessSampler:
                     process = psutil.Process(pid)
                     with process.oneshot():
                         cpu = _cpu_seconds(process)
-                        created = process.create_time()
+                        created, since_boot = process.create_time(), started_since_boot(process)
                 except _GONE:
                     self.missing.setdefault(component, []).append(pid)
                     continue
                 # a process born during the step spent all its CPU in the step
-                base = 0.0 if self._born_since_start(created) else cpu
+                base = 0.0 if self._born_since_start(created, since_boot) else cpu
                 entry.tracked.append(_Tracked(component, pid, process, base_cpu=base, last_cpu=cpu))
 
-    def _born_since_start(self, created: float) -> bool:
+    def _born_since_start(self, created: float, since_boot: float) -> bool:
         """Whether a process started after start(). psutil's create_time is boot time (whole seconds, from
         /proc/stat) plus the start in clock ticks, so against time.time() it can be off by up to a second;
         since boot, both sides are on the kernel's own clock, to its 10 ms tick (a process started within one
         tick of start() counts as born in the step: it cannot have used CPU before it)."""
         if self._started_boot is None:
             return created >= (self._started_wall or 0.0)
-        return created - psutil.boot_time() >= self._started_boot - TICK_S
+        return since_boot >= self._started_boot - TICK_S
 
     def sample(self) -> None:
         """Take one sample now (the thread calls this; tests and gather() too)."""
