@@ -33,7 +33,7 @@ import pandas as pd
 
 from loadtests.config.scenarios import achieved_rates, scenario_params, user_plan
 from loadtests.controlplane.processes import free_ports, log_tail
-from loadtests.errors import LoadTestError
+from loadtests.errors import LoadTestError, disk_full
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.identity import cluster_identity
 from loadtests.kube.private import write_private
@@ -335,6 +335,11 @@ class LoadGenerator:
                 return False
 
         return poll_until(spawned, timeout, interval_s=0.1, abort=lambda: self._procs[0].poll() is not None)
+
+    def log_full(self) -> bool:
+        """Whether Locust's log can no longer grow (its filesystem is full): Locust says there that its users
+        run, so wait_spawned could never see it."""
+        return disk_full(self.log_path.parent) is not None
 
     def pids(self) -> list[int]:
         """Master and workers (or the single process), for CPU and memory probes."""

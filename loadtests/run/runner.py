@@ -459,11 +459,10 @@ class Runner:
                  + (f"; waiting for {load.master.workers} worker(s) at {load.master.address}" if load.master else "")
                  + (f"; live view (read-only): {load.ui_url()}" if load.ui_url() else ""))
         limit_s = load.spawn_time_s() + 120
-        log_folder = load.log_path.parent
         if poll_until(lambda: load.wait_spawned(timeout=1.0), limit_s, interval_s=0.0,
-                      abort=lambda: not load.running() or disk_full(log_folder) is not None):
+                      abort=lambda: not load.running() or load.log_full()):
             return
-        if disk_full(log_folder):  # Locust says in its log that its users run: nothing more can be said there
+        if load.log_full():
             raise TargetError(f"the load generator's log cannot grow, so its users were never seen running "
                               f"({prefix}); see {load.log_path}")
         if not load.running():
