@@ -175,7 +175,7 @@ class ProfileProbe:
         self.settings = settings
         found, self.missing = endpoints(info)
         skipped = settings.apiserver_cpu_skipped
-        self.components = [_Component(endpoint, cpu=not (skipped and endpoint.component != analysis.ETCD))
+        self.components = [_Component(endpoint, cpu=not skipped or endpoint.component == analysis.ETCD)
                            for endpoint in found]
         self.origin = opened if opened is not None else time.monotonic()
         self._closing = threading.Event()
