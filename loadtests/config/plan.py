@@ -18,6 +18,7 @@ import yaml
 
 from loadtests import PACKAGE_DIR
 from loadtests.config import cl2, templates
+from loadtests.config import measure as measure_mod
 from loadtests.config import tenants as tenants_mod
 from loadtests.config.scenarios import SCENARIOS
 from loadtests.config.topology import Topology
@@ -198,6 +199,8 @@ class Plan:
     cl2: Cl2 = field(default_factory=Cl2)
     audit: Audit = field(default_factory=Audit)
     profiles: Profiles = field(default_factory=Profiles)
+    # probes turned on or off against their defaults (config/measure.py); {}: every probe as it comes
+    measure: dict[str, bool] = field(default_factory=dict)
     roll: Roll = field(default_factory=Roll)
     project_to: list[int] = field(default_factory=lambda: list(DEFAULT_PROJECT_TO))
     source: str = ""
@@ -220,6 +223,8 @@ class Plan:
             data["target"].pop("tenants")
         if self.roll == Roll():  # nor a plan that does not set how a roll goes
             data.pop("roll")
+        if not self.measure:  # nor one that runs every probe as it comes
+            data.pop("measure")
         informers = data["load"].get("informers")
         if informers is not None and not informers.get("reconnect_spread_s"):  # nor informers that reconnect at once
             informers.pop("reconnect_spread_s", None)
@@ -227,6 +232,12 @@ class Plan:
             if informers is not None and not informers.get(key):
                 informers.pop(key, None)
         return data
+
+    def probes(self) -> tuple[str, ...]:
+        """The probes that measure each window (config/measure.py), in their order; `profiles.enabled: false`
+        is the older way to say `measure: {profiles: false}`."""
+        return tuple(name for name in measure_mod.running(self.measure)
+                     if name != "profiles" or self.profiles.enabled)
 
     def on_kube_version(self, version: str) -> Plan:
         """The same plan on another Kubernetes version (upgrade rehearsals, --kube-version)."""
@@ -301,7 +312,8 @@ def parse(data: Any, source: str = "plan") -> Plan:
     """Validate a plan mapping and fill in defaults: one parser per section, each refusing in one line."""
     data = _mapping(source, "(top level)", data)
     _no_unknown(source, "", data, {"name", "target", "steps", "load", "slo", "gate", "workers", "compare",
-                                   "capacity", "audit", "project_to", "repeat", "cl2", "roll", "profiles"})
+                                   "capacity", "audit", "project_to", "repeat", "cl2", "roll", "profiles",
+                                   "measure"})
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise field_error(source, "name", f"must be letters, digits, - or _ (got {name!r})")
@@ -323,7 +335,7 @@ def parse(data: Any, source: str = "plan") -> Plan:
                             else default_project_to(largest)),
                 compare=_compare(source, data.get("compare")), cl2=_cl2(source, data.get("cl2")),
                 roll=_roll(source, data.get("roll"), steps), profiles=_profiles(source, data.get("profiles")),
-                source=source)
+                measure=measure_mod.parse(source, data.get("measure")), source=source)
 
 
 def _target(source: str, value: Any) -> Target:

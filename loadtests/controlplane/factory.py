@@ -23,7 +23,8 @@ def make_target(plan: Plan, run_id: str, out_dir: Path, request: TargetRequest,
     from loadtests.controlplane.local import LocalOptions, RunControlPlane
 
     audit = None
-    if plan.audit.enabled:  # checked before anything starts: a bad destination is one line, no run
+    # checked before anything starts: a bad destination is one line, no run; no log where no probe reads it
+    if plan.audit.enabled and "audit" in plan.probes():
         audit = AuditLog(audit_destination(plan.audit.dir, out_dir), max_size_mb=plan.audit.max_size_mb,
                          max_backups=plan.audit.max_backups)
     return RunControlPlane(LocalOptions(
@@ -32,6 +33,6 @@ def make_target(plan: Plan, run_id: str, out_dir: Path, request: TargetRequest,
         heartbeat_factor=plan.target.heartbeat_factor, events_etcd=plan.target.events_etcd,
         leases_etcd=plan.target.leases_etcd, tied_to_owner=True,
         audit=audit, component_args=plan.target.component_args, etcd_storage=plan.target.etcd_storage,
-        identities=plan.target.identities, topology=plan.target.topology, profiling=plan.profiles.enabled,
+        identities=plan.target.identities, topology=plan.target.topology, profiling="profiles" in plan.probes(),
         tenants=plan.target.tenants),
         out_dir, log)

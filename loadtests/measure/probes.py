@@ -1,9 +1,9 @@
 """All the measurements of one step behind one start()/gather() pair, so the runner needs to know none.
 
-The window opens and closes with the apiserver's (and etcd's) /metrics scrapes; between them run the background
-probes, each behind one `Probe` protocol and registered by name in PROBES (a new one is a class and a line
-there). Each probe fails alone: whatever breaks is named in the step's notes and every other figure is still
-filled.
+Every measurement is a probe behind one `Probe` protocol, registered by name in PROBES (a new one is a class and
+a line there, and its name in config/measure.py, where a plan may turn it off): the scrapes whose answers open
+and close the window, the audit reader, the object counts, and the background probes that run between them.
+Each probe fails alone: whatever breaks is named in the step's notes and every other figure is still filled.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -55,9 +55,10 @@ class Probe(Protocol):
     def add(self, component: str, pids: Iterable[int]) -> None: ...
 
 
-@dataclass(frozen=True)
+@dataclass
 class Window:
-    """What the probes of one window are built from."""
+    """What the probes of one window are built from, and what they share: the scrapes that open and close it
+    (the probes that read them fill after every probe has closed) and the notes every probe writes to."""
 
     info: TargetInfo
     pids: dict[str, list[int]]
@@ -66,10 +67,38 @@ class Window:
     process_interval_s: float
     watch_delay_interval_s: float
     health_interval_s: float
-    opened: float | None  # monotonic time the window opened (the start scrape's answer), if it was scraped
     controlled: tuple[str, ...] = ()  # kinds of the objects scenario whose pods are timed (measure/controlled.py)
     objects_selector: str = ""  # the label selector of the run's objects
     profiles: ProfileSettings | None = None  # pprof profiles of the window (measure/profiles.py); None: none
+    counted: Mapping[str, str] = field(default_factory=dict)  # more collections to count: name -> path
+    apiserver_families: frozenset[str] = frozenset()  # what the apiserver's scrapes keep (every reader's)
+    etcd_families: frozenset[str] = frozenset()
+    on_open: Callable[[], None] | None = None  # runs as the window opens (the start scrape's answer)
+    on_close: Callable[[], None] | None = None  # runs as it closes (the end scrape's answer)
+    notes: list[str] = field(default_factory=list)
+    opened: float | None = None  # monotonic time the window opened (the start scrape's answer), if scraped
+    opened_at: float | None = None  # the window in wall-clock time (epoch seconds), for the audit log
+    closed_at: float | None = None
+    apiserver: dict[str, Snapshot | None] = field(default_factory=lambda: {"start": None, "end": None})
+    etcd: dict[str, Snapshot | None] = field(default_factory=lambda: {"start": None, "end": None})
+
+    def attempt(self, what: str, action: Callable[[], T]) -> T | None:
+        """The action's value, or None with a note naming what failed: one broken probe must not cost the others."""
+        try:
+            return action()
+        except Exception as error:
+            self.notes.append(f"{what} failed: {_one_line(error)}")
+            return None
+
+    def open(self) -> None:
+        self.opened_at = time.time()
+        if self.on_open is not None:
+            self.on_open()
+
+    def close(self) -> None:
+        self.closed_at = time.time()
+        if self.on_close is not None:
+            self.on_close()
 
 
 class _Processes:
@@ -193,22 +222,186 @@ class _Health:
         self.sampler.add(component, pids)
 
 
-# Every background probe of a window, by name, in the order they start (they close in the reverse order,
-# the health sampler first, and fill in this order). The names head their notes: "pod startup probe start
-# failed: ...". The factories look their classes up when called, so a test can replace one; a factory that
-# returns None has nothing to measure in this window.
-PROBES: dict[str, Callable[[Window], Probe | None]] = {
-    "process sampler": lambda w: _Processes(ProcessSampler(w.pids, w.process_interval_s)),
-    "pod startup probe": lambda w: _Watcher(PodStartupProbe(w.info.access, w.churn_namespace),
-                                            "pod startup", "pod_startup"),
-    "watch delay probe": lambda w: _Watcher(WatchDelayProbe(w.info.access, w.probe_namespace,
-                                                            w.watch_delay_interval_s), "watch delay", "watch_delay"),
-    "controlled pods probe": lambda w: _Controlled(ControlledPodsProbe(w.info.access, w.controlled,
-                                                                       w.objects_selector)) if w.controlled else None,
-    "cluster health sampler": lambda w: _Health(ClusterHealthSampler(
+class _Quiet:
+    """The Probe protocol's methods a probe that sends nothing in the background has nothing to do in."""
+
+    def stop(self) -> None:
+        pass
+
+    def requests(self) -> Mapping[tuple[str, str], int]:
+        return {}
+
+    def add(self, component: str, pids: Iterable[int]) -> None:
+        pass
+
+
+class _ApiserverScrape(_Quiet):
+    """The apiserver's /metrics when the window opens and when it closes: the window is the time between the two
+    answers, and the server's figures are their differences."""
+
+    def __init__(self, window: Window) -> None:
+        self.w = window
+
+    def _scrape(self, on_fetched: Callable[[], None]) -> Snapshot:
+        w = self.w
+        return scrape_apiserver(w.info.access, families=w.apiserver_families, on_fetched=on_fetched,
+                                apiservers=w.info.apiservers, notes=w.notes)
+
+    def start(self) -> None:
+        w = self.w
+        w.apiserver["start"] = w.attempt("apiserver /metrics scrape at step start", lambda: self._scrape(w.open))
+        if w.opened_at is None:
+            w.open()  # the scrape failed: the window still opens, the server figures are missing
+        started = w.apiserver["start"]
+        w.opened = started.taken_at if started is not None else None
+
+    def close(self) -> None:
+        w = self.w
+        w.apiserver["end"] = w.attempt("apiserver /metrics scrape at step end", lambda: self._scrape(w.close))
+        if w.closed_at is None:
+            w.close()  # the scrape failed: the window still closes, the server figures are missing
+
+    def fill(self, step: StepResult, notes: list[str]) -> None:
+        start, end, w = self.w.apiserver["start"], self.w.apiserver["end"], self.w
+        if end is None:
+            return
+        step.server = w.attempt("server latency", lambda: apiserver.server_latencies(start, end)) or []
+        step.requests_by_code = w.attempt("requests by code", lambda: apiserver.requests_by_code(start, end)) or {}
+        step.apiserver = w.attempt("apiserver figures", lambda: apiserver.apiserver_scalars(start, end)) or {}
+        step.storage_objects = w.attempt("storage objects", lambda: apiserver.storage_objects(end)) or {}
+        if start is None:
+            notes.append("apiserver figures cover the apiserver's whole life: no start scrape")
+
+
+class _EtcdScrape(_Quiet):
+    """etcd's /metrics around the apiserver's window (every member's, merged, where there are several); without
+    them, what the apiserver's page says of its storage."""
+
+    def __init__(self, window: Window) -> None:
+        self.w = window
+
+    def _scrape(self) -> Snapshot | None:
+        w = self.w
+        url, members = w.info.etcd_metrics_url, w.info.etcd_members
+        if not url:
+            return None
+        if len(members) > 1:
+            return w.attempt("etcd /metrics scrape", lambda: scrape_instances(
+                members, families=w.etcd_families, notes=w.notes))
+        return w.attempt("etcd /metrics scrape", lambda: scrape(url, families=w.etcd_families))
+
+    def start(self) -> None:
+        self.w.etcd["start"] = self._scrape()
+
+    def close(self) -> None:
+        self.w.etcd["end"] = self._scrape()
+
+    def fill(self, step: StepResult, notes: list[str]) -> None:
+        w, end = self.w, self.w.etcd["end"]
+        if end is not None:
+            stats = w.attempt("etcd figures", lambda: etcd.etcd_stats(w.etcd["start"], end))
+            if stats is not None:
+                step.etcd = stats
+                self._ask_etcd(stats)
+                return
+        apiserver_end = w.apiserver["end"]
+        if apiserver_end is not None:
+            stats = w.attempt("etcd figures from the apiserver", lambda: etcd.etcd_stats_from_apiserver(apiserver_end))
+            if stats is not None:
+                step.etcd = stats
+
+    def _ask_etcd(self, stats: EtcdStats) -> None:
+        """What only etcd itself can say: its alarms, and the keys it holds per prefix."""
+        client, w = self.w.info.etcd_client, self.w
+        if client is None:
+            return
+        stats.alarms = w.attempt("etcd alarms", lambda: etcd_asked.alarms(client)) or []
+        stats.keys_by_prefix = w.attempt("etcd key counts", lambda: etcd_asked.key_counts(client)) or {}
+
+
+class _ObjectCounts(_Quiet):
+    """Objects per resource counted just before the window closes (so the load's stop has not touched them); its
+    requests are taken off the server's counts like every probe's."""
+
+    def __init__(self, window: Window) -> None:
+        self.w = window
+        self.counts: dict[str, int] = {}
+        self.sent: Mapping[tuple[str, str], int] = {}
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        client = RestClient(self.w.info.access, pool_size=1, user_agent=OBJECT_COUNTS_USER_AGENT)
+        try:
+            self.counts = self.w.attempt("object counts", lambda: count_objects(client, more=self.w.counted)) or {}
+            self.sent = dict(client.sent())
+        finally:
+            client.close()
+
+    def fill(self, step: StepResult, notes: list[str]) -> None:
+        step.objects = self.counts
+
+    def requests(self) -> Mapping[tuple[str, str], int]:
+        return self.sent
+
+
+class _Audit(_Quiet):
+    """Who sent the window's requests, from the apiserver's audit log: its cursor is set before the window opens
+    (nothing missed), and it is read for the window's wall-clock times once the window has closed."""
+
+    def __init__(self, window: Window) -> None:
+        self.w = window
+        self.reader = AuditReader(*window.info.audit_logs)
+
+    def start(self) -> None:
+        self.w.attempt("audit log cursor", self.reader.start)
+
+    def close(self) -> None:
+        pass
+
+    def fill(self, step: StepResult, notes: list[str]) -> None:
+        opened, closed = self.w.opened_at, self.w.closed_at
+        if opened is None or closed is None:
+            return
+        summary = self.w.attempt("audit log", lambda: self.reader.gather(opened, closed))
+        if summary is not None:
+            step.audit = summary
+
+
+@dataclass(frozen=True)
+class ProbeKind:
+    """One probe of the registry: the label that heads its notes ("pod startup probe start failed: ..."), how it
+    is made for a window (None: nothing to measure in this one), and the apiserver metric families it reads."""
+
+    label: str
+    make: Callable[[Window], Probe | None]
+    apiserver_families: frozenset[str] = frozenset()
+
+
+# Every probe of a window by its name in plans (config/measure.py declares the same names, in this order): they
+# start in this order (the etcd scrape before the apiserver's that opens the window, the audit cursor before
+# both), close in the reverse order (the background probes first, so their requests lie inside the window the
+# apiserver's end scrape closes; the object counts last before it), and fill in this order. The factories look
+# their classes up when called, so a test can replace one.
+PROBES: dict[str, ProbeKind] = {
+    "audit": ProbeKind("audit log", lambda w: _Audit(w) if w.info.audit_logs else None),
+    "etcd": ProbeKind("etcd /metrics", lambda w: _EtcdScrape(w)),
+    "apiserver": ProbeKind("apiserver /metrics", lambda w: _ApiserverScrape(w), apiserver.FAMILIES),
+    "objects": ProbeKind("object counts", lambda w: _ObjectCounts(w)),
+    "processes": ProbeKind("process sampler",
+                           lambda w: _Processes(ProcessSampler(w.pids, w.process_interval_s))),
+    "pod_startup": ProbeKind("pod startup probe", lambda w: _Watcher(
+        PodStartupProbe(w.info.access, w.churn_namespace), "pod startup", "pod_startup")),
+    "watch_delay": ProbeKind("watch delay probe", lambda w: _Watcher(
+        WatchDelayProbe(w.info.access, w.probe_namespace, w.watch_delay_interval_s), "watch delay", "watch_delay")),
+    "controlled": ProbeKind("controlled pods probe", lambda w: _Controlled(ControlledPodsProbe(
+        w.info.access, w.controlled, w.objects_selector)) if w.controlled else None),
+    "health": ProbeKind("cluster health sampler", lambda w: _Health(ClusterHealthSampler(
         w.info, w.pids, interval_s=w.health_interval_s, pod_namespaces=(objects.NS_FLEET, w.churn_namespace),
-        origin=w.opened)),
-    "profiler": lambda w: ProfileProbe(w.info, w.profiles, w.opened) if w.profiles is not None else None,
+        origin=w.opened))),
+    "profiles": ProbeKind("profiler", lambda w: ProfileProbe(w.info, w.profiles, w.opened)
+                          if w.profiles is not None else None),
 }
 
 
@@ -218,8 +411,8 @@ def _one_line(error: BaseException) -> str:
 
 
 class StepProbes:
-    """Start before the load, gather after it: metric scrapes, process sampling, pod startup, watch delay and
-    cluster health sampled through the step.
+    """Start before the load, gather after it: every probe of the registry a plan runs (all of them by default),
+    each failing alone.
 
     The scrapes stay available as attributes (start_snapshot, end_snapshot, etcd_start, etcd_end) so the
     runner can ask further questions, e.g. count_requests() to check client counts against server counts.
@@ -230,14 +423,17 @@ class StepProbes:
                  health_interval_s: float = DEFAULT_INTERVAL_S, extra_families: Iterable[str] = (),
                  scrapes_dir: Path | None = None, counted: Mapping[str, str] | None = None,
                  controlled: Iterable[str] = (), objects_selector: str = "",
-                 profiles: ProfileSettings | None = None) -> None:
+                 profiles: ProfileSettings | None = None, probes: Iterable[str] | None = None) -> None:
         self.target_info = target_info
         self.counted = dict(counted or {})  # more collections to count at the window's close: name -> path
         self.controlled = tuple(controlled)  # the objects scenario's pod-controlling kinds, timed per window
         self.objects_selector = objects_selector
         self.profiles = profiles  # where and how long the window's pprof profiles are taken (None: not taken)
+        # the probes that run, in the registry's order (None: every one)
+        self.kinds = {name: kind for name, kind in PROBES.items() if probes is None or name in set(probes)}
         # the scrapes keep only the metric families the probes read (plus any the caller asks for)
-        self.apiserver_families = apiserver.FAMILIES | set(extra_families)
+        self.apiserver_families = frozenset().union(*(k.apiserver_families for k in self.kinds.values()),
+                                                    extra_families)
         self.etcd_families = etcd.FAMILIES | set(extra_families)
         self.probe_namespace = probe_namespace
         self.churn_namespace = churn_namespace
@@ -245,80 +441,58 @@ class StepProbes:
         self.watch_delay_interval_s = watch_delay_interval_s
         self.health_interval_s = health_interval_s
         self.scrapes_dir = scrapes_dir  # where the window's raw /metrics pages are kept (None: not kept)
-        self.start_snapshot: Snapshot | None = None
-        self.end_snapshot: Snapshot | None = None
-        self.etcd_start: Snapshot | None = None
-        self.etcd_end: Snapshot | None = None
         # requests the probes themselves sent inside the measured window, per (verb, resource)
         self.probe_requests: dict[tuple[str, str], int] = {}
-        self.notes: list[str] = []
-        self._running: dict[str, Probe] = {}  # the background probes of the open window, by name
+        self.window = self._window()
+        self._running: dict[str, Probe] = {}  # the probes of the open window, by name
         self._extra_pids: dict[str, list[int]] = {}
-        self._audit: AuditReader | None = None
-        # the measured window in wall-clock time (epoch seconds), to line up the audit log and other monitoring
-        self.opened_at: float | None = None
-        self.closed_at: float | None = None
 
-    def _attempt(self, what: str, action: Callable[[], T]) -> T | None:
-        try:
-            return action()
-        except Exception as error:  # one broken probe must not cost the others
-            self.notes.append(f"{what} failed: {_one_line(error)}")
-            return None
+    def _window(self, on_open: Callable[[], None] | None = None, on_close: Callable[[], None] | None = None,
+                pids: dict[str, list[int]] | None = None) -> Window:
+        return Window(self.target_info, pids or {}, self.probe_namespace, self.churn_namespace,
+                      self.process_interval_s, self.watch_delay_interval_s, self.health_interval_s,
+                      self.controlled, self.objects_selector, self.profiles, self.counted, self.apiserver_families,
+                      self.etcd_families, on_open, on_close)
 
-    def _scrape_apiserver(self, on_fetched: Callable[[], None] | None = None) -> Snapshot:
-        return scrape_apiserver(self.target_info.access, families=self.apiserver_families, on_fetched=on_fetched,
-                                apiservers=self.target_info.apiservers, notes=self.notes)
+    @property
+    def notes(self) -> list[str]:
+        return self.window.notes
 
-    def _scrape_etcd(self) -> Snapshot | None:
-        """The main etcd's page, or with several members every member's, merged (each its own figures)."""
-        url, members = self.target_info.etcd_metrics_url, self.target_info.etcd_members
-        if not url:
-            return None
-        if len(members) > 1:
-            return self._attempt("etcd /metrics scrape", lambda: scrape_instances(
-                members, families=self.etcd_families, notes=self.notes))
-        return self._attempt("etcd /metrics scrape", lambda: scrape(url, families=self.etcd_families))
+    @property
+    def start_snapshot(self) -> Snapshot | None:
+        return self.window.apiserver["start"]
 
-    def start(self, on_window_start: Callable[[], None] | None = None) -> None:
-        """Scrape, then start the background probes; returns within a few requests' time.
+    @property
+    def end_snapshot(self) -> Snapshot | None:
+        return self.window.apiserver["end"]
+
+    @property
+    def etcd_start(self) -> Snapshot | None:
+        return self.window.etcd["start"]
+
+    @property
+    def etcd_end(self) -> Snapshot | None:
+        return self.window.etcd["end"]
+
+    def start(self, on_window_start: Callable[[], None] | None = None,
+              on_window_close: Callable[[], None] | None = None) -> None:
+        """Start every probe in the registry's order; returns within a few requests' time.
 
         on_window_start runs right after the apiserver scrape that opens the window, so whatever the caller
-        counts from then on (the load generator's statistics) covers the same requests as the server's counts.
+        counts from then on (the load generator's statistics) covers the same requests as the server's counts;
+        on_window_close (which gather() may also give) right after the scrape that closes it.
         """
         self.stop()
-        self.notes = []
-        self.start_snapshot = self.end_snapshot = self.etcd_start = self.etcd_end = None
         self.probe_requests = {}
-        self.opened_at = self.closed_at = None
-        self._audit = None
-        if self.target_info.audit_logs:  # its cursor is set before the window opens: nothing missed
-            self._audit = AuditReader(*self.target_info.audit_logs)
-            self._attempt("audit log cursor", self._audit.start)
-
-        def window_opens() -> None:
-            self.opened_at = time.time()
-            if on_window_start is not None:
-                on_window_start()
-
-        self.start_snapshot = self._attempt("apiserver /metrics scrape at step start",
-                                            lambda: self._scrape_apiserver(window_opens))
-        if self.opened_at is None:
-            window_opens()  # the scrape failed: the window still opens, the server figures are missing
-        self.etcd_start = self._scrape_etcd()
-
         pids = {component: list(p) for component, p in self.target_info.pids.items()}
         for component, extra in self._extra_pids.items():
             pids.setdefault(component, []).extend(extra)
         self._extra_pids = {}
-        # the health time series counts from the moment the window opened (the start scrape's answer)
-        window = Window(self.target_info, pids, self.probe_namespace, self.churn_namespace, self.process_interval_s,
-                        self.watch_delay_interval_s, self.health_interval_s,
-                        self.start_snapshot.taken_at if self.start_snapshot is not None else None,
-                        self.controlled, self.objects_selector, self.profiles)
-        self._running = {}
-        for name, make in PROBES.items():
-            probe = self._start(name, lambda make=make: make(window))
+        self.window = window = self._window(on_window_start, on_window_close, pids)
+        if "apiserver" not in self.kinds:
+            window.open()  # no scrape opens it: it opens now
+        for name, kind in self.kinds.items():
+            probe = self._start(kind.label, lambda kind=kind: kind.make(window))
             if probe is not None:
                 self._running[name] = probe
 
@@ -334,115 +508,47 @@ class StepProbes:
         except Exception as error:
             self.notes.append(f"{what} start failed: {_one_line(error)}")
             if probe is not None:
-                self._attempt(f"{what} stop", probe.stop)
+                self.window.attempt(f"{what} stop", probe.stop)
             return None
 
     def add_pids(self, component: str, pids: Iterable[int]) -> None:
         """Measure more processes from now on (e.g. the load generator, started after the probes)."""
         pids = list(pids)
-        if "process sampler" in self._running:
+        if "processes" in self._running:
             for name, probe in self._running.items():
-                self._attempt(f"{name} add", lambda probe=probe: probe.add(component, pids))
+                self.window.attempt(f"{self.kinds[name].label} add", lambda probe=probe: probe.add(component, pids))
         else:  # not started yet (or it could not start): measured from the next start()
             self._extra_pids.setdefault(component, []).extend(pids)
 
-    def _close_probes(self) -> None:
-        """Every background probe stops sending requests (the health sampler takes its last sample first)."""
-        for name, probe in reversed(self._running.items()):
-            self._attempt(f"{name} close", probe.close)
-
     def gather(self, step: StepResult, on_window_close: Callable[[], None] | None = None) -> StepResult:
-        """Fill the measured fields of `step` (and its notes) and return it.
+        """Close every probe (in the reverse order: the apiserver's end scrape closes the window once the
+        background probes have stopped sending), then fill the step's measured fields (and its notes) in order.
 
         on_window_close runs right after the apiserver scrape that closes the window (the counterpart of
         start()'s on_window_start), so the load generator's statistics end where the server's counts do."""
-        # The background probes close first, so every request they sent lies inside the window the end scrape
-        # ends; the health sampler takes its last sample before the others stop.
-        self._close_probes()
-        # objects counted just before the window closes (so the load's stop has not touched them); the
-        # requests are the probes' own, taken off the server's counts like the others
-        object_requests = self._fill_objects(step)
-        self.probe_requests = dict(collections.Counter(self._probe_request_counts()) + object_requests)
-
-        def window_closes() -> None:
-            self.closed_at = time.time()
-            if on_window_close is not None:
-                on_window_close()
-
-        self.end_snapshot = self._attempt("apiserver /metrics scrape at step end",
-                                          lambda: self._scrape_apiserver(window_closes))
-        if self.closed_at is None:
-            window_closes()  # the scrape failed: the window still closes, the server figures are missing
-        self.etcd_end = self._scrape_etcd()
-        if self.opened_at is not None:
-            step.window = {"opened_at": utc_at(self.opened_at), "closed_at": utc_at(self.closed_at)}
-        self._fill_audit(step)
+        window = self.window
+        if on_window_close is not None:
+            window.on_close = on_window_close
+        for name, probe in reversed(self._running.items()):
+            if name == "apiserver":  # every other probe's requests are in: they come off the server's counts
+                self.probe_requests = self._probe_request_counts()
+            window.attempt(f"{self.kinds[name].label} close", probe.close)
+        if window.closed_at is None:
+            self.probe_requests = self._probe_request_counts()
+            window.close()  # no scrape closed it: it closes now
+        if window.opened_at is not None:
+            step.window = {"opened_at": utc_at(window.opened_at), "closed_at": utc_at(window.closed_at)}
         if self.scrapes_dir is not None:
-            pages = {("apiserver", "start"): self.start_snapshot, ("apiserver", "end"): self.end_snapshot,
-                     ("etcd", "start"): self.etcd_start, ("etcd", "end"): self.etcd_end}
+            pages = {(source, end): page for source, found in (("apiserver", window.apiserver), ("etcd", window.etcd))
+                     for end, page in found.items()}
             scrapes_dir = self.scrapes_dir
-            self._attempt("keeping the /metrics pages", lambda: save_scrapes(scrapes_dir, pages))
-
-        start, end = self.start_snapshot, self.end_snapshot
-        if end is not None:
-            step.server = self._attempt("server latency",
-                                        lambda: apiserver.server_latencies(start, end)) or []
-            step.requests_by_code = self._attempt("requests by code",
-                                                  lambda: apiserver.requests_by_code(start, end)) or {}
-            step.apiserver = self._attempt("apiserver figures",
-                                           lambda: apiserver.apiserver_scalars(start, end)) or {}
-            step.storage_objects = self._attempt("storage objects",
-                                                 lambda: apiserver.storage_objects(end)) or {}
-            if start is None:
-                self.notes.append("apiserver figures cover the apiserver's whole life: no start scrape")
-        self._fill_etcd(step)
+            window.attempt("keeping the /metrics pages", lambda: save_scrapes(scrapes_dir, pages))
         for name, probe in self._running.items():
-            self._attempt(name, lambda probe=probe: probe.fill(step, self.notes))
+            window.attempt(self.kinds[name].label, lambda probe=probe: probe.fill(step, self.notes))
         # gathered probes are done with; pids added from now on wait for the next start()
         self._running = {}
-        self._audit = None
         step.notes.extend(self.notes)
         return step
-
-    def _fill_audit(self, step: StepResult) -> None:
-        reader, opened, closed = self._audit, self.opened_at, self.closed_at
-        if reader is None or opened is None or closed is None:
-            return
-        summary = self._attempt("audit log", lambda: reader.gather(opened, closed))
-        if summary is not None:
-            step.audit = summary
-
-    def _fill_objects(self, step: StepResult) -> collections.Counter[tuple[str, str]]:
-        """Objects per resource at the window's close; the requests that counted them."""
-        client = RestClient(self.target_info.access, pool_size=1, user_agent=OBJECT_COUNTS_USER_AGENT)
-        try:
-            step.objects = self._attempt("object counts", lambda: count_objects(client, more=self.counted)) or {}
-            return collections.Counter(client.sent())
-        finally:
-            client.close()
-
-    def _fill_etcd(self, step: StepResult) -> None:
-        end = self.etcd_end
-        if end is not None:
-            stats = self._attempt("etcd figures", lambda: etcd.etcd_stats(self.etcd_start, end))
-            if stats is not None:
-                step.etcd = stats
-                self._ask_etcd(stats)
-                return
-        if self.end_snapshot is not None:
-            apiserver_end = self.end_snapshot
-            stats = self._attempt("etcd figures from the apiserver",
-                                  lambda: etcd.etcd_stats_from_apiserver(apiserver_end))
-            if stats is not None:
-                step.etcd = stats
-
-    def _ask_etcd(self, stats: EtcdStats) -> None:
-        """What only etcd itself can say: its alarms, and the keys it holds per prefix."""
-        client = self.target_info.etcd_client
-        if client is None:
-            return
-        stats.alarms = self._attempt("etcd alarms", lambda: etcd_asked.alarms(client)) or []
-        stats.keys_by_prefix = self._attempt("etcd key counts", lambda: etcd_asked.key_counts(client)) or {}
 
     def _probe_request_counts(self) -> dict[tuple[str, str], int]:
         total: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -465,8 +571,8 @@ class StepProbes:
         return count
 
     def stop(self) -> None:
-        """Stop every background probe without gathering (an aborted step), without waiting for writes in
-        flight; safe to call again."""
+        """Stop every probe without gathering (an aborted step), without waiting for writes in flight; safe to
+        call again."""
         for name, probe in reversed(self._running.items()):
-            self._attempt(f"{name} stop", probe.stop)
+            self.window.attempt(f"{self.kinds[name].label} stop", probe.stop)
         self._running = {}
