@@ -3,14 +3,14 @@ demands of the load generator at a given scale (users per class, the rate or cou
 request whose successes measure what it achieved. The plan validates against this, the load generator sizes
 its users from it, and the report judges asked vs achieved from what it says.
 
-Nothing here imports Locust: the runner reads it, and importing Locust monkey-patches the whole process for
-gevent. Each scenario module (imported only inside the Locust processes) provides
-`build(config, params, counts) -> list[type[User]]`.
+Scenarios are named here by string only; nothing here imports their code or Locust: the runner reads this,
+and importing Locust monkey-patches the whole process for gevent. Their code, one module per scenario with a
+`build(config, params, counts) -> list[type[User]]`, is found by the same name in
+loadtests/load/locust/scenarios/registry.py, imported only inside the Locust processes.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -200,16 +200,11 @@ class Scenario:
 
     name: str
     summary: str
-    module: str  # the Locust-side module whose `build` makes its user classes
     defaults: dict[str, Any]
     demand: Callable[[dict[str, Any], int], Demand]
     choices: dict[str, frozenset[str]] = field(default_factory=dict)  # parameter -> the values it may take
     # parameters that are lists of object templates (read and checked with the plan: config/templates.py)
     template_lists: frozenset[str] = frozenset()
-
-    def factory(self) -> Callable[..., list[Any]]:
-        """The module's user class factory; imported only when asked, since it imports Locust."""
-        return importlib.import_module(self.module).build
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
@@ -219,19 +214,18 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "`payload_bytes` of annotation per pod (fills etcd faster); `anti_affinity`: the load's pods require "
         "a node of their own (required pod anti-affinity on kubernetes.io/hostname); `namespace`: loadtest-churn, or "
         "loadtest-fleet to churn pods beside the steady ones (behind one Service with them)",
-        "loadtests.load.locust.scenarios.pod_churn",
         {"rate": 5.0, "lifetime_s": 10.0, "users": 2, "deployment_scale_every_s": 0.0, "deployment_min": 0,
          "deployment_max": 10, "payload_bytes": 0, "anti_affinity": False, "namespace": NS_CHURN},
         _pod_churn, {"namespace": SERVICE_NAMESPACES}),
     Scenario(
         "kubelet_watchers", "one WATCH on pods with fieldSelector=spec.nodeName=<node> per fake node (times "
         "`per_node`), like kubelets; at most `max_watchers`",
-        "loadtests.load.locust.scenarios.kubelet_watchers", {"per_node": 1.0, "max_watchers": 2000}, _kubelet_watchers),
+        {"per_node": 1.0, "max_watchers": 2000}, _kubelet_watchers),
     Scenario(
         "service_watchers", "a ClusterIP Service `service` selecting the harness's pods of `namespace`, and one "
         "LIST+WATCH of its `resource` (endpoints: the object named like it; endpointslices: its slices) per "
         "fake node (times `per_node`), like kube-proxy; at most `max_watchers`; counts the events and bytes "
-        "the watchers received", "loadtests.load.locust.scenarios.service_watchers",
+        "the watchers received",
         {"per_node": 1.0, "max_watchers": 2000, "resource": "endpointslices", "service": "loadtest-backends",
          "namespace": NS_CHURN},
         _service_watchers, {"resource": SERVICE_WATCH_RESOURCES, "namespace": SERVICE_NAMESPACES}),
@@ -242,13 +236,13 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "sendInitialEvents=true, in sync at the BOOKMARK that ends its initial events) instead of a LIST; "
         "`relist_on_cut`: a watch cut early starts over from nothing (a LIST or a watch-list stream) instead "
         "of resuming; counts the bytes and events the informers received, and how long each was out of sync "
-        "after a cut", "loadtests.load.locust.scenarios.informers",
+        "after a cut",
         {"count": 4, "resource": "pods", "namespace": "", "reconnect_spread_s": 0.0, "watch_list": False,
          "relist_on_cut": False},
         _informers, {"resource": LIST_RESOURCES}),
     Scenario(
         "list_pollers", "periodic LISTs at `rate`/s; resource_version \"0\" is served from the watch cache, "
-        "\"\" is a consistent read", "loadtests.load.locust.scenarios.list_pollers",
+        "\"\" is a consistent read",
         {"rate": 1.0, "users": 2, "resource": "pods", "resource_version": "0", "namespace": "", "limit": 500},
         _list_pollers, {"resource": LIST_RESOURCES}),
     Scenario(
@@ -260,7 +254,6 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "(CustomResourceDefinitions, PriorityClasses) made once before the steps and removed at the end; "
         "`prefill`: namespaced templates whose `replicas` objects are made once before the first window, in the "
         "first namespace, and kept until the end (a set of objects for the load to read)",
-        "loadtests.load.locust.scenarios.objects",
         {"rate": 5.0, "users": 2, "lifetime_s": 60.0, "update_every_s": 0.0, "scale_every_s": 0.0,
          "nodes_per_namespace": 100, "templates": [], "install": [], "prefill": []},
         _objects, template_lists=frozenset({"templates", "install", "prefill"})),

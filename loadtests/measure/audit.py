@@ -146,23 +146,13 @@ class AuditReader:
     def gather(self, opened: float, closed: float) -> AuditSummary:
         """Sum the requests that arrived between `opened` and `closed` (epoch seconds) by client, verb,
         resource and scope; a watch counts once, when it started, and its duration is not a latency."""
-        tallies: dict[tuple[str, str, str, str, str], _Tally] = {}
-        slowest: list[tuple[float, int, AuditRequest]] = []
-        logs = (self.log_path.name if len(self.logs) == 1
-                else f"{self.log_path.name} of each of {len(self.logs)} apiservers")
-        summary = AuditSummary(source=f"apiserver audit log ({logs}, Metadata level)")
         files, lost = self._files()
-        if lost:
-            summary.notes.append("the audit log rotated past the window's start, so its first requests are "
-                                 "missing; raise audit.max_size_mb or audit.max_backups in the plan")
+        summary = self._summary(lost)
+        tallies: dict[_Key, _Tally] = {}
+        slowest: list[tuple[float, int, AuditRequest]] = []
         for number, event in enumerate(self._events(files)):
-            stage = event.get("stage")
-            verb = event.get("verb", "")
-            watch = verb == "watch"
-            if stage not in ("ResponseComplete", "Panic") and not (watch and stage == "ResponseStarted"):
+            if not _counts(event):
                 continue
-            if watch and stage == "ResponseComplete":
-                continue  # counted when it started; its duration is the watch's life, not a latency
             try:
                 received = _timestamp(event["requestReceivedTimestamp"])
                 finished = _timestamp(event["stageTimestamp"])
@@ -171,36 +161,75 @@ class AuditReader:
                 continue
             if not opened <= received <= closed:
                 continue
-            ref = event.get("objectRef") or {}
-            user = event.get("user") or {}
-            client = client_of(event.get("userAgent", ""), user.get("username", ""))
-            resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
-            scope = scope_of(verb, ref.get("namespace", ""), ref.get("name", ""))
-            key = (client, METRIC_VERBS.get(verb, verb.upper()), resource, scope, ref.get("apiGroup", ""))
-            tally = tallies.setdefault(key, _Tally())
-            code = str((event.get("responseStatus") or {}).get("code", ""))
-            tally.count += 1
-            tally.codes[code] += 1
             summary.events += 1
-            if watch:
-                continue
-            latency = max(0.0, finished - received)
-            tally.seconds += latency
-            tally.latencies.append(latency)
-            request = AuditRequest(client=client, verb=key[1], resource=resource,
-                                   namespace=ref.get("namespace", ""), name=ref.get("name", ""),
-                                   latency_s=round(latency, 6), code=code, at_s=round(received - opened, 3),
-                                   user=user.get("username", ""))
-            entry = (latency, number, request)
-            if len(slowest) < SLOWEST_KEPT:
-                heapq.heappush(slowest, entry)
-            elif latency > slowest[0][0]:
-                heapq.heapreplace(slowest, entry)
-        summary.requests = sorted(
-            (AuditRow(client=k[0], verb=k[1], resource=k[2], scope=k[3], group=k[4], count=t.count,
-                      apiserver_s=round(t.seconds, 6), p99_s=Distribution.of(t.latencies, "").p99,
-                      codes=dict(t.codes))
-             for k, t in tallies.items()),
-            key=lambda row: (-row.apiserver_s, -row.count))
+            timed = _tally(tallies, event, received, finished, opened)
+            if timed is not None:
+                _keep_slowest(slowest, (timed[0], number, timed[1]))
+        summary.requests = _rows(tallies)
         summary.slowest = [request for _, _, request in sorted(slowest, key=lambda e: -e[0])]
         return summary
+
+    def _summary(self, lost: bool) -> AuditSummary:
+        """An empty summary that says which logs it reads, and whether the window's first requests are lost."""
+        logs = (self.log_path.name if len(self.logs) == 1
+                else f"{self.log_path.name} of each of {len(self.logs)} apiservers")
+        summary = AuditSummary(source=f"apiserver audit log ({logs}, Metadata level)")
+        if lost:
+            summary.notes.append("the audit log rotated past the window's start, so its first requests are "
+                                 "missing; raise audit.max_size_mb or audit.max_backups in the plan")
+        return summary
+
+
+_Key = tuple[str, str, str, str, str]  # client, verb (as the request metrics say it), resource, scope, API group
+
+
+def _counts(event: dict) -> bool:
+    """Whether this is the event that counts its request: a request's end (or panic), a watch's start (its
+    end is the watch's life, not a latency)."""
+    stage = event.get("stage")
+    if event.get("verb", "") == "watch":
+        return stage in ("ResponseStarted", "Panic")
+    return stage in ("ResponseComplete", "Panic")
+
+
+def _tally(tallies: dict[_Key, _Tally], event: dict, received: float, finished: float,
+           opened: float) -> tuple[float, AuditRequest] | None:
+    """Count one request in its client's, verb's, resource's and scope's tally; a request that is not a watch
+    also adds its latency, and comes back with it as one of the slowest candidates."""
+    verb = event.get("verb", "")
+    ref = event.get("objectRef") or {}
+    user = event.get("user") or {}
+    client = client_of(event.get("userAgent", ""), user.get("username", ""))
+    resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+    scope = scope_of(verb, ref.get("namespace", ""), ref.get("name", ""))
+    key = (client, METRIC_VERBS.get(verb, verb.upper()), resource, scope, ref.get("apiGroup", ""))
+    tally = tallies.setdefault(key, _Tally())
+    code = str((event.get("responseStatus") or {}).get("code", ""))
+    tally.count += 1
+    tally.codes[code] += 1
+    if verb == "watch":
+        return None
+    latency = max(0.0, finished - received)
+    tally.seconds += latency
+    tally.latencies.append(latency)
+    return latency, AuditRequest(client=client, verb=key[1], resource=resource, namespace=ref.get("namespace", ""),
+                                 name=ref.get("name", ""), latency_s=round(latency, 6), code=code,
+                                 at_s=round(received - opened, 3), user=user.get("username", ""))
+
+
+def _keep_slowest(slowest: list[tuple[float, int, AuditRequest]], entry: tuple[float, int, AuditRequest]) -> None:
+    """Keep the SLOWEST_KEPT slowest requests in a heap (the fastest of them first); the event's number breaks
+    ties, so requests are never compared."""
+    if len(slowest) < SLOWEST_KEPT:
+        heapq.heappush(slowest, entry)
+    elif entry[0] > slowest[0][0]:
+        heapq.heapreplace(slowest, entry)
+
+
+def _rows(tallies: dict[_Key, _Tally]) -> list[AuditRow]:
+    """One row per tally, the most apiserver time first."""
+    return sorted((AuditRow(client=k[0], verb=k[1], resource=k[2], scope=k[3], group=k[4], count=t.count,
+                            apiserver_s=round(t.seconds, 6), p99_s=Distribution.of(t.latencies, "").p99,
+                            codes=dict(t.codes))
+                   for k, t in tallies.items()),
+                  key=lambda row: (-row.apiserver_s, -row.count))

@@ -1,9 +1,13 @@
 """The package's layout rules, read from its imports (every import, at any depth of a module), so they stay
-true: one direction of flow, no cycles, argparse only in the CLI, Locust and gevent only inside Locust."""
+true: one direction of flow, no cycles, argparse only in the CLI, Locust and gevent only inside Locust. An
+import_module/__import__ call is an import too: its name must be a string literal, so that its arrow is read."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -45,22 +49,71 @@ def _resolve(name: str) -> str | None:
     return name or None
 
 
-@cache
-def imports_of(module: str) -> frozenset[str]:
-    """Every module of the package, and every outside top-level package, this module imports anywhere."""
-    path = modules()[module]
+IMPORT_CALLS = frozenset({"import_module", "__import__"})  # importlib.import_module(...), __import__(...)
+
+
+@dataclass(frozen=True)
+class Imports:
+    """What a module's source imports: the modules it names, and the import calls whose module it does not."""
+
+    names: frozenset[str]  # package modules, and outside top-level packages
+    unreadable: tuple[int, ...] = ()  # lines of import_module/__import__ calls without a string-literal name
+
+
+def _literal(node: ast.expr | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _argument(call: ast.Call, position: int, keyword: str) -> ast.expr | None:
+    if len(call.args) > position:
+        return call.args[position]
+    return next((k.value for k in call.keywords if k.arg == keyword), None)
+
+
+def _called_names(call: ast.Call) -> list[str] | None:
+    """The modules an import_module/__import__ call imports ([] if it is no such call); None when they cannot be
+    read from the source (a name that is not a string literal, a relative name without a literal anchor)."""
+    func = call.func
+    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    if called not in IMPORT_CALLS:
+        return []
+    name = _literal(_argument(call, 0, "name"))
+    if name is None:
+        return None
+    if called == "import_module":
+        if not name.startswith("."):
+            return [name]
+        anchor = _literal(_argument(call, 1, "package"))
+        return [importlib.util.resolve_name(name, anchor)] if anchor else None
+    level = _argument(call, 4, "level")
+    if level is not None and not (isinstance(level, ast.Constant) and level.value == 0):
+        return None  # a relative __import__
+    fromlist = _argument(call, 3, "fromlist")
+    items = fromlist.elts if isinstance(fromlist, ast.List | ast.Tuple) else []
+    return [name, *(f"{name}.{item}" for item in map(_literal, items) if item)]
+
+
+def read_imports(source: str, module: str, is_package: bool = False, filename: str = "<source>") -> Imports:
+    """Every module of the package, and every outside top-level package, this source imports anywhere: import
+    statements, and import_module/__import__ calls with a string-literal name (an arrow all the same)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    unreadable: list[int] = []
+    for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative
-                package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+                package = module if is_package else module.rpartition(".")[0]
                 for _ in range(node.level - 1):
                     package = package.rpartition(".")[0]
                 base = f"{package}.{base}".rstrip(".")
             names = [f"{base}.{alias.name}" for alias in node.names] or [base]
+        elif isinstance(node, ast.Call):
+            called = _called_names(node)
+            if called is None:
+                unreadable.append(node.lineno)
+            names = called or []
         else:
             continue
         for name in names:
@@ -70,7 +123,18 @@ def imports_of(module: str) -> frozenset[str]:
                     found.add(target)
             else:
                 found.add(name.split(".")[0])
-    return frozenset(found)
+    return Imports(frozenset(found), tuple(sorted(unreadable)))
+
+
+@cache
+def imports_in(module: str) -> Imports:
+    path = modules()[module]
+    return read_imports(path.read_text(), module, path.name == "__init__.py", str(path))
+
+
+def imports_of(module: str) -> frozenset[str]:
+    """Every module of the package, and every outside top-level package, this module imports anywhere."""
+    return imports_in(module).names
 
 
 def room_of(module: str) -> str:
@@ -105,10 +169,15 @@ def test_no_import_cycle() -> None:
             visit(module)
 
 
+def forbidden_arrows(imports: Mapping[str, Iterable[str]]) -> list[str]:
+    """The arrows (module -> what it imports) that break their room's rules."""
+    return sorted(f"{m} imports {t}" for m, targets in imports.items() for t in targets
+                  if t.startswith("loadtests") and room_of(t) in FORBIDDEN.get(room_of(m), ()))
+
+
 @pytest.mark.parametrize("room", sorted(FORBIDDEN))
 def test_rooms_import_only_downstream(room: str) -> None:
-    wrong = sorted(f"{m} imports {t}" for m in modules() if room_of(m) == room
-                   for t in inner_imports(m) if room_of(t) in FORBIDDEN[room])
+    wrong = forbidden_arrows({m: imports_of(m) for m in modules() if room_of(m) == room})
     assert not wrong, "\n".join(wrong)
 
 
@@ -131,3 +200,73 @@ def test_few_top_level_modules() -> None:
 def test_the_rules_see_imports_inside_functions() -> None:
     """A lazy import counts like any other: the runner's lazy import of the locust process helpers is seen."""
     assert any(m.startswith("loadtests.load") for m in inner_imports("loadtests.run.runner"))
+
+
+def test_every_import_call_names_its_module() -> None:
+    """An import_module/__import__ call whose module is computed hides an arrow from every rule above."""
+    hidden = sorted(f"{modules()[m].relative_to(PACKAGE.parent)}:{line}"
+                    for m in modules() for line in imports_in(m).unreadable)
+    assert not hidden, f"import calls without a string-literal module name (no rule can read them): {hidden}"
+
+
+CALLS_INTO_LOAD = """
+import importlib
+from importlib import import_module
+
+
+def lazy():
+    importlib.import_module("loadtests.load.locust.scenarios.pod_churn")
+    import_module(".generator", package="loadtests.load")
+    __import__("loadtests.load", fromlist=["contract"])
+"""
+
+
+def test_import_calls_are_arrows_the_rules_judge() -> None:
+    """The same source breaks config/'s rules and keeps load/locust/'s: its import calls are read as arrows."""
+    calls = {"loadtests.load.locust.scenarios.pod_churn", "loadtests.load.generator", "loadtests.load.contract",
+             "loadtests.load"}
+    as_config = read_imports(CALLS_INTO_LOAD, "loadtests.config.fake")
+    assert as_config.names == {"importlib", *calls} and as_config.unreadable == ()
+    assert forbidden_arrows({"loadtests.config.fake": as_config.names}) == sorted(
+        f"loadtests.config.fake imports {t}" for t in calls)
+    as_locust = read_imports(CALLS_INTO_LOAD, "loadtests.load.locust.fake")
+    assert forbidden_arrows({"loadtests.load.locust.fake": as_locust.names}) == []
+
+
+def test_import_calls_with_a_computed_module_are_caught() -> None:
+    source = ("import importlib\n"
+              "def factory(module):\n"
+              "    return importlib.import_module(module).build\n"
+              "relative = importlib.import_module('.base')\n"
+              "builtin = __import__(f'loadtests.{module}')\n")
+    assert read_imports(source, "loadtests.config.fake").unreadable == (3, 4, 5)
+
+
+MAX_FUNCTION_LINES = 60
+# functions allowed to be longer, each "path:name" with a reason; this list only shrinks
+LONG_FUNCTIONS_ALLOWED = {
+    "loadtests/run/runner.py:_step",  # being replaced by a rewrite of the step on another branch; drop at its merge
+}
+
+
+def function_lengths() -> dict[str, int]:
+    """Every function and method of the package, "path:name" -> its lines (decorators aside); the longest of
+    one name in one file when several share it."""
+    lengths: dict[str, int] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(PACKAGE.parent).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno is not None:
+                key = f"{where}:{node.name}"
+                lengths[key] = max(lengths.get(key, 0), node.end_lineno - node.lineno + 1)
+    return lengths
+
+
+def test_no_function_is_longer_than_sixty_lines() -> None:
+    """A function longer than a screen does more than one job: split it where its jobs change."""
+    lengths = function_lengths()
+    long = sorted(f"{key} ({n} lines)" for key, n in lengths.items()
+                  if n > MAX_FUNCTION_LINES and key not in LONG_FUNCTIONS_ALLOWED)
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+    stale = sorted(key for key in LONG_FUNCTIONS_ALLOWED if lengths.get(key, 0) <= MAX_FUNCTION_LINES)
+    assert not stale, f"allowed to be long but no longer are (remove them from LONG_FUNCTIONS_ALLOWED): {stale}"

@@ -11,6 +11,7 @@ import pytest
 
 from loadtests.config import plan as plan_module
 from loadtests.config.scenarios import (
+    SCENARIOS,
     achieved_rates,
     demands,
     informer_names,
@@ -180,3 +181,15 @@ def test_the_runner_side_never_imports_locust() -> None:
             "loadtests.kube.reflector; print('locust' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_every_declared_scenario_has_its_code_and_no_other() -> None:
+    """config/ declares scenarios by name; the Locust side's registry holds their code under the same names. Read
+    in a child process: the registry imports Locust, which patches the process it is imported into for gevent."""
+    code = ("import json; from loadtests.load.locust.scenarios.registry import BUILDS; "
+            "print(json.dumps({name: callable(build) for name, build in BUILDS.items()}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    builds = json.loads(out.stdout.strip().splitlines()[-1])
+    assert sorted(set(SCENARIOS) - set(builds)) == [], "declared in config/scenarios.py, no code in the registry"
+    assert sorted(set(builds) - set(SCENARIOS)) == [], "code in the registry, not declared in config/scenarios.py"
+    assert all(builds.values()), builds

@@ -37,6 +37,7 @@ from loadtests.load.contract import (
 )
 from loadtests.load.locust import worker_link
 from loadtests.load.locust.scenarios.pod_churn import CLEANUP_S
+from loadtests.load.locust.scenarios.registry import BUILDS
 from loadtests.polling import poll_until
 
 WIND_DOWN = "loadtest_wind_down"
@@ -52,11 +53,11 @@ CLOSE_CAP_S = 120.0  # a runner that never closes the window (it died): end the 
 
 def build_user_classes(config: LoadConfig) -> list[Any]:
     """The Locust user classes of every configured scenario, each with its exact fixed_count; classes
-    with no users are left out (Locust would spawn weight-based users of them otherwise)."""
+    with no users are left out (Locust would spawn weight-based users of them otherwise). The config names
+    each scenario; its code is the registry's entry of that name."""
     classes: list[Any] = []
     for name, params in scenario_params(config.scenarios).items():
-        scenario = SCENARIOS[name]
-        built = scenario.factory()(config, params, scenario.demand(params, config.nodes).users)
+        built = BUILDS[name](config, params, SCENARIOS[name].demand(params, config.nodes).users)
         classes.extend(cls for cls in built if cls.fixed_count > 0)
     return classes
 
