@@ -53,7 +53,8 @@ from loadtests.measure.processes import HARNESS
 from loadtests.measure.profiles import PROFILES_DIR, ProfileSettings
 from loadtests.measure.saturation import RampWitness
 from loadtests.polling import poll_until
-from loadtests.results import ClientStat, RunResult, StepEvent, StepResult
+from loadtests.results import RunResult, StepEvent, StepResult
+from loadtests.results.loadgen import ClientStat
 from loadtests.run.capacity import PlannedSteps, StepChooser, step_failures
 from loadtests.run.cl2 import Cl2Load
 from loadtests.run.fleet import FLEET_USER_AGENT, Fleet
