@@ -37,7 +37,8 @@ from loadtests import results  # noqa: E402
 from loadtests.analysis.slo import step_verdicts, thresholds  # noqa: E402
 from loadtests.config import plan as plan_mod  # noqa: E402
 from loadtests.report import page  # noqa: E402
-from loadtests.results import RunResult, ServerLatency, StepResult  # noqa: E402
+from loadtests.results import RunResult, StepResult
+from loadtests.results.apiserver import ServerLatency
 from loadtests.run import capacity  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"

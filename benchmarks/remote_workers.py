@@ -34,6 +34,7 @@ from loadtests.binaries import cache as binaries  # noqa: E402
 from loadtests.config import versions  # noqa: E402
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
 from loadtests.controlplane.processes import free_ports  # noqa: E402
+from loadtests.results.loadgen import WorkerStat  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 LOADTEST = [sys.executable, "-m", "loadtests.cli.main"]
@@ -114,7 +115,7 @@ class Row:
     step: results.StepResult
     cpu: dict[str, float]
 
-    def worker_cpu(self, worker: results.WorkerStat) -> str:
+    def worker_cpu(self, worker: WorkerStat) -> str:
         address = worker.worker.split(" ")[0]
         return f"{address} {worker.cpu_percent or 0:.0f} % / {self.cpu.get(f'worker {address}', 0):.0f} %"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from loadtests.analysis.metrics import INSTANCE, Quantile, Snapshot, histogram_delta
 from loadtests.analysis.server import STORAGE_SIZE
-from loadtests.results import EtcdMember, EtcdStats
+from loadtests.results.etcd import EtcdMember, EtcdStats
 
 WAL_FSYNC = "etcd_disk_wal_fsync_duration_seconds"
 BACKEND_COMMIT = "etcd_disk_backend_commit_duration_seconds"

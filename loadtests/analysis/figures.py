@@ -43,7 +43,7 @@ class Series:
     values: list[float | None]
     rule: str | None = None  # "latency" | "memory" | "cpu" | "errors_5xx" | "throttled_429"
     slo_line: bool = False  # a threshold drawn as a dashed horizontal line, not a measurement
-    # per step, as values: "<" or ">" where the value is only a histogram bound (results.ServerLatency.bounds)
+    # per step, as values: "<" or ">" where the value is only a histogram bound (ServerLatency.bounds)
     bounds: list[str] = field(default_factory=list)
     projected: bool = False  # a figure that grows with scale: the report projects it (analysis/projection.py)
     slo_key: str | None = None  # the plan's SLO threshold this figure is judged against (slo.thresholds' key)

@@ -21,7 +21,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from loadtests.results import ComponentProfile, ProfileFunction, ProfileGroup, RunResult
+from loadtests.results import RunResult
+from loadtests.results.profiles import ComponentProfile, ProfileFunction, ProfileGroup
 
 TOP_FUNCTIONS = 25  # kept per profile in results; the report shows fewer
 OTHER = "other"

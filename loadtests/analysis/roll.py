@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from loadtests.results import ProbeSecond, RollResult, RunResult, StepResult
+from loadtests.results import RunResult, StepResult
+from loadtests.results.roll import ProbeSecond, RollResult
 
 RECOVERY_HOLD_S = 5  # seconds in a row within the steady range before the API counts as recovered
 MIN_STEADY_SECONDS = 5  # fewer steady seconds than this give no range to recover to

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from loadtests.analysis import figures
 from loadtests.errors import CompareError, UnreadableFile
-from loadtests.results import REPORT_SUFFIXES, RESULTS_FILE, RunResult, StepResult, load, runs_from_html
+from loadtests.results import REPORT_SUFFIXES, RESULTS_FILE, RunResult, StepResult, load
+from loadtests.results.embedded import runs_from_html
 
 REPEAT_DIR = re.compile(r"repeat-(\d+)")
 

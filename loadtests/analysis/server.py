@@ -16,7 +16,7 @@ from loadtests.analysis.metrics import (
     counter_delta_by,
     histogram_deltas,
 )
-from loadtests.results import ServerLatency
+from loadtests.results.apiserver import ServerLatency
 
 SLI_LATENCY = "apiserver_request_sli_duration_seconds"  # excludes webhooks and APF queueing (the SLO metric)
 FULL_LATENCY = "apiserver_request_duration_seconds"  # before the SLI metric existed

@@ -24,7 +24,8 @@ from typing import Any
 
 from loadtests.analysis.roll import roll_passed
 from loadtests.config.plan import DEFAULT_SLO
-from loadtests.results import RunResult, ServerLatency, StepResult
+from loadtests.results import RunResult, StepResult
+from loadtests.results.apiserver import ServerLatency
 
 MUTATING_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
 READ_VERBS = ("GET", "LIST")

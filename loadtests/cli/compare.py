@@ -12,6 +12,7 @@ from loadtests.errors import (
     LoadTestError,
     UnreadableFile,
 )
+from loadtests.results.embedded import runs_from_html
 
 if TYPE_CHECKING:
     from loadtests.analysis.samples import Side
@@ -39,7 +40,7 @@ def recompute_run(folder: Path) -> None:
 def unpack_page(page: Path, folder: Path | None) -> Path:
     """Write the runs a report page carries back into a run folder (a folder of repeat-<k>/ for a report of
     repeats), so every command that reads run folders reads them; return the folder."""
-    runs = results.runs_from_html(page)
+    runs = runs_from_html(page)
     if folder is None:
         first = runs[0][1].run_id
         folder = REPORTS_DIR / (f"{first}-from-page" if len(runs) == 1 else f"{Path(page).stem}-repeats-from-page")

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from loadtests.kube.names import ListNames, WatchNames, request_name
 from loadtests.kube.objects import NS_CHURN, NS_FLEET, NS_OBJECTS_PREFIX
-from loadtests.results import ClientStat, RateResult
+from loadtests.results.loadgen import ClientStat, RateResult
 
 # resources a LIST or WATCH scenario may name (each has a path in loadtests.kube.paths)
 LIST_RESOURCES = frozenset({"pods", "nodes", "configmaps", "services", "endpointslices", "leases", "events",

@@ -49,7 +49,8 @@ from loadtests.load.contract import (
 from loadtests.load.processes import LOCUSTFILE, locust_env, locust_spawn, locust_worker_command
 from loadtests.load.remote import MasterBind
 from loadtests.polling import poll_until
-from loadtests.results import CPU_BOUND_PERCENT, ClientStat, RateResult, WorkerStat
+from loadtests.results.loadgen import ClientStat, RateResult, WorkerStat
+from loadtests.results.processes import CPU_BOUND_PERCENT
 
 CSV_PREFIX = "locust"
 WINDOW_FILE = "window-open"

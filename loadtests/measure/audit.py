@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from loadtests.results import AuditRequest, AuditRow, AuditSummary, Distribution
+from loadtests.results.audit import AuditRequest, AuditRow, AuditSummary
+from loadtests.results.distribution import Distribution
 
 # audit verbs -> the verbs the apiserver's request metrics use (and the SLO verdicts with them)
 METRIC_VERBS = {"get": "GET", "list": "LIST", "watch": "WATCH", "create": "POST", "update": "PUT",

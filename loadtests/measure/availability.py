@@ -19,7 +19,7 @@ from loadtests.controlplane.processes import http_ok
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.errors import ApiError
 from loadtests.kube.rest import RestClient
-from loadtests.results import ProbeSecond
+from loadtests.results.roll import ProbeSecond
 
 PROBE_PATH = "/api/v1/namespaces/default"  # a read etcd serves (no resourceVersion: a quorum read)
 PROBE_TIMEOUT_S = 5.0  # a probe not answered within this is not served

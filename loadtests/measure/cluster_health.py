@@ -54,7 +54,7 @@ from loadtests.measure.component_metrics import (
     scheduler_figures,
 )
 from loadtests.measure.processes import CpuMeter
-from loadtests.results import ClusterHealth, HealthSample, HealthSummary
+from loadtests.results.health import ClusterHealth, HealthSample, HealthSummary
 
 DEFAULT_INTERVAL_S = 5.0
 

@@ -21,7 +21,7 @@ from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.access import ClusterAccess, unverified_context
 from loadtests.kube.rest import TRANSPORT_ERRORS, short_error
 from loadtests.measure.prometheus import MergedPage, MetricsPage, apiserver_page, one_page, page
-from loadtests.results import WorkQueue
+from loadtests.results.health import WorkQueue
 
 Figures = dict[str, float | None]
 USER_AGENT = "k8s-loadtest/health"  # every request of the health sampler: the apiserver's logs tell it apart

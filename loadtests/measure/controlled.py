@@ -19,7 +19,8 @@ from loadtests.kube.names import WatchNames
 from loadtests.kube.reflector import BackgroundReflector
 from loadtests.kube.rest import RestClient
 from loadtests.kube.watch import WatchEvent
-from loadtests.results import ControlledPods, Distribution
+from loadtests.results.controlled import ControlledPods
+from loadtests.results.distribution import Distribution
 
 Json = dict[str, Any]
 USER_AGENT = "k8s-loadtest/probe-controlled-pods"

@@ -31,7 +31,10 @@ from loadtests.measure.processes import ProcessSampler, harness_note
 from loadtests.measure.profiles import ProfileProbe, ProfileSettings
 from loadtests.measure.prometheus import scrape, scrape_apiserver, scrape_instances
 from loadtests.measure.watchers import PodStartupProbe, WatchDelayProbe
-from loadtests.results import ClusterHealth, ControlledPods, EtcdStats, StepResult, utc_at
+from loadtests.results import StepResult, utc_at
+from loadtests.results.controlled import ControlledPods
+from loadtests.results.etcd import EtcdStats
+from loadtests.results.health import ClusterHealth
 
 T = TypeVar("T")
 OBJECT_COUNTS_USER_AGENT = "k8s-loadtest/probe-object-counts"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from loadtests.controlplane.processes import started_since_boot
-from loadtests.results import CPU_BOUND_PERCENT, ProcessStat
+from loadtests.results.processes import CPU_BOUND_PERCENT, ProcessStat
 
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
 HARNESS = "harness"  # the component name of the harness's own process (this one)

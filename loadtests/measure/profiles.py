@@ -36,7 +36,8 @@ from loadtests.analysis import profiles as analysis
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.rest import TRANSPORT_ERRORS, pool_manager, short_error
-from loadtests.results import ComponentProfile, StepResult
+from loadtests.results import StepResult
+from loadtests.results.profiles import ComponentProfile
 
 USER_AGENT = "k8s-loadtest/probe-profiles"
 PROFILES_DIR = "profiles"  # in the step's folder

@@ -25,7 +25,7 @@ from loadtests.kube.paths import resource_path
 from loadtests.kube.reflector import BackgroundReflector, Reflector
 from loadtests.kube.rest import RestClient
 from loadtests.kube.watch import WatchEvent
-from loadtests.results import Distribution
+from loadtests.results.distribution import Distribution
 
 Json = dict[str, Any]
 USER_AGENT = "k8s-loadtest/probe"  # each probe appends its name (k8s-loadtest/probe-pod-startup), for the audit log

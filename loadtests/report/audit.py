@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from loadtests.results import AuditRow, ServerLatency, StepResult
+from loadtests.results import StepResult
+from loadtests.results.apiserver import ServerLatency
+from loadtests.results.audit import AuditRow
 
 TOP_CLIENTS = 12
 

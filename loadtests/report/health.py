@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from loadtests.analysis import figures
 from loadtests.report import charts, page
-from loadtests.results import HealthSummary, StepResult
+from loadtests.results import StepResult
+from loadtests.results.health import HealthSummary
 
 # A Lease older than this share of its duration has missed renewals (kwok and kubelets renew at a quarter).
 LEASE_LAG_WARNING = 0.5

@@ -21,7 +21,8 @@ from loadtests.report.health import HealthCell, health_cells, health_details, he
 from loadtests.report.profiles import StepProfiles, change_tables, step_profiles
 from loadtests.report.redact import REDACTED_NOTE, redact
 from loadtests.report.roll import RollView, roll_view
-from loadtests.results import CPU_BOUND_PERCENT, RunResult, StepResult, load
+from loadtests.results import RunResult, StepResult, load
+from loadtests.results.processes import CPU_BOUND_PERCENT
 
 REPORT_FILE = "report.html"
 

@@ -18,6 +18,7 @@ from loadtests.analysis.formats import bounded, duration, in_unit, millis, numbe
 from loadtests.errors import UnreadableFile
 from loadtests.report.redact import redact
 from loadtests.results import RunResult
+from loadtests.results.embedded import EmbeddedRun, encode_embedded
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -54,8 +55,8 @@ def script_json(text: str) -> Markup:
 def embedded(kind: str, runs: list[tuple[str, RunResult]], extra: dict[str, Any] | None = None) -> Markup:
     """The page's data element: the results it was built from (secrets left out, as the page leaves them out),
     so the HTML alone is enough for `loadtest compare`, `loadtest history` and `loadtest report --from`."""
-    return script_json(results.encode_embedded(
-        kind, [results.EmbeddedRun(name, redact(results.to_dict(run))) for name, run in runs], extra))
+    return script_json(encode_embedded(
+        kind, [EmbeddedRun(name, redact(results.to_dict(run))) for name, run in runs], extra))
 
 
 def embedded_folder(kind: str, folder: Path, extra: dict[str, Any] | None = None) -> Markup:

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from loadtests.analysis import profiles as analysis
 from loadtests.analysis.formats import duration, percent, size
-from loadtests.results import ComponentProfile, RunResult, StepResult
+from loadtests.results import RunResult, StepResult
+from loadtests.results.profiles import ComponentProfile
 
 TOP_ROWS = 10
 

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from loadtests.analysis import roll as analysis
 from loadtests.report import charts
-from loadtests.results import ClientStat, StepResult
+from loadtests.results import StepResult
+from loadtests.results.loadgen import ClientStat
 
 RELIST_MARK, REWATCH_MARK = "consistent)", "rewatch)"  # the informers' LIST after a 410, their watch again
 

@@ -43,7 +43,9 @@ from loadtests.kube.rest import RestClient
 from loadtests.kube.watch import WatchEvent
 from loadtests.measure.controlled import CONTROLLERS, done
 from loadtests.polling import poll_until
-from loadtests.results import Distribution, RateResult, SchedulingThroughput
+from loadtests.results.distribution import Distribution
+from loadtests.results.loadgen import RateResult
+from loadtests.results.scheduling import SchedulingThroughput
 from loadtests.run.fleet import ensure_namespaces, remove_owned
 
 SCHEDULER_NAMESPACE = f"{objects.NS_OBJECTS_PREFIX}scheduler"  # the scheduler-throughput phase's Deployment

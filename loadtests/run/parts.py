@@ -37,7 +37,8 @@ from loadtests.measure.processes import HARNESS
 from loadtests.measure.profiles import PROFILES_DIR, ProfileSettings
 from loadtests.measure.saturation import RampWitness
 from loadtests.polling import poll_until
-from loadtests.results import ClientStat, StepResult
+from loadtests.results import StepResult
+from loadtests.results.loadgen import ClientStat
 from loadtests.run.cl2 import Cl2Load, PhaseOutcome
 from loadtests.run.fleet import Fleet
 from loadtests.run.join import NodeJoin

@@ -28,7 +28,7 @@ from loadtests.controlplane.local import Replacement
 from loadtests.errors import LoadTestError
 from loadtests.measure.availability import PROBE, AvailabilityProbe
 from loadtests.measure.processes import peak_rss_bytes
-from loadtests.results import RollMark, RollResult
+from loadtests.results.roll import RollMark, RollResult
 
 UPGRADE_ORDER = (APISERVER, CONTROLLER_MANAGER, SCHEDULER)
 

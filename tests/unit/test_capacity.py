@@ -6,7 +6,8 @@ import pytest
 
 from loadtests.config import plan as plan_mod
 from loadtests.errors import PlanError
-from loadtests.results import RunResult, ServerLatency, StepResult
+from loadtests.results import RunResult, StepResult
+from loadtests.results.apiserver import ServerLatency
 from loadtests.run.capacity import CapacitySearch, PlannedSteps, summarize
 
 
@@ -116,7 +117,8 @@ def test_planned_steps_stop_growing_after_a_saturated_step() -> None:
 
 def test_a_phase_did_not_hold_when_the_scheduler_was_slow_or_a_controller_not_done() -> None:
     from loadtests.config.plan import DEFAULT_SLO
-    from loadtests.results import ControlledPods, SchedulingThroughput
+    from loadtests.results.controlled import ControlledPods
+    from loadtests.results.scheduling import SchedulingThroughput
     from loadtests.run.capacity import step_failures
 
     step, limits = result(0, 100), dict(DEFAULT_SLO)

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from loadtests import results
 from loadtests.analysis.history import MIN_MAGNITUDE, History, change_points, history, load_points
 from loadtests.analysis.rules import regressed
 from loadtests.cli.main import build_parser
@@ -22,6 +21,7 @@ from loadtests.errors import CompareError, SetupError
 from loadtests.report.history import HISTORY_FILE, HISTORY_JUNIT_FILE, write_history
 from loadtests.report.html import write_report
 from loadtests.report.repeats import write_repeats_report
+from loadtests.results.embedded import embedded
 from tests.browser import Chromium, find_chromium
 from tests.cli import error_lines, loadtest
 from tests.unit.reportdata import SAMPLE, edited_run, repeated_run
@@ -240,7 +240,7 @@ def test_report_pages_stand_for_the_runs_they_carry(tmp_path: Path) -> None:
     assert found(with_repeats) == [(0, PLANTED, RUNS), (1, PLANTED, RUNS), (2, PLANTED, RUNS)]
     # a history page carries its runs as well, but is no run's report: it is refused in one line
     html_path, _ = write_history(with_repeats, tmp_path / "out")
-    kind, carried = results.embedded(html_path)
+    kind, carried = embedded(html_path)
     assert kind == "history" and len(carried) == RUNS - 1 + 3
     bare = tmp_path / "bare.html"
     bare.write_text("<html><body>no results here</body></html>")

@@ -27,8 +27,11 @@ FORBIDDEN = {
     "kube": {"measure", "controlplane", "run", "load", "report", "analysis", "cli", "config", "binaries"},
     "binaries": {"measure", "controlplane", "run", "load", "report", "analysis", "cli", "kube"},
 }
-SHARED = {"__init__", "errors", "polling", "results", "shutdown"}  # the top-level modules: vocabulary every room speaks
+SHARED = {"__init__", "errors", "polling", "shutdown"}  # the top-level modules: vocabulary every room speaks
 MAX_TOP_LEVEL = 6
+# rooms of shared vocabulary: every room may import them, and they import nothing of the package but themselves
+# and these modules (results/: the run's frame and each part's section of it, which every stage reads)
+VOCABULARY = {"results": {"errors"}}
 
 
 def module_name(path: Path) -> str:
@@ -268,3 +271,25 @@ def test_no_function_is_longer_than_sixty_lines() -> None:
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
     stale = sorted(key for key in LONG_FUNCTIONS_ALLOWED if lengths.get(key, 0) <= MAX_FUNCTION_LINES)
     assert not stale, f"allowed to be long but no longer are (remove them from LONG_FUNCTIONS_ALLOWED): {stale}"
+
+
+@pytest.mark.parametrize("room", sorted(VOCABULARY))
+def test_vocabulary_rooms_import_nothing_of_the_other_rooms(room: str) -> None:
+    wrong = sorted(f"{m} imports {t}" for m in modules() if room_of(m) == room
+                   for t in inner_imports(m) if room_of(t) not in {room, *VOCABULARY[room]})
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_room_may_import_the_vocabulary() -> None:
+    """No room is kept from the vocabulary rooms, and they are packages (so the top-level check does not see them)."""
+    assert not any(set(VOCABULARY) & forbidden for forbidden in FORBIDDEN.values())
+    assert all((PACKAGE / room / "__init__.py").is_file() for room in VOCABULARY)
+
+
+def test_every_section_module_is_registered() -> None:
+    """A section's module without its line in results/sections.py would be written by nobody and read by nobody:
+    every module of results/ that defines a *Section dataclass is imported by the registry."""
+    sections = {m for m in modules() if m.startswith("loadtests.results.")
+                and any(isinstance(node, ast.ClassDef) and node.name.endswith("Section") and node.name != "Section"
+                        for node in ast.parse(modules()[m].read_text()).body)}
+    assert sections and sections <= inner_imports("loadtests.results.sections"), sorted(sections)

@@ -16,16 +16,11 @@ from loadtests.analysis.scrapes import scrape_path
 from loadtests.config import lesson as lesson_mod
 from loadtests.errors import PlanError
 from loadtests.report.lesson import lessons_table, write_lesson_page
-from loadtests.results import (
-    AuditRow,
-    AuditSummary,
-    EtcdStats,
-    ProcessStat,
-    RunResult,
-    ServerLatency,
-    StepResult,
-    save,
-)
+from loadtests.results import RunResult, StepResult, save
+from loadtests.results.apiserver import ServerLatency
+from loadtests.results.audit import AuditRow, AuditSummary
+from loadtests.results.etcd import EtcdStats
+from loadtests.results.processes import ProcessStat
 from tests.browser import find_chromium
 from tests.cli import error_lines, loadtest
 
@@ -374,7 +369,7 @@ def test_lesson_page_opens_offline_in_chromium(tmp_path: Path) -> None:
 
 def test_nodes_not_ready_while_joining_are_not_a_saturation() -> None:
     from loadtests.analysis import saturation
-    from loadtests.results import ClusterHealth, HealthSample, HealthSummary
+    from loadtests.results.health import ClusterHealth, HealthSample, HealthSummary
 
     def step(late: float) -> StepResult:
         samples = [HealthSample(t, {"nodes_not_ready": n}) for t, n in ((5, 420), (10, 174), (20, late), (30, 0))]
@@ -393,7 +388,7 @@ def test_nodes_not_ready_while_joining_are_not_a_saturation() -> None:
 def test_saturation_while_measured_is_decided_again_from_the_recorded_health() -> None:
     """`loadtest report --recompute` decides it from results alone: the same verdict, the note once."""
     from loadtests.analysis import saturation
-    from loadtests.results import ClusterHealth, HealthSample, HealthSummary
+    from loadtests.results.health import ClusterHealth, HealthSample, HealthSummary
 
     found = _step(nodes=100, ramp={"join_s": 13.8}, health=ClusterHealth(
         samples=[HealthSample(t, {"nodes_not_ready": n}) for t, n in ((5, 420), (20, 3))],

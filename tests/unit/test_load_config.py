@@ -25,7 +25,8 @@ from loadtests.kube.names import request_name
 from loadtests.load.contract import LoadConfig
 from loadtests.load.generator import LoadGenerator, StepLoad, failure_note, read_failures_csv, read_stats_csv
 from loadtests.report.html import step_warnings
-from loadtests.results import ClientStat, StepResult
+from loadtests.results import StepResult
+from loadtests.results.loadgen import ClientStat
 
 DATA = Path(__file__).parent / "data"
 ACCESS = ClusterAccess(server="https://127.0.0.1:1", kubeconfig="/nonexistent", ca_file="/ca.crt",

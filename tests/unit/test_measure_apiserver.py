@@ -8,7 +8,7 @@ import pytest
 
 from loadtests.analysis import server as apiserver
 from loadtests.analysis.metrics import Snapshot
-from loadtests.results import ServerLatency
+from loadtests.results.apiserver import ServerLatency
 
 DATA = Path(__file__).parent / "data"
 

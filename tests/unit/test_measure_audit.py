@@ -12,7 +12,9 @@ from loadtests.controlplane.audit import AuditLog, audit_destination
 from loadtests.errors import PlanError
 from loadtests.measure.audit import AuditReader, client_of, scope_of
 from loadtests.report.audit import client_costs, clients_of, origins
-from loadtests.results import AuditRow, ServerLatency, StepResult
+from loadtests.results import StepResult
+from loadtests.results.apiserver import ServerLatency
+from loadtests.results.audit import AuditRow
 from tests.cli import error_lines, loadtest, write_tiny_plan
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)

@@ -17,7 +17,8 @@ from loadtests.kube.watch import ListPage
 from loadtests.measure import cluster_health as health
 from loadtests.measure import cluster_objects, component_metrics, processes
 from loadtests.measure.probes import StepProbes
-from loadtests.results import ClusterHealth, HealthSample, HealthSummary, RunResult, StepResult, from_dict, to_dict
+from loadtests.results import RunResult, StepResult, from_dict, to_dict
+from loadtests.results.health import ClusterHealth, HealthSample, HealthSummary
 from tests.checks import recorded
 from tests.unit.test_measure_probes import unreachable_target
 
@@ -296,7 +297,7 @@ def test_a_p99_that_is_only_a_bound_says_so() -> None:
 
 def test_the_maximum_of_sampled_bounds_is_a_bound_only_where_every_top_sample_is() -> None:
     from loadtests.measure.cluster_health import _maximum_bound
-    from loadtests.results import HealthSample
+    from loadtests.results.health import HealthSample
 
     key = "etcd_wal_fsync_p99_s"
     bounded = [HealthSample(5, {key: 0.001}, {key: "<"}), HealthSample(10, {key: 0.0005})]

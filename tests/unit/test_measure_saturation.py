@@ -19,7 +19,8 @@ from loadtests.measure.processes import HARNESS, ProcessSampler, harness_note
 from loadtests.measure.saturation import RampWitness
 from loadtests.report import charts
 from loadtests.report.html import write_report
-from loadtests.results import CPU_BOUND_PERCENT, ProcessStat, load
+from loadtests.results import load
+from loadtests.results.processes import CPU_BOUND_PERCENT, ProcessStat
 from tests.unit.reportdata import SAMPLE, copy_run, edited_run
 from tests.unit.test_measure_probes import step, unreachable_target
 

@@ -13,7 +13,8 @@ import pytest
 
 from loadtests import results
 from loadtests.analysis import profiles
-from loadtests.results import ComponentProfile, ProfileFunction, ProfileGroup, RunResult, StepResult
+from loadtests.results import RunResult, StepResult
+from loadtests.results.profiles import ComponentProfile, ProfileFunction, ProfileGroup
 
 DATA = Path(__file__).parent / "data" / "profiles"
 # (recorded profile, component, kind, the sample type pprof was asked for)

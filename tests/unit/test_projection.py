@@ -18,16 +18,12 @@ from loadtests.analysis import projection
 from loadtests.analysis.projection import LOO_LIMIT_PER_DOUBLING, NOT_PROJECTABLE, Abstention, fit, project
 from loadtests.config.plan import DEFAULT_PROJECT_TO
 from loadtests.report.html import write_report
-from loadtests.results import (
-    ClusterHealth,
-    Distribution,
-    EtcdStats,
-    HealthSummary,
-    ProcessStat,
-    RunResult,
-    ServerLatency,
-    StepResult,
-)
+from loadtests.results import RunResult, StepResult
+from loadtests.results.apiserver import ServerLatency
+from loadtests.results.distribution import Distribution
+from loadtests.results.etcd import EtcdStats
+from loadtests.results.health import ClusterHealth, HealthSummary
+from loadtests.results.processes import ProcessStat
 from tests.unit.reportdata import SAMPLE, copy_run, edited_run
 
 NODES = [100, 250, 500, 1000, 2000]

@@ -29,7 +29,9 @@ from loadtests.errors import PlanError
 from loadtests.kube.reflector import Backoff, Reflector, SyncClock
 from loadtests.kube.watch import INITIAL_EVENTS_END, WatchEvent, ends_initial_events, watch_query
 from loadtests.measure.processes import peak_rss_bytes
-from loadtests.results import ClientStat, RollMark, RollResult, StepResult
+from loadtests.results import StepResult
+from loadtests.results.loadgen import ClientStat
+from loadtests.results.roll import RollMark, RollResult
 from loadtests.run.roll import RollingUpgrade, restart_request, roll_order
 from tests.unit.test_kube_protocol import FakeApi, FakeStream, event
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from loadtests.report.html import count_rows
-from loadtests.results import ClientStat, StepResult
+from loadtests.results import StepResult
+from loadtests.results.loadgen import ClientStat
 
 
 def _stat(name: str, count: int) -> ClientStat:

@@ -14,6 +14,7 @@ from loadtests.errors import CompareError, UnreadableFile
 from loadtests.report.compare import compare
 from loadtests.report.html import write_report
 from loadtests.report.repeats import write_repeats_report
+from loadtests.results.embedded import EMBEDDED_ID, embedded, runs_from_html
 from tests.unit.noisedata import recorded_floor
 from tests.unit.reportdata import SAMPLE, copy_run, edited_run, repeated_run, scale_latencies
 
@@ -25,9 +26,9 @@ def _same(a: results.RunResult, b: results.RunResult) -> bool:
 def test_a_run_report_carries_its_results_whole(tmp_path: Path) -> None:
     folder = copy_run(SAMPLE, tmp_path / "run")
     page = write_report(folder)
-    kind, runs = results.embedded(page)
-    assert kind == "run" and [name for name, _ in results.runs_from_html(page)] == [""]
-    assert _same(results.runs_from_html(page)[0][1], results.load(folder))
+    kind, runs = embedded(page)
+    assert kind == "run" and [name for name, _ in runs_from_html(page)] == [""]
+    assert _same(runs_from_html(page)[0][1], results.load(folder))
     assert len(runs) == 1
 
 
@@ -36,7 +37,7 @@ def test_secrets_stay_out_of_the_carried_results(tmp_path: Path) -> None:
         data["environment"]["target"] = {"kind": "existing", "bearer_token": "s3cr3t-value", "server": "x"}
 
     page = write_report(edited_run(SAMPLE, tmp_path / "run", secret))
-    carried = results.runs_from_html(page)[0][1]
+    carried = runs_from_html(page)[0][1]
     assert carried.environment["target"] == {"kind": "existing", "server": "x"}
     assert "s3cr3t-value" not in page.read_text()
 
@@ -44,7 +45,7 @@ def test_secrets_stay_out_of_the_carried_results(tmp_path: Path) -> None:
 def test_a_report_of_repeats_carries_every_repeat(tmp_path: Path) -> None:
     folder = repeated_run(tmp_path / "rep", (0.9, 1.0, 1.1))
     page = write_repeats_report(folder)
-    carried = results.runs_from_html(page)
+    carried = runs_from_html(page)
     assert [name for name, _ in carried] == ["repeat-1", "repeat-2", "repeat-3"]
     assert all(_same(run, results.load(folder / name)) for name, run in carried)
     side = load_side(page, "A")
@@ -61,7 +62,7 @@ def test_comparing_pages_gives_what_comparing_their_folders_gives(tmp_path: Path
     assert [(r.step_index, r.label, r.status, r.a, r.b, r.change_pct) for r in by_page.rows] == [
         (r.step_index, r.label, r.status, r.a, r.b, r.change_pct) for r in by_folder.rows]
     assert (by_page.headline, by_page.noise, by_page.label) == (by_folder.headline, by_folder.noise, by_folder.label)
-    kind, runs = results.embedded(by_page.html_path)  # the comparison carries both sides too
+    kind, runs = embedded(by_page.html_path)  # the comparison carries both sides too
     assert kind == "compare" and [r.name for r in runs] == ["A/report.html", "B/report.html"]
 
 
@@ -76,6 +77,6 @@ def test_pages_that_cannot_stand_for_runs_are_refused_in_one_line(tmp_path: Path
         load_side(old, "A")
     html = write_report(a).read_text()
     cut = tmp_path / "cut.html"
-    cut.write_text(html[:html.index(results.EMBEDDED_ID) + 200])  # copied half-way through its data
+    cut.write_text(html[:html.index(EMBEDDED_ID) + 200])  # copied half-way through its data
     with pytest.raises(UnreadableFile, match="cut short or edited"):
-        results.runs_from_html(cut)
+        runs_from_html(cut)

@@ -12,7 +12,9 @@ from loadtests.analysis.slo import run_passed, verdicts
 from loadtests.config.plan import DEFAULT_SLO
 from loadtests.config.plan import parse as parse_plan
 from loadtests.report.html import banner, write_report
-from loadtests.results import Distribution, RunResult, ServerLatency, StepResult, load
+from loadtests.results import RunResult, StepResult, load
+from loadtests.results.apiserver import ServerLatency
+from loadtests.results.distribution import Distribution
 from tests.unit.reportdata import ABORTED, SAMPLE, edited_run
 
 

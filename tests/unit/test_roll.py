@@ -13,7 +13,9 @@ from loadtests.config.versions import upgrade_problem
 from loadtests.controlplane.health import HealthCheck, HealthWatch
 from loadtests.errors import PlanError
 from loadtests.measure.availability import per_second
-from loadtests.results import ClusterHealth, HealthSummary, ProbeSecond, RollMark, RollResult, StepResult
+from loadtests.results import StepResult
+from loadtests.results.health import ClusterHealth, HealthSummary
+from loadtests.results.roll import ProbeSecond, RollMark, RollResult
 from loadtests.run.roll import roll_order
 
 

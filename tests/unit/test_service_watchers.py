@@ -24,7 +24,7 @@ from loadtests.errors import PlanError
 from loadtests.kube import objects
 from loadtests.kube.watch import WatchDecoder
 from loadtests.load.generator import read_stats_csv
-from loadtests.results import ClientStat
+from loadtests.results.loadgen import ClientStat
 
 
 def service_params(**params: object) -> dict:

@@ -28,7 +28,8 @@ from loadtests.kube.errors import ApiError
 from loadtests.load.contract import LoadConfig
 from loadtests.load.generator import LoadGenerator, LoadGeneratorError, StepLoad
 from loadtests.load.remote import MasterBind
-from loadtests.results import AuditRow, AuditSummary, StepResult
+from loadtests.results import StepResult
+from loadtests.results.audit import AuditRow, AuditSummary
 from tests.cli import error_lines, loadtest
 
 NOISY = {"groups": ["tenants"], "scenarios": ["list_pollers"],

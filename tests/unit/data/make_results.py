@@ -10,17 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from loadtests.config.plan import DEFAULT_SLO
-from loadtests.results import (
-    ClientStat,
-    Distribution,
-    EtcdStats,
-    ProcessStat,
-    RateResult,
-    RunResult,
-    ServerLatency,
-    StepResult,
-    save,
-)
+from loadtests.results import RunResult, StepResult, save
+from loadtests.results.apiserver import ServerLatency
+from loadtests.results.distribution import Distribution
+from loadtests.results.etcd import EtcdStats
+from loadtests.results.loadgen import ClientStat, RateResult
+from loadtests.results.processes import ProcessStat
 
 HERE = Path(__file__).parent
 MIB = 2**20
