@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from loadtests.analysis import etcd
+from loadtests.analysis import flow_control as apf
 from loadtests.analysis import server as apiserver
 from loadtests.analysis.metrics import Snapshot
 from loadtests.analysis.scrapes import save_scrapes
@@ -34,6 +35,7 @@ from loadtests.measure.watchers import PodStartupProbe, WatchDelayProbe
 from loadtests.results import StepResult, utc_at
 from loadtests.results.controlled import ControlledPods
 from loadtests.results.etcd import EtcdStats
+from loadtests.results.flow_control import FlowControlSection
 from loadtests.results.health import ClusterHealth
 
 T = TypeVar("T")
@@ -322,6 +324,24 @@ class _EtcdScrape(_Quiet):
         stats.keys_by_prefix = w.attempt("etcd key counts", lambda: etcd_asked.key_counts(client)) or {}
 
 
+class _FlowControl(_Quiet):
+    """API Priority and Fairness per priority level, from the apiserver's two scrapes of the window."""
+
+    def __init__(self, window: Window) -> None:
+        self.w = window
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def fill(self, step: StepResult, notes: list[str]) -> None:
+        start, end = self.w.apiserver["start"], self.w.apiserver["end"]
+        if end is not None:
+            step.put(FlowControlSection(self.w.attempt("flow control", lambda: apf.flow_control(start, end)) or []))
+
+
 class _ObjectCounts(_Quiet):
     """Objects per resource counted just before the window closes (so the load's stop has not touched them); its
     requests are taken off the server's counts like every probe's."""
@@ -391,6 +411,7 @@ PROBES: dict[str, ProbeKind] = {
     "audit": ProbeKind("audit log", lambda w: _Audit(w) if w.info.audit_logs else None),
     "etcd": ProbeKind("etcd /metrics", lambda w: _EtcdScrape(w)),
     "apiserver": ProbeKind("apiserver /metrics", lambda w: _ApiserverScrape(w), apiserver.FAMILIES),
+    "flow_control": ProbeKind("flow control", lambda w: _FlowControl(w), apf.FAMILIES),
     "objects": ProbeKind("object counts", lambda w: _ObjectCounts(w)),
     "processes": ProbeKind("process sampler",
                            lambda w: _Processes(ProcessSampler(w.pids, w.process_interval_s))),

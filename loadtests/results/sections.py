@@ -12,6 +12,7 @@ from loadtests.results import (
     audit,
     controlled,
     etcd,
+    flow_control,
     health,
     loadgen,
     objects,
@@ -26,6 +27,7 @@ from loadtests.results.schema import Registry, Section
 SECTIONS = Registry(
     Section("loadgen", loadgen.LoadgenSection),
     Section("apiserver", apiserver.ApiserverSection),
+    Section("flow_control", flow_control.FlowControlSection),
     Section("objects", objects.ObjectsSection),
     Section("etcd", etcd.EtcdSection),
     Section("watchers", watchers.WatchersSection),

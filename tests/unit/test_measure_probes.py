@@ -70,3 +70,46 @@ def test_recorded_scrapes_fill_the_step(monkeypatch: pytest.MonkeyPatch) -> None
     assert probes.count_requests("POST", "pods") == 207
     assert probes.start_snapshot is not None and probes.end_snapshot is not None
     assert any("watch delay probe start" in note for note in result.notes)
+
+
+def test_the_plan_names_the_probes_the_registry_has() -> None:
+    """config/measure.py names every probe for plans (config never imports measure/); the two lists agree, in
+    the order the probes start."""
+    from loadtests.config import measure
+
+    assert [p.name for p in measure.PROBES] == list(probes_module.PROBES)
+
+
+@pytest.mark.parametrize(("asked", "said"), [
+    ({"profile": False}, "measure.profile: is not a probe; the probes are: audit, etcd, apiserver"),
+    ({"health": False}, "measure.health: cannot be turned off: it is needed for the saturation verdict"),
+    ({"audit": "no"}, "measure.audit: must be true or false (got 'no')"),
+    (["audit"], "measure: must be a mapping of probe name to true or false"),
+])
+def test_a_plan_asks_only_for_probes_that_exist_and_may_go(asked: object, said: str) -> None:
+    from loadtests.config.plan import parse
+    from loadtests.errors import PlanError
+
+    with pytest.raises(PlanError, match=".*") as refused:
+        parse({"steps": [{"nodes": 1}], "load": {"scenarios": {}}, "measure": asked}, "p.yaml")
+    assert str(refused.value).startswith("p.yaml: ") and said in str(refused.value), refused.value
+    assert "\n" not in str(refused.value)
+
+
+def test_probes_a_plan_turned_off_do_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`measure: {watch_delay: false, objects: false}`: those probes are never made, so they send nothing and
+    say nothing; the plan's list is what StepProbes runs."""
+    from loadtests.config.plan import parse
+
+    plan = parse({"steps": [{"nodes": 1}], "load": {"scenarios": {}},
+                  "measure": {"watch_delay": False, "objects": False, "profiles": False}}, "p.yaml")
+    assert "watch_delay" not in plan.probes() and "objects" not in plan.probes() and "profiles" not in plan.probes()
+    assert "apiserver" in plan.probes() and "health" in plan.probes()
+    assert plan.to_dict()["measure"] == {"watch_delay": False, "objects": False, "profiles": False}
+    probes = StepProbes(unreachable_target({}), "probe-ns", "churn-ns", probes=plan.probes())
+    probes.start()
+    result = probes.gather(step())
+    notes = "\n".join(result.notes)
+    assert "watch delay probe" not in notes and "object counts" not in notes
+    assert "pod startup probe start" in notes  # a probe that runs still says what failed
+    assert result.objects == {}  # not counted: "not measured", as in results before the counts existed

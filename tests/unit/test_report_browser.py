@@ -241,3 +241,20 @@ def test_a_report_refuses_a_picked_page_of_another_plan_or_none(browser: Chromiu
     assert page.wait_for("document.body.dataset.compared") == "refused"
     assert "carries no comparison data" in page.evaluate("document.getElementById('compare-verdict').textContent")
     assert_clean(page)
+
+
+def test_flow_control_per_priority_level_has_its_table(browser: Chromium, tmp_path: Path) -> None:
+    """The flow-control probe's section in a table of its own; a step without it says "not measured"."""
+    def flooded(data: dict) -> None:
+        data["steps"][-1]["flow_control"] = [
+            {"priority_level": "global-default", "dispatched": 5400, "queued": 812, "queued_over_s": 0.005,
+             "rejected": 37, "waited": 5437, "wait_p99_s": 1.25, "wait_bound": "", "in_queue_at_close": 12},
+            {"priority_level": "exempt", "dispatched": 900}]
+
+    page = open_page(browser, write_report(edited_run(SAMPLE, tmp_path / "run", flooded)))
+    text = page.evaluate("document.body.innerText")
+    assert "Flow control: who waited, who was turned away" in text
+    rows = page.evaluate("[...document.querySelectorAll('table.flow-control tbody tr')].map(r => r.innerText)")
+    assert len(rows) == 2 and rows[0].split("\t")[:4] == ["global-default", "5,400", "812 (> 5.0 ms)", "37"], rows
+    assert "Not measured for this step" in text  # the earlier steps carry no flow-control section
+    assert_clean(page)
