@@ -20,7 +20,7 @@ def page(dispatched: float, waits: dict[str, float], rejected: float | None, in_
          level: str = "tenant-noisy") -> Snapshot:
     """One priority level's APF families as an apiserver with APF on serves them; waits: le -> cumulative count."""
     schema = f'flow_schema="{level}",priority_level="{level}"'
-    lines = ["apiserver_flowcontrol_nominal_limit_seats{priority_level=\"%s\"} 10" % level,
+    lines = [f'apiserver_flowcontrol_nominal_limit_seats{{priority_level="{level}"}} 10',
              f"apiserver_flowcontrol_dispatched_requests_total{{{schema}}} {dispatched}",
              f"apiserver_flowcontrol_current_inqueue_requests{{{schema}}} {in_queue}"]
     if rejected is not None:
