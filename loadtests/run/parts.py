@@ -100,7 +100,9 @@ class StepContext:
     opened: float | None = None  # monotonic time the window opened (the probes' start returned)
     on_open: list[Callable[[], None]] = field(default_factory=list)  # run as the window opens (its first scrape)
     on_close: list[Callable[[], None]] = field(default_factory=list)  # run as it closes (its last scrape)
-    add_pids: Callable[[str, Iterable[int]], None] = lambda component, pids: None  # the probes measure them too
+    # processes the probes measure too (the load's, an instance started in the window); kept until they start
+    pids: dict[str, list[int]] = field(default_factory=dict)
+    pid_sink: Callable[[str, Iterable[int]], None] | None = None
     count_requests: Callable[[ClientStat], int | None] = lambda stat: None  # what the apiserver counted of a row
 
     @property
@@ -113,6 +115,13 @@ class StepContext:
 
     def at(self, what: str) -> None:
         self.run.at(f"{self.prefix}: {what}")
+
+    def add_pids(self, component: str, pids: Iterable[int]) -> None:
+        """Measure these processes too: from the probes' start if they have not started yet, else from now."""
+        if self.pid_sink is not None:
+            self.pid_sink(component, pids)
+        else:
+            self.pids.setdefault(component, []).extend(pids)
 
     def fire(self, hooks: list[Callable[[], None]]) -> Callable[[], None]:
         return lambda: [hook() for hook in hooks]  # type: ignore[func-returns-value]
@@ -366,9 +375,10 @@ class Probes(_Part):
             run.info, probe_namespace=objects.NS_PROBE, churn_namespace=settings.churn_namespace,
             scrapes_dir=ctx.step_dir, counted=settings.counted, controlled=settings.controlled,
             objects_selector=settings.selector, profiles=profiles, probes=run.plan.probes())
-        ctx.add_pids = probes.add_pids
         ctx.count_requests = lambda stat: _count(probes, stat)
-        probes.add_pids(HARNESS, [os.getpid()])  # the harness itself; the Locust processes are loadgen's
+        for component, pids in {**ctx.pids, HARNESS: [os.getpid()]}.items():  # the harness itself too
+            probes.add_pids(component, pids)
+        ctx.pid_sink = probes.add_pids
         probes.start(on_window_start=ctx.fire(ctx.on_open), on_window_close=ctx.fire(ctx.on_close))
         ctx.opened = time.monotonic()
 
