@@ -14,8 +14,8 @@ from loadtests.errors import (
 )
 
 if TYPE_CHECKING:
+    from loadtests.analysis.judge import CompareResult
     from loadtests.analysis.samples import Side
-    from loadtests.report.compare import CompareResult
 
 
 def recompute_run(folder: Path) -> None:
