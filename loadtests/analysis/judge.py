@@ -1,8 +1,8 @@
 """The one judge of A against B: for one figure of a baseline (A) and a candidate (B), each one run or several
 (repeats), what changed, whether it passes its threshold, whether it is beyond the noise, and the words of the
 verdict. `loadtest compare` (and through it the baseline gate of `loadtest run --baseline` and the upgrade
-rehearsal) and the change points of `loadtest history` are judged here; report/ only renders what this returns.
-The rank test is stats.py's, the thresholds and cut-offs rules.py's.
+rehearsal), the change points of `loadtest history` and the variants of a lesson are all judged here; report/
+only renders what this returns. The rank test is stats.py's, the thresholds and cut-offs rules.py's.
 
 A regression (compare, history). Every compared figure is lower-is-better. Steps are matched by index; figures
 by chart and name (figures.py, the same figures the run report draws). Each side's figure is the median of its
@@ -23,21 +23,28 @@ change the bounds allow ("≥ +291 %"). Count-like figures (5xx, 429) are treate
 per side, not the sum, so sides with different numbers of runs compare fairly and one bad run among several is
 noise, not a verdict. A history's change point is judged by the same direction and threshold, its segments' means
 standing for the sides (history.py finds the points).
+
+A lesson's effect (the setup a field report warns against, A, against its fix, B): the effect is the ratio of
+the medians oriented so that above 1 is the direction the report describes, and the verdict rests on the runs
+alone (see judge_effect): reproduced when they separate that way, not reproduced when they separate the other
+way or overlap where an effect of the report's size would have cleared the noise, inconclusive otherwise.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loadtests.analysis import figures, noise, stats
-from loadtests.analysis.formats import in_unit
+from loadtests.analysis.formats import in_unit, times
 from loadtests.analysis.noise import NoiseFloor, NoiseRecord
 from loadtests.analysis.rules import Cutoffs, cutoffs, limits_from, rule_text, threshold
 from loadtests.analysis.samples import Reading, Side, readings
+from loadtests.config.lesson import Measure
 from loadtests.config.plan import REGRESSION_DEFAULTS
 from loadtests.errors import CompareError
 
@@ -556,3 +563,174 @@ def judge_sides(a: Side, b: Side, thresholds: dict[str, Any] | None = None, forc
                          run_regressions=run_regressions(a, b), a_runs=a.n, b_runs=b.n,
                          noise=noise_line(a, b, found, limits["alpha"], floor), noise_floor=floor.describe())
 
+# ---- a lesson's effect: the warned setup against its fix ------------------------------------------------------
+
+
+# Runs a side needs before a verdict: with fewer, the run-to-run noise is not measured (lesson DEFAULT_REPEAT).
+MIN_RUNS = stats.MIN_SAMPLES
+
+
+ALPHA = 0.05  # the rank test's level, where the repeats are enough for it to reach it
+
+
+SINGLE_RUN = "single run"
+
+
+TOO_FEW_RUNS = "too few runs"
+
+
+CHECK_HOLDS, CHECK_FAILS = "check holds", "check fails"
+
+
+UNJUDGED = (SINGLE_RUN, TOO_FEW_RUNS, "not measured")
+
+
+
+def ratio(warned: float, fix: float) -> float:
+    """warned / fix, with a zero side made explicit: ∞ when only the fix is zero, 1 when both are."""
+    if fix == 0:
+        return 1.0 if warned == 0 else math.inf
+    if warned == 0:
+        return 0.0
+    return warned / fix
+
+
+
+
+def effect_prefix(bounded: str) -> str:
+    """How a bias (see bias) qualifies the effect shown: at least it ("≥ "), at most it ("≤ "), or neither."""
+    return {"understated": "≥ ", "overstated": "≤ "}.get(bounded, "")
+
+
+def bias(measure: Measure, warned_bound: str, fix_bound: str) -> str:
+    """Which way histogram bounds can move the oriented effect: a "<" value may be smaller than shown, a ">"
+    one larger; "overstated", "understated", "unknown" (both ways), or "" (no bound)."""
+    over_side, under_side = (fix_bound, warned_bound) if measure.expect == "lower" else (warned_bound, fix_bound)
+    over = over_side == "<" or under_side == ">"
+    under = over_side == ">" or under_side == "<"
+    return "unknown" if over and under else "overstated" if over else "understated" if under else ""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the repeats of two sides say, oriented so that "up" is the direction the field report describes."""
+
+    effect: float  # oriented ratio of the medians
+    runs: int  # the smaller side's number of runs
+    up: bool  # every run of the side expected higher lies above every run of the other
+    down: bool  # every run of it lies below: the opposite, fully separated
+    p: float | None  # two-sided Mann-Whitney p, where the runs allow it to reach ALPHA
+    range_ratio: float  # the pooled runs' largest value over their smallest: how far noise alone reached
+
+
+def evidence(measure: Measure, warned: list[float], fix: list[float]) -> Evidence:
+    high, low = (fix, warned) if measure.expect == "lower" else (warned, fix)
+    pooled = [*warned, *fix]
+    smallest = min(pooled)
+    p = (stats.mann_whitney_u(high, low).p
+         if stats.min_p_value(len(high), len(low)) < ALPHA else None)
+    return Evidence(effect=_oriented(measure, statistics.median(warned), statistics.median(fix)),
+                    runs=min(len(warned), len(fix)), up=min(high) > max(low), down=max(high) < min(low), p=p,
+                    range_ratio=max(pooled) / smallest if smallest > 0 else math.inf)
+
+
+def judge_effect(measure: Measure, found: Evidence, bounded: str = "") -> tuple[str, str]:
+    """The verdict on repeated runs, and why: reproduced when the runs of the two setups separate the way the
+    report describes (every run beyond every other, or a rank test at ALPHA), not reproduced when they separate
+    the other way or overlap within a range an effect of the report's size would have cleared; `bounded` (see
+    bias) keeps a verdict from resting on a histogram bound that may hide the real values."""
+    shown = times(found.effect, effect_prefix(bounded))
+    tested = f", U test {stats.p_text(found.p)}" if found.p is not None else ""
+    if bounded == "unknown":
+        return "inconclusive", f"{shown}, but both values are only histogram bounds: its buckets cannot tell them apart"
+    significant = found.p is not None and found.p < ALPHA
+    if found.up or (significant and found.effect > 1):
+        if bounded == "overstated":
+            return "inconclusive", f"{shown}, but a histogram bound may overstate it: the real effect may be smaller"
+        how = "every run of one setup beyond every run of the other" if found.up else "the runs differ"
+        return "reproduced", f"{shown}: {how} (n={found.runs} a side{tested})"
+    if found.down or (significant and found.effect < 1):
+        if bounded == "understated":
+            return "inconclusive", f"{shown}, but a histogram bound may understate it: the real effect may be larger"
+        return "not reproduced", f"the opposite: {shown}, the runs separate against the expected direction " \
+                                 f"(n={found.runs} a side{tested})"
+    if bounded:
+        return "inconclusive", f"{shown}: the runs overlap, and one side is only a histogram bound"
+    reach = "×∞" if math.isinf(found.range_ratio) else f"×{found.range_ratio:.2f}"
+    if measure.min_effect > found.range_ratio:
+        return "not reproduced", (f"{shown}: the runs overlap, all within {reach} of each other, where an effect of "
+                                  f"×{measure.min_effect:g} would have separated them (n={found.runs} a side{tested})")
+    return "inconclusive", (f"{shown}: the runs overlap and spread over {reach}, too wide to tell a "
+                            f"×{measure.min_effect:g} effect (n={found.runs} a side{tested})")
+
+
+@dataclass
+class Comparison:
+    """One measure, the warned setup against one fix (or a growth's last step against its first)."""
+
+    measure: str
+    against: str  # the fix variant, or "first step"
+    warned: list[float]
+    fix: list[float]
+    effect: float | None
+    noise: float | None  # the repeats' largest spread (relative), None where it was not measured
+    noise_from: str
+    verdict: str
+    reason: str
+    unit: str
+    warned_bound: str = ""  # "<" or ">" where every warned value is only a histogram bound
+    fix_bound: str = ""
+    p_value: float | None = None
+    check: bool = False  # a sanity check, shown and never a verdict
+    effect_prefix: str = ""  # "≥ " or "≤ " where a histogram bound says only a least or a most effect
+
+
+def side_bound(readings: list[tuple[float, str]]) -> str:
+    """The bound every reading of one side shares, else "" (a median of bounds is a bound too)."""
+    found = {bound for _, bound in readings}
+    return found.pop() if len(found) == 1 else ""
+
+
+def _oriented(measure: Measure, warned: float, fix: float) -> float:
+    return ratio(fix, warned) if measure.expect == "lower" else ratio(warned, fix)
+
+
+def compare_variants(measure: Measure, warned: list[float], fix: list[float], against: str, warned_bound: str = "",
+                     fix_bound: str = "", why_missing: str = "") -> Comparison:
+    """The effect of one measure and its verdict, from the runs of both sides: none from fewer than MIN_RUNS
+    a side (the noise is then not measured), none from a sanity check (it says only whether it holds)."""
+    if not warned or not fix:
+        side = "either side" if not warned and not fix else "the warned side" if not warned else against
+        return Comparison(measure.name, against, warned, fix, None, None, "not measured", "not measured",
+                          why_missing or f"no value on {side}", measure.unit, check=measure.check)
+    effect = _oriented(measure, statistics.median(warned), statistics.median(fix))
+    runs = min(len(warned), len(fix))
+    if runs < 2:
+        noise, noise_from = None, "not measured (single run)"
+    else:
+        noise = max(stats.summarize(warned).spread_pct, stats.summarize(fix).spread_pct) / 100
+        noise_from = f"repeats (n={runs} a side)"
+    bounded = bias(measure, warned_bound, fix_bound)
+    if measure.check:
+        if measure.expect == "same":  # the same load on both sides: their runs' ranges meet
+            holds = min(warned) <= max(fix) and min(fix) <= max(warned) and not bounded
+            said = "the runs of both setups overlap" if holds else "the runs of the two setups do not overlap"
+        else:
+            holds = evidence(measure, warned, fix).up and not bounded
+            said = "every run as the setup implies" if holds else "not every run as the setup implies"
+        verdict, reason = (CHECK_HOLDS if holds else CHECK_FAILS,
+                           f"{times(effect, effect_prefix(bounded))}: a sanity check of the setup, not a verdict "
+                           f"({said})")
+        return Comparison(measure.name, against, warned, fix, effect, noise, noise_from, verdict, reason,
+                          measure.unit, warned_bound, fix_bound, check=True, effect_prefix=effect_prefix(bounded))
+    if runs < MIN_RUNS:
+        verdict = SINGLE_RUN if runs == 1 else TOO_FEW_RUNS
+        runs_text = "single run" if runs == 1 else f"{runs} runs a side"
+        reason = (f"{times(effect, effect_prefix(bounded))}; {runs_text}: noise not measured, "
+                  f"no verdict (run each variant {MIN_RUNS} or more times: --repeat {MIN_RUNS})")
+        return Comparison(measure.name, against, warned, fix, effect, noise, noise_from, verdict, reason,
+                          measure.unit, warned_bound, fix_bound, effect_prefix=effect_prefix(bounded))
+    found = evidence(measure, warned, fix)
+    verdict, reason = judge_effect(measure, found, bounded)
+    return Comparison(measure.name, against, warned, fix, effect, noise, noise_from, verdict, reason, measure.unit,
+                      warned_bound, fix_bound, p_value=found.p, effect_prefix=effect_prefix(bounded))

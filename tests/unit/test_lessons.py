@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from loadtests.analysis.lesson import LESSON_RESULTS, bias, compare, figure_reading, figure_value, ratio, read, reading
+from loadtests.analysis.judge import bias, ratio
+from loadtests.analysis.judge import compare_variants as compare
+from loadtests.analysis.lesson_runs import LESSON_RESULTS
+from loadtests.analysis.query import figure_reading, figure_value, read, reading
 from loadtests.analysis.scrapes import scrape_path
 from loadtests.config import lesson as lesson_mod
 from loadtests.errors import PlanError
