@@ -27,7 +27,10 @@ standing for the sides (history.py finds the points).
 A lesson's effect (the setup a field report warns against, A, against its fix, B): the effect is the ratio of
 the medians oriented so that above 1 is the direction the report describes, and the verdict rests on the runs
 alone (see judge_effect): reproduced when they separate that way, not reproduced when they separate the other
-way or overlap where an effect of the report's size would have cleared the noise, inconclusive otherwise.
+way or overlap where an effect of the report's size would have cleared the noise, inconclusive otherwise. Where
+the runs separate as described but the effect is a small fraction of what the report claimed (its log under
+CLAIM_SHARE of the claim's: ×1.08 where the report saw ×10), the verdict stays "reproduced" (the runs did
+separate) and the judge says so in other words: SEPARATED_SMALL, so a headline never reads the same for both.
 """
 
 from __future__ import annotations
@@ -563,6 +566,7 @@ def judge_sides(a: Side, b: Side, thresholds: dict[str, Any] | None = None, forc
                          run_regressions=run_regressions(a, b), a_runs=a.n, b_runs=b.n,
                          noise=noise_line(a, b, found, limits["alpha"], floor), noise_floor=floor.describe())
 
+
 # ---- a lesson's effect: the warned setup against its fix ------------------------------------------------------
 
 
@@ -584,6 +588,16 @@ CHECK_HOLDS, CHECK_FAILS = "check holds", "check fails"
 
 UNJUDGED = (SINGLE_RUN, TOO_FEW_RUNS, "not measured")
 
+
+JUDGED = ("reproduced", "not reproduced", "inconclusive")
+
+
+# A separation counts as far smaller than claimed when its effect's log is under this share of the claim's log:
+# a quarter on the log scale is ×1.78 against ×10, ×1.11 against ×1.5.
+CLAIM_SHARE = 0.25
+
+
+SEPARATED_SMALL = "separated, far smaller than claimed"
 
 
 def ratio(warned: float, fix: float) -> float:
@@ -683,6 +697,41 @@ class Comparison:
     p_value: float | None = None
     check: bool = False  # a sanity check, shown and never a verdict
     effect_prefix: str = ""  # "≥ " or "≤ " where a histogram bound says only a least or a most effect
+    claimed: float | None = None  # the effect the field report claimed or implies, oriented as `effect`
+    claim: str = ""  # that claim in words: "the report saw ×10", "the report implies at least ×1.5"
+    size: str = ""  # SEPARATED_SMALL where the runs separate as described but the effect is far smaller
+
+    @property
+    def word(self) -> str:
+        """The verdict in the headline's words: SEPARATED_SMALL rather than "reproduced" for a small effect."""
+        return self.size or self.verdict
+
+    @property
+    def headline(self) -> str:
+        """The comparison as a lesson's headline says it: the verdict's word, then the reason with the effect
+        measured set beside the report's claim ("×1.08 where the report saw ×10")."""
+        reason = self.reason
+        if self.claim and self.effect is not None:
+            shown = times(self.effect, self.effect_prefix)
+            reason = reason.replace(shown, f"{shown} where {self.claim}", 1)
+        return f"{self.word}: {reason}" if self.verdict in JUDGED else reason
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What the field report claimed of a measure, as an effect oriented like the measured one, and in words."""
+
+    effect: float
+    said: str
+
+
+def far_smaller(effect: float, claimed: float) -> bool:
+    """Whether a measured effect is a small fraction of the claimed one: under CLAIM_SHARE of it on the log
+    scale, where effects multiply (×1.08 against ×10: 0.08 against 2.3; ×7.6 against ×10 is not). A claim of
+    ×1 or less, or an effect that is not a number above 0, says nothing of size."""
+    if claimed <= 1 or effect <= 0 or math.isinf(effect) or math.isnan(effect):
+        return False
+    return math.log(effect) < CLAIM_SHARE * math.log(claimed)
 
 
 def side_bound(readings: list[tuple[float, str]]) -> str:
@@ -696,9 +745,21 @@ def _oriented(measure: Measure, warned: float, fix: float) -> float:
 
 
 def compare_variants(measure: Measure, warned: list[float], fix: list[float], against: str, warned_bound: str = "",
-                     fix_bound: str = "", why_missing: str = "") -> Comparison:
-    """The effect of one measure and its verdict, from the runs of both sides: none from fewer than MIN_RUNS
-    a side (the noise is then not measured), none from a sanity check (it says only whether it holds)."""
+                     fix_bound: str = "", why_missing: str = "", claim: Claim | None = None) -> Comparison:
+    """The effect of one measure and its verdict, from the runs of both sides, set beside what the field report
+    claimed (`claim`): a headline must say how large the effect was, not only that the runs separated."""
+    found = _compared(measure, warned, fix, against, warned_bound, fix_bound, why_missing)
+    if claim is not None and not found.check and found.effect is not None:
+        found.claimed, found.claim = claim.effect, claim.said
+        if found.verdict == "reproduced" and far_smaller(found.effect, claim.effect):
+            found.size = SEPARATED_SMALL
+    return found
+
+
+def _compared(measure: Measure, warned: list[float], fix: list[float], against: str, warned_bound: str,
+              fix_bound: str, why_missing: str) -> Comparison:
+    """The effect and its verdict from the runs alone: none from fewer than MIN_RUNS a side (the noise is then
+    not measured), none from a sanity check (it says only whether it holds)."""
     if not warned or not fix:
         side = "either side" if not warned and not fix else "the warned side" if not warned else against
         return Comparison(measure.name, against, warned, fix, None, None, "not measured", "not measured",

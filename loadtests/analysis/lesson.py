@@ -17,6 +17,11 @@ sanity check that is zero by construction in one variant cannot go either way):
 - inconclusive: they overlap over a range too wide to tell, or a histogram bound hides the values;
 - incomplete: a variant aborted, recorded nothing or never ran: no verdict rests on it.
 
+The headline sets the effect measured beside the report's claim (claim_of: the pair of figures it quoted, else
+the least effect it implies, `min_effect`), and where the runs separate with an effect far smaller than that
+claim (judge.far_smaller) it says "separated, far smaller than claimed" rather than "reproduced": the verdict
+stays reproduced, the headline does not read the same for ×1.08 and ×7.6.
+
 A growth lesson judges the shape (the quadratic term of value = a + b·n + c·n² over every run: linear per node
 when its 95 % interval holds 0) and the magnitude (the per-node slope against the report's figure over its
 nodes) apart."""
@@ -38,6 +43,7 @@ from loadtests.analysis.judge import (
     SINGLE_RUN,
     TOO_FEW_RUNS,
     UNJUDGED,
+    Claim,
     Comparison,
     compare_variants,
     side_bound,
@@ -46,6 +52,17 @@ from loadtests.analysis.lesson_runs import VariantRuns, feature_states, recorded
 from loadtests.config.lesson import Lesson, Measure
 
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not measured")
+
+
+def claim_of(lesson: Lesson, measure: Measure) -> Claim:
+    """What the field report claimed of this measure, oriented as the measured effect: the ratio of the pair of
+    figures it quoted for it, else the least effect it implies (the measure's `min_effect`)."""
+    figure = lesson.field_report.figure
+    quoted = lesson.field_report.ratio
+    if quoted is not None and str(figure.get("measure") or lesson.deciding.name) == measure.name:
+        effect = 1 / quoted if measure.expect == "lower" else quoted
+        return Claim(effect, f"the report saw ×{effect:.3g}")
+    return Claim(measure.min_effect, f"the report implies at least ×{measure.min_effect:.3g}")
 
 
 @dataclass
@@ -124,7 +141,7 @@ def growth(measure: Measure, runs: VariantRuns, lesson: Lesson) -> tuple[Growth,
     first = per_step[0][1] if per_step else []
     last = per_step[-1][1] if len(per_step) > 1 else []
     against = f"first step ({per_step[0][0]:,} nodes)" if per_step else "first step"
-    return found, compare_variants(measure, last, first, against)
+    return found, compare_variants(measure, last, first, against, claim=claim_of(lesson, measure))
 
 
 def magnitude(found: Growth) -> str:
@@ -155,7 +172,7 @@ def lesson_verdict(lesson: Lesson, comparisons: list[Comparison], variants: list
     deciding = [c for c in comparisons if c.measure == lesson.deciding.name]
     found = {c.verdict for c in deciding}
     headline = "; ".join(f"{c.measure} " + (f"({c.against} to last)" if lesson.growth else f"(warned / {c.against})")
-                         + f": {c.reason}" for c in deciding)  # each reason starts with the effect
+                         + f": {c.headline}" for c in deciding)  # the effect beside the report's claim
     if not found or found == {"not measured"}:
         return "not measured", headline
     if found & {SINGLE_RUN, TOO_FEW_RUNS}:
@@ -193,7 +210,8 @@ def evaluate(lesson: Lesson, folder: Path) -> dict[str, Any]:
                     fix = runs.variant.name
                     missing = [f"{r.variant.name} {r.state}" for r in (warned, runs) if r.state != "complete"]
                     comparisons.append(compare_variants(measure, values[ours], values[fix], fix, bounds[ours],
-                                                        bounds[fix], why_missing="; ".join(missing)))
+                                                        bounds[fix], why_missing="; ".join(missing),
+                                                        claim=claim_of(lesson, measure)))
             if any(values.values()):
                 charted.append(("bars", i, measure, values))
     verdict, headline = lesson_verdict(lesson, comparisons, list(variants.values()))
