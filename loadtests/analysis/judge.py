@@ -638,13 +638,17 @@ class Evidence:
 
 
 def evidence(measure: Measure, warned: list[float], fix: list[float]) -> Evidence:
+    """What the runs say, the side the report expects higher taken as B: whether every run of it lies beyond
+    every run of the other is the same question `direction` answers for compare's intervals (the runs' range
+    standing for each side), and the rank test is stats.py's, where the runs can reach ALPHA."""
     high, low = (fix, warned) if measure.expect == "lower" else (warned, fix)
     pooled = [*warned, *fix]
     smallest = min(pooled)
     p = (stats.mann_whitney_u(high, low).p
          if stats.min_p_value(len(high), len(low)) < ALPHA else None)
+    way = direction(min(low), max(low), min(high), max(high))
     return Evidence(effect=_oriented(measure, statistics.median(warned), statistics.median(fix)),
-                    runs=min(len(warned), len(fix)), up=min(high) > max(low), down=max(high) < min(low), p=p,
+                    runs=min(len(warned), len(fix)), up=way == "up", down=way == "down", p=p,
                     range_ratio=max(pooled) / smallest if smallest > 0 else math.inf)
 
 
