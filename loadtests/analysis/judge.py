@@ -150,7 +150,6 @@ def beyond_noise(way: str, b_low: float, b_high: float, cut: Cutoffs) -> bool | 
     return False
 
 
-
 @dataclass
 class Row:
     """One figure of one step on both sides: `a` and `b` are the medians of each side's values (a bound counted
@@ -569,7 +568,6 @@ def judge_sides(a: Side, b: Side, thresholds: dict[str, Any] | None = None, forc
 
 # ---- a lesson's effect: the warned setup against its fix ------------------------------------------------------
 
-
 # Runs a side needs before a verdict: with fewer, the run-to-run noise is not measured (lesson DEFAULT_REPEAT).
 MIN_RUNS = stats.MIN_SAMPLES
 
@@ -607,8 +605,6 @@ def ratio(warned: float, fix: float) -> float:
     if warned == 0:
         return 0.0
     return warned / fix
-
-
 
 
 def effect_prefix(bounded: str) -> str:

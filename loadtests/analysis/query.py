@@ -91,8 +91,6 @@ def _matcher(labels: dict[str, Any]) -> dict[str, Any]:
     return {k: _one_of(want) if isinstance(want, list) else str(want) for k, want in (labels or {}).items()}
 
 
-
-
 def scrape_reading(step: StepResult, folder: Path, spec: dict[str, Any]) -> Reading:
     """A metric over the step's window, from the /metrics pages kept with it."""
     source, metric, stat = spec.get("page", "apiserver"), spec["metric"], spec.get("stat", "delta")

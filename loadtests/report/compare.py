@@ -34,8 +34,6 @@ def values(side: Side, every: bool = False) -> tuple[Values, dict[tuple[str, str
     return {key: {i: [v for v, _ in got] for i, got in per_step.items()} for key, per_step in found.items()}, rules
 
 
-
-
 def side_series(side: Side, every: bool = False) -> list[figures.Series]:
     """The series to draw for a side: its run's, or for several runs the median per step (SLO lines from the
     first run); `every` takes the shown-only figures of several runs too (a single run's are always there)."""
