@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import results_head  # noqa: E402
-from loadtests.analysis.lesson import LESSON_RESULTS  # noqa: E402
+from loadtests.analysis.lesson_runs import LESSON_RESULTS  # noqa: E402
 from loadtests.config import lesson as lesson_mod  # noqa: E402
 from loadtests.report.lesson import lessons_table  # noqa: E402
 from loadtests.results import RESULTS_FILE  # noqa: E402

@@ -55,3 +55,11 @@ def percent(value: float | None, digits: int = 1) -> str:
 def in_unit(value: float | None, unit: str) -> str:
     """A figure in the base unit of its chart (see figures.CHARTS)."""
     return {"s": duration, "ms": millis, "bytes": size, "%": percent}.get(unit, number)(value)
+
+
+def times(effect: float | None, prefix: str = "") -> str:
+    """An effect as a factor: ×2.41, ×∞ (only the fix measured zero), — (not measured); `prefix` "≥ " or "≤ "
+    where a histogram bound says only how large it is at least or at most."""
+    if effect is None:
+        return "—"
+    return "×∞" if math.isinf(effect) else f"{prefix}×{effect:.2f}"

@@ -4,8 +4,9 @@ Pairwise `loadtest compare` catches a step between two builds; a slow drift over
 pairwise gate. A history lines the runs up by start time and, for every figure `compare` weighs (the same
 figures, `samples.readings`, and the same rules, `rules.py`), finds its change points with Apache Otava's
 E-divisive means (the Hunter variant by Fleming et al.: sliding windows, then a Student's t-test that merges away
-the weak points). Each change point is then judged by the regression rules, as compare judges two runs: worse
-past the rule's margin is a regression, a significant change within it is a change, lower is better.
+the weak points). Each change point is then judged by the judge (judge.py), as compare's two runs are: its
+segments stand for the sides, worse past the rule's margin is a regression, a significant change within it is a
+change, lower is better.
 
 Choices, each also said on the page:
 - A point is one build: a run folder, a report page, or a folder of repeats, whose repeats' median is one point,
@@ -35,7 +36,8 @@ from typing import Any
 
 from loadtests.analysis import figures, stats
 from loadtests.analysis.formats import in_unit
-from loadtests.analysis.rules import limits_from, regressed, rule_text
+from loadtests.analysis.judge import bound_mark, direction, interval, interval_text, least_change, past_threshold
+from loadtests.analysis.rules import limits_from, rule_text
 from loadtests.analysis.samples import Reading, Side, load_side, readings
 from loadtests.errors import CompareError, SetupError
 from loadtests.results import REPORT_SUFFIXES, RunResult
@@ -141,12 +143,10 @@ class Change:
 
     @property
     def direction(self) -> str:
-        """"up" (worse: every figure is lower-is-better), "down" (better) or "overlap" (bounds allow either)."""
-        if self.after_low > self.before_high:
-            return "up"
-        if self.after_high < self.before_low:
-            return "down"
-        return "overlap"
+        """"up" (worse: every figure is lower-is-better), "down" (better) or "overlap" (bounds allow either; a
+        change point between equal segments can only be one of bounds)."""
+        way = direction(self.before_low, self.before_high, self.after_low, self.after_high)
+        return "overlap" if way == "same" else way
 
     @property
     def status(self) -> str:
@@ -166,11 +166,10 @@ class Change:
         """"+60 %"; with bounds the least change they allow ("≥ +40 %"), "?" where they allow either way."""
         if not self.bounded:
             return f"{self.rel_change * 100:+.0f} %"
-        if self.direction == "up" and self.before_high > 0:
-            return f"≥ {(self.after_low - self.before_high) / self.before_high * 100:+.0f} %"
-        if self.direction == "down" and self.before_low > 0 and not math.isinf(self.after_high):
-            return f"≤ {(self.after_high - self.before_low) / self.before_low * 100:+.0f} %"
-        return "?"
+        least = least_change(self.before_low, self.before_high, self.after_low, self.after_high)
+        if least is None or self.direction == "overlap":
+            return "?"
+        return f"{'≥' if self.direction == 'up' else '≤'} {least * 100:+.0f} %"
 
     @property
     def p_text(self) -> str:
@@ -208,12 +207,7 @@ class Track:
 
     def bound(self, k: int) -> str:
         """"<" (at most), ">" (at least), "–" (between), or "" for the k-th measured point."""
-        low, high = self.lows[k], self.highs[k]
-        if low == high:
-            return ""
-        if math.isinf(high):
-            return ">"
-        return "<" if low == 0 else "–"
+        return bound_mark(self.lows[k], self.highs[k])
 
     @property
     def bounds(self) -> list[str]:
@@ -226,14 +220,7 @@ class Track:
 
     def value_text(self, k: int) -> str:
         """The k-th point's value for people, as a bound where the histogram gives no more."""
-        bound, unit = self.bound(k), self.unit
-        if bound == ">":
-            return f"> {in_unit(self.lows[k], unit)}"
-        if bound == "<":
-            return f"< {in_unit(self.highs[k], unit)}"
-        if bound == "–":
-            return f"{in_unit(self.lows[k], unit)}–{in_unit(self.highs[k], unit)}"
-        return in_unit(self.values[k], unit)
+        return interval_text(self.values[k], self.lows[k], self.highs[k], self.unit)
 
 
 @dataclass
@@ -378,10 +365,8 @@ def order(points: list[Point], force: bool = False, notes: list[str] | None = No
 def _median_interval(found: list[Reading]) -> tuple[float, float, float]:
     """A point's value (the median, a bound counted as its value) and where that median truly lies: "<" is at
     most its value (down to 0), ">" at least (up to infinity), as compare reads a side of several runs."""
-    values = [v for v, _ in found]
-    lows = [0.0 if b == "<" else v for v, b in found]
-    highs = [math.inf if b == ">" else v for v, b in found]
-    return statistics.median(values), statistics.median(lows), statistics.median(highs)
+    low, high = interval(found)
+    return statistics.median([v for v, _ in found]), low, high
 
 
 def tracks(points: Sequence[Point]) -> tuple[list[Track], list[str]]:
@@ -462,8 +447,9 @@ def without_latest(track: Track) -> Track:
 
 
 def judge(track: Track, found: list[RawChange], last: int, limits: dict[str, float]) -> list[Change]:
-    """Each change point with its segments' bounds and its verdict by the track's regression rule: worse only
-    when the after segment's lowest mean is past the rule over the before segment's highest."""
+    """Each change point with its segments' bounds and the judge's verdict (judge.past_threshold, as compare
+    judges two sides): worse only when the after segment's lowest mean is past the rule over the before
+    segment's highest."""
     cuts = [0, *[c.index for c in found], len(track.values)]
     judged = []
     for k, raw in enumerate(found):
@@ -475,8 +461,8 @@ def judge(track: Track, found: list[RawChange], last: int, limits: dict[str, flo
                         before_low=_mean(track.lows[before]), before_high=_mean(track.highs[before]),
                         after_low=_mean(track.lows[after]), after_high=_mean(track.highs[after]), bounded=bounded)
         change.latest = change.position == last
-        change.regression = change.direction == "up" and regressed(track.rule, change.before_high,
-                                                                   change.after_low, limits)
+        change.regression = past_threshold(track.rule, change.before_low, change.before_high, change.after_low,
+                                           change.after_high, limits)
         judged.append(change)
     return judged
 

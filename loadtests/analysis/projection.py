@@ -40,9 +40,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import special, stats
 
-from loadtests.analysis import formats
+from loadtests.analysis import formats, stats
 from loadtests.analysis.figures import CHARTS, Chart, Series, series
 from loadtests.analysis.slo import thresholds
 from loadtests.config.plan import default_project_to
@@ -70,7 +69,7 @@ def t_quantile(df: int, confidence: float = CONFIDENCE) -> float:
     """Two-sided Student-t quantile (0.975 for a 95 % band) with `df` degrees of freedom."""
     if df < 1:
         raise ValueError(f"a prediction interval needs at least one degree of freedom (got {df})")
-    return float(stats.t.ppf(0.5 + confidence / 2, df))
+    return stats.t_quantile(0.5 + confidence / 2, df)
 
 
 def _log(x: np.ndarray) -> np.ndarray:
@@ -134,7 +133,7 @@ class Model:
             return (v >= centre).astype(float)
         with np.errstate(invalid="ignore"):
             # Student t's distribution function as a plain ufunc, cheap to call many times
-            spread_out = special.stdtr(self.n - 2, (v - centre) / np.where(exact, 1.0, scale))
+            spread_out = stats.t_cdf(self.n - 2, (v - centre) / np.where(exact, 1.0, scale))
         return np.where(exact, (v >= centre).astype(float), spread_out)
 
     def crossing(self, threshold: float, limit: float = CROSSING_LIMIT_NODES) -> float | None:
@@ -221,7 +220,7 @@ class Fit(Model):
         if len(errors) < 2:
             return self.loo_per_doubling
         rms = math.sqrt(sum(e * e for e in errors) / len(errors))
-        t = float(stats.t.ppf((1 + CONFIDENCE) / 2, len(errors) - 1))
+        t = stats.t_quantile((1 + CONFIDENCE) / 2, len(errors) - 1)
         return max(self.loo_per_doubling, t * math.sqrt(1 + 1 / len(errors)) * rms)
 
     def loo_half_width(self, x: Any) -> np.ndarray:

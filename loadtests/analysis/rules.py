@@ -1,17 +1,21 @@
-"""When a candidate's figure counts as worse than a baseline's: the regression rules, one place for every reader.
+"""When a candidate's figure counts as worse than a baseline's: the regression rules and the cut-offs they give,
+one place for every reader.
 
 Every compared figure is lower-is-better. A rule gives, for a baseline value `a`, the value B must exceed to be
 past the threshold (`threshold`): latency and CPU need both a relative and an absolute margin, so noise on tiny
 numbers (3 ms -> 5 ms, 2 % -> 4 % CPU) is not a regression; memory a relative one; counts (5xx, 429) an absolute
-one. `loadtest compare`, the run report's own comparison with a dropped second report (which applies the cut-offs
-computed here, never rules of its own) and `loadtest history` all decide through it.
+one. The cut-offs (`cutoffs`) add to the threshold the recorded noise either way. The judge (judge.py: `loadtest
+compare`, the baseline gate, the upgrade rehearsal, `loadtest history`) and the run report's own comparison with a
+dropped second report (which applies the cut-offs computed here, never rules of its own) all decide through them.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
+from loadtests.analysis.noise import NoiseRecord
 from loadtests.config.plan import REGRESSION_DEFAULTS
 from loadtests.errors import CompareError
 
@@ -62,3 +66,24 @@ def threshold(rule: str, a: float, limits: dict[str, float]) -> float:
 def regressed(rule: str, a: float, b: float, limits: dict[str, float]) -> bool:
     """Whether B is worse than A beyond the rule's margins."""
     return b > threshold(rule, a, limits)
+
+
+@dataclass(frozen=True)
+class Cutoffs:
+    """What a candidate's figure must pass for each verdict against a baseline's, computed from the baseline
+    alone: the judge decides through these, and a report page compares itself with a dropped second report by
+    applying the numbers its baseline page carries, never rules of its own. B is past the threshold when its
+    lowest possible value exceeds `regress_above`; beyond the recorded noise upwards when its lowest exceeds
+    `noise_above`, downwards when its highest is under `noise_below` (both None without a record)."""
+
+    regress_above: float
+    noise_above: float | None = None
+    noise_below: float | None = None
+
+
+def cutoffs(rule: str, a_low: float, a_high: float, limits: dict[str, float],
+            floor: NoiseRecord | None = None) -> Cutoffs:
+    """A baseline interval's cut-offs (bounds at their worst for a regression: A as high as it can be)."""
+    if floor is None:
+        return Cutoffs(threshold(rule, a_high, limits))
+    return Cutoffs(threshold(rule, a_high, limits), floor.ceiling(a_high), floor.floor_of(a_low))

@@ -10,6 +10,7 @@ itself at the window's close): those stay as recorded.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import zlib
 from collections.abc import Collection
@@ -82,3 +83,18 @@ def recompute(step: StepResult, folder: Path) -> list[str]:
     else:
         missing.append(f"step {step.index + 1}: no etcd end page kept: etcd figures left as recorded")
     return missing
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_page(folder: Path, source: str, which: str, families: frozenset[str], _stamp: int) -> Snapshot | None:
+    return load_scrape(folder, source, which, families=families)
+
+
+def kept_page(folder: Path, source: str, which: str, families: frozenset[str]) -> Snapshot | None:
+    """The named families of a step's kept page, parsed once while it is unchanged: a lesson's measures read the
+    same few pages of several megabytes, each page from every variant's evaluation and the table's."""
+    try:
+        stamp = scrape_path(folder, source, which).stat().st_mtime_ns
+    except OSError:
+        return None
+    return _parsed_page(folder, source, which, families, stamp)

@@ -12,6 +12,9 @@ distribution of U. With ties (common here: values on the same histogram bucket b
 method does not apply and its permutation test visits the splits one by one (seconds at 10 a side), so the splits
 are counted per group of tied values instead (_split_counts). Past those costs, the normal approximation with tie
 and continuity correction (scipy's asymptotic method).
+
+The few other distributions analysis needs (Student's t for the intervals of a slope, a growth's shape and a
+projection's band) are asked of scipy here too, so that scipy is imported in this one module.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import special as scipy_special
 from scipy import stats as scipy_stats
 
 # Exact p-values are computed while they are cheap, which covers any comparison of runs (a handful a side): without
@@ -158,3 +162,23 @@ def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> UTest:
         return UTest(u=u, p=min(1.0, float(counts[far].sum() / counts.sum())), exact=True)
     p = scipy_stats.mannwhitneyu(x, y, method="asymptotic", use_continuity=True).pvalue
     return UTest(u=u, p=float(p), exact=False)
+
+
+def t_quantile(p: float, dof: float) -> float:
+    """Student's t quantile: the value a t-distributed variable with `dof` degrees of freedom falls below with
+    probability p (0.975 gives the half-width factor of a 95 % interval)."""
+    return float(scipy_stats.t.ppf(p, dof))
+
+
+def t_cdf(dof: float, x: np.ndarray | float) -> np.ndarray | float:
+    """Student's t distribution function at x (scipy.special.stdtr), elementwise for an array."""
+    return scipy_special.stdtr(dof, x)
+
+
+def slope_interval(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, tuple[float, float] | None]:
+    """Least-squares slope and its 95 % interval (t with n-2 degrees of freedom); no interval from 2 points."""
+    fitted = scipy_stats.linregress(xs, ys)
+    if len(xs) < 3:
+        return float(fitted.slope), None
+    t = t_quantile(0.975, len(xs) - 2)
+    return float(fitted.slope), (float(fitted.slope - t * fitted.stderr), float(fitted.slope + t * fitted.stderr))

@@ -15,8 +15,8 @@ from loadtests.errors import (
 from loadtests.results.embedded import runs_from_html
 
 if TYPE_CHECKING:
+    from loadtests.analysis.judge import CompareResult
     from loadtests.analysis.samples import Side
-    from loadtests.report.compare import CompareResult
 
 
 def recompute_run(folder: Path) -> None:

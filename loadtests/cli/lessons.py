@@ -81,7 +81,7 @@ def cmd_lesson(args: argparse.Namespace) -> int:
 
 def json_verdict(folder: Path) -> str:
     """The verdict line of a lesson folder's lesson.json: the verdict and its first figure's effect."""
-    from loadtests.analysis.lesson import lesson_record
+    from loadtests.analysis.lesson_runs import lesson_record
 
     data = lesson_record(folder)
     first = next((c for c in data["comparisons"] if c["measure"] == data.get("deciding")), None)
@@ -92,7 +92,7 @@ def json_verdict(folder: Path) -> str:
 
 def variant_states(folder: Path) -> dict[str, str]:
     """Each variant's state in a lesson folder's lesson.json: complete, aborted, recorded nothing, never ran."""
-    from loadtests.analysis.lesson import lesson_record
+    from loadtests.analysis.lesson_runs import lesson_record
 
     data = lesson_record(folder)
     return {name: found["state"] for name, found in (data.get("variants") or {}).items()}

@@ -4,7 +4,7 @@ A lesson (loadtests/lessons/NAME.yaml) is two or more variants of one experiment
 against and the fix — each a plan: the lesson's `base` plan, its `scales` entry (steps for small or medium)
 and the variant's own `plan` overlay, deep-merged in that order and validated like any plan. A growth lesson
 has one variant (role `sweep`) and steps of growing scale. `effect` declares the figures that show the effect
-(how each is read from a step: see analysis/lesson.py) and what the field report leads one to expect. Running
+(how each is read from a step: see analysis/query.py) and what the field report leads one to expect. Running
 a lesson runs each variant on a fresh control plane into OUT/<variant>/ (OUT/<variant>/repeat-<k>/ with
 --repeat), then writes OUT/lesson.html.
 """
@@ -38,7 +38,7 @@ DEFAULT_REPEAT = 3
 
 @dataclass(frozen=True)
 class Measure:
-    """One figure that shows a lesson's effect, and how to read it from a step (see analysis/lesson.py)."""
+    """One figure that shows a lesson's effect, and how to read it from a step (see analysis/query.py)."""
 
     name: str
     unit: str  # "bytes" | "s" | "%" | "count" | "per_s"

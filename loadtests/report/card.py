@@ -2,7 +2,7 @@
 
 The card is what the page's own comparison with a dropped second report needs, computed here by the
 code `loadtest compare` uses: per figure and step, the value as an interval (a histogram bound is a range), its
-text, and the cut-offs a candidate must pass against it (compare.cutoffs: the rules' threshold, the recorded
+text, and the cut-offs a candidate must pass against it (rules.cutoffs: the rules' threshold, the recorded
 noise either way). The page's script only sets the other report's intervals against these numbers; its overlay
 traces are drawn here too, styled as compare draws side B.
 """
@@ -17,11 +17,11 @@ from markupsafe import Markup
 
 from loadtests.analysis import figures, noise, stats
 from loadtests.analysis.formats import in_unit
+from loadtests.analysis.judge import NOT_NOISE_CHECKED, interval
 from loadtests.analysis.noise import NoiseFloor
-from loadtests.analysis.rules import limits_from, rule_text
+from loadtests.analysis.rules import cutoffs, limits_from, rule_text
 from loadtests.analysis.samples import Side, readings
 from loadtests.report import charts, page
-from loadtests.report.compare import NOT_NOISE_CHECKED, cutoffs, interval
 from loadtests.report.redact import redact
 from loadtests.results import RunResult
 

@@ -1,5 +1,5 @@
 """A lesson's page: lesson.html (self-contained) beside lesson.json, its charts, and the markdown table of
-lessons' verdicts; the readings and verdicts are analysis/lesson.py's."""
+lessons' verdicts; the readings are analysis/lesson_runs.py's, the verdicts analysis/lesson.py's."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import json
 import statistics
 from pathlib import Path
 
-from loadtests.analysis.lesson import LESSON_RESULTS, Growth, evaluate, lesson_record, summary, times
+from loadtests.analysis.formats import times
+from loadtests.analysis.lesson import Growth, evaluate, summary
+from loadtests.analysis.lesson_runs import LESSON_RESULTS, lesson_record
 from loadtests.config.lesson import Lesson, Measure
 from loadtests.report import charts, page
 from loadtests.results import RESULTS_FILE

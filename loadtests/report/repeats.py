@@ -5,7 +5,7 @@ of every step as the median of the repeats with its spread (benchstat's "± x %"
 each chart as those medians against nodes with min–max error bars, and counts each step's SLO verdicts over the
 repeats. The folder passes only when every repeat passed (slo.run_passed: complete, nothing saturated, no SLO
 failed); a repeat that recorded no step counts as aborted. Figures, medians and verdicts are the ones the run
-report and compare use (figures.py, compare.py, slo.py), so the three never disagree.
+report and compare use (figures.py, analysis/judge.py, slo.py), so the three never disagree.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from loadtests.analysis import figures, stats
+from loadtests.analysis.judge import Row
 from loadtests.analysis.samples import Side, load_side, repeat_folders
 from loadtests.analysis.slo import Verdict, run_passed, verdicts
 from loadtests.errors import LoadTestError
 from loadtests.report import charts, junit, page
-from loadtests.report.compare import Row, side_series, values
+from loadtests.report.compare import side_series, values
 from loadtests.report.html import REPORT_FILE, banner
 from loadtests.results import RESULTS_FILE, RunResult, StepResult
 

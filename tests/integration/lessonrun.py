@@ -11,7 +11,7 @@ from typing import Any
 import psutil
 
 from loadtests import results
-from loadtests.analysis.lesson import LESSON_RESULTS
+from loadtests.analysis.lesson_runs import LESSON_RESULTS
 from loadtests.controlplane.local import MEMORY_ROOT, clusters_root
 from loadtests.report.lesson import LESSON_PAGE
 from tests.cli import start_loadtest

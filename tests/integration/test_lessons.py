@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from loadtests import results
-from loadtests.analysis.lesson import scrape_reading
 from loadtests.analysis.projection import NOT_PROJECTABLE
+from loadtests.analysis.query import scrape_reading
 from loadtests.analysis.scrapes import step_folder
 from loadtests.report.lesson import LESSON_PAGE
 from tests.integration.lessonrun import Lessons, comparisons, last_step, lesson_summary

@@ -11,7 +11,11 @@ from typing import Any
 
 import pytest
 
-from loadtests.analysis.lesson import LESSON_RESULTS, bias, compare, figure_reading, figure_value, ratio, read, reading
+from loadtests.analysis.judge import SEPARATED_SMALL, Claim, bias, far_smaller, ratio
+from loadtests.analysis.judge import compare_variants as compare
+from loadtests.analysis.lesson import claim_of
+from loadtests.analysis.lesson_runs import LESSON_RESULTS
+from loadtests.analysis.query import figure_reading, figure_value, read, reading
 from loadtests.analysis.scrapes import scrape_path
 from loadtests.config import lesson as lesson_mod
 from loadtests.errors import PlanError
@@ -130,6 +134,34 @@ def test_ratio_and_the_verdicts_of_repeated_runs() -> None:
     lower = _m(expect="lower")
     assert compare(lower, [50.0], [100.0], "fix").effect == 2.0
     assert compare(_m(), [], [1.0], "fix").verdict == "not measured"
+
+
+def test_a_separation_far_smaller_than_claimed_is_not_said_as_reproduced() -> None:
+    """The headline sets the effect beside the claim: runs that separate by ×1.08 where the report saw ×10 do not
+    read as runs that separate by ×7.6; the verdict stays reproduced (they did separate)."""
+    claim = Claim(10.0, "the report saw ×10")
+    small = compare(_m(), [1.08, 1.09, 1.10], [1.0, 1.005, 1.01], "fix", claim=claim)
+    assert small.verdict == "reproduced" and small.size == SEPARATED_SMALL and small.claimed == 10.0
+    assert small.headline.startswith("separated, far smaller than claimed: ×1.08 where the report saw ×10: every run")
+    large = compare(_m(), [7.6, 7.7, 7.5], [1.0, 1.01, 0.99], "fix", claim=claim)
+    assert large.verdict == "reproduced" and large.size == ""
+    assert large.headline.startswith("reproduced: ×7.60 where the report saw ×10: every run")
+    # runs that do not separate the described way are never called small: their own verdict speaks
+    opposite = compare(_m(), [1.0, 1.05, 0.95], [2.0, 2.1, 2.2], "fix", claim=claim)
+    assert opposite.size == "" and opposite.headline.startswith("not reproduced: the opposite: ×0.48 where the report")
+    once = compare(_m(), [1.08], [1.0], "fix", claim=claim)
+    assert once.size == "" and once.headline.startswith("×1.08 where the report saw ×10; single run")
+    assert compare(_m(), [1.08, 1.09, 1.10], [1.0, 1.005, 1.01], "fix").headline.startswith("reproduced: ×1.08: ")
+
+
+def test_far_smaller_is_a_quarter_of_the_claim_on_the_log_scale() -> None:
+    assert far_smaller(1.7, 10) and not far_smaller(1.8, 10)  # a quarter of log(10): ×1.78
+    assert far_smaller(1.1, 1.5) and not far_smaller(1.12, 1.5)  # a quarter of log(1.5): ×1.107
+    assert not far_smaller(math.inf, 10) and not far_smaller(1.01, 1.0) and not far_smaller(0.0, 10)
+    storm = lesson_mod.load("relist-storm")  # it quoted both setups' figures: 20 GB against 2 GB
+    assert claim_of(storm, storm.deciding) == Claim(10.0, "the report saw ×10")
+    disk = lesson_mod.load("etcd-disk")  # no pair quoted: the least effect the report implies
+    assert claim_of(disk, disk.deciding) == Claim(2.0, "the report implies at least ×2")
 
 
 def test_a_single_run_gives_the_effect_and_no_verdict() -> None:
@@ -282,6 +314,8 @@ def test_lesson_page_from_recorded_repeats(tmp_path: Path) -> None:
     assert first["measure"] == "etcd WAL fsync p99" and first["effect"] == pytest.approx(20.0)
     assert first["noise_from"] == "repeats (n=3 a side)"
     assert [c["verdict"] for c in summary["comparisons"][2:]] == ["not measured", "not measured"]
+    assert summary["headline"].startswith("etcd WAL fsync p99 (warned / memory): reproduced: ×20.00 where the report "
+                                          "implies at least ×2: every run of one setup beyond")
     html = page.read_text()
     assert "2 ms per write on networked SSD" in html and "REPRODUCED" in html and "×20.00" in html
     table = lessons_table([tmp_path]).splitlines()

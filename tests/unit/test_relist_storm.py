@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from loadtests.analysis.formats import in_unit
-from loadtests.analysis.lesson import against_report, compare, scrape_reading
+from loadtests.analysis.judge import compare_variants
+from loadtests.analysis.lesson import against_report
+from loadtests.analysis.query import scrape_reading
 from loadtests.analysis.restart import restart_notes
 from loadtests.analysis.scrapes import scrape_path
 from loadtests.binaries.cache import Binaries
@@ -318,7 +320,7 @@ def test_the_lesson_measures_both_setups_and_sets_its_effect_against_the_reports
     assert medium.load["informers"]["count"] >= 50 and medium.steps[0].nodes >= 200 and medium.workers == 2
     assert storm.field_report.ratio == pytest.approx(10.0)
     assert storm.deciding.name == storm.field_report.figure["measure"] == "restarted kube-apiserver peak RSS"
-    found = compare(storm.deciding, [330e6], [300e6], "watch-list")
+    found = compare_variants(storm.deciding, [330e6], [300e6], "watch-list")
     line = against_report(storm, [found])
     assert line == "18.6 GiB against 1.9 GiB in the report, ×10.00; here (restarted kube-apiserver peak RSS): " \
                    "against watch-list ×1.10 (single run)"

@@ -243,7 +243,7 @@ def test_a_bound_against_a_value_is_compared_as_a_bound(tmp_path: Path, floor: N
 
 
 def test_a_median_of_bounds_and_values_is_a_range(tmp_path: Path, floor: NoiseFloor) -> None:
-    from loadtests.report.compare import interval
+    from loadtests.analysis.judge import interval
 
     assert interval([(0.05, "<"), (0.05, "<"), (0.07, "")]) == (0.0, 0.05)  # the median is under 50 ms
     assert interval([(0.05, "<"), (0.06, ""), (0.07, "")]) == (0.06, 0.06)  # a bound below the median: exact

@@ -15,7 +15,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from loadtests.analysis.lesson import read
+from loadtests.analysis.query import read
 from loadtests.analysis.scrapes import scrape_path
 from loadtests.config import lesson as lesson_mod
 from loadtests.config import plan as plan_mod
