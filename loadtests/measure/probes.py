@@ -33,10 +33,14 @@ from loadtests.measure.profiles import ProfileProbe, ProfileSettings
 from loadtests.measure.prometheus import scrape, scrape_apiserver, scrape_instances
 from loadtests.measure.watchers import PodStartupProbe, WatchDelayProbe
 from loadtests.results import StepResult, utc_at
-from loadtests.results.controlled import ControlledPods
-from loadtests.results.etcd import EtcdStats
+from loadtests.results.apiserver import ApiserverSection
+from loadtests.results.audit import AuditSection
+from loadtests.results.controlled import ControlledPods, ControlledSection
+from loadtests.results.etcd import EtcdSection, EtcdStats
 from loadtests.results.flow_control import FlowControlSection
-from loadtests.results.health import ClusterHealth
+from loadtests.results.health import ClusterHealth, HealthSection
+from loadtests.results.objects import ObjectsSection
+from loadtests.results.processes import ProcessesSection
 
 T = TypeVar("T")
 OBJECT_COUNTS_USER_AGENT = "k8s-loadtest/probe-object-counts"
@@ -119,9 +123,8 @@ class _Processes:
         pass  # it sends no request: it samples until fill()
 
     def fill(self, step: StepResult, notes: list[str]) -> None:
-        step.processes = self.sampler.gather()
-        step.machine_cpu_percent = self.sampler.machine_cpu_percent
-        step.machine_cpu_seconds = self.sampler.machine_cpu_seconds
+        step.put(ProcessesSection(self.sampler.gather(), self.sampler.machine_cpu_percent,
+                                  self.sampler.machine_cpu_seconds))
         for component, missing in self.sampler.missing.items():
             notes.append(f"process sampling: {component} pids {missing} did not exist")
         if note := harness_note(step.processes):
@@ -183,7 +186,7 @@ class _Controlled:
         self.gathered = self.probe.gather()
 
     def fill(self, step: StepResult, notes: list[str]) -> None:
-        step.controlled = self.gathered
+        step.put(ControlledSection(self.gathered))
         for kind, found in self.gathered.items():
             if found.unfinished:
                 notes.append(f"controlled pods: {found.unfinished} {kind} generation(s) not done at the window's "
@@ -215,7 +218,7 @@ class _Health:
 
     def fill(self, step: StepResult, notes: list[str]) -> None:
         if self.gathered is not None:  # its trouble stays in its own notes
-            step.health = self.gathered
+            step.put(HealthSection(self.gathered))
 
     def stop(self) -> None:
         self.sampler.stop()
@@ -270,10 +273,11 @@ class _ApiserverScrape(_Quiet):
         start, end, w = self.w.apiserver["start"], self.w.apiserver["end"], self.w
         if end is None:
             return
-        step.server = w.attempt("server latency", lambda: apiserver.server_latencies(start, end)) or []
-        step.requests_by_code = w.attempt("requests by code", lambda: apiserver.requests_by_code(start, end)) or {}
-        step.apiserver = w.attempt("apiserver figures", lambda: apiserver.apiserver_scalars(start, end)) or {}
-        step.storage_objects = w.attempt("storage objects", lambda: apiserver.storage_objects(end)) or {}
+        step.put(ApiserverSection(
+            server=w.attempt("server latency", lambda: apiserver.server_latencies(start, end)) or [],
+            requests_by_code=w.attempt("requests by code", lambda: apiserver.requests_by_code(start, end)) or {},
+            apiserver=w.attempt("apiserver figures", lambda: apiserver.apiserver_scalars(start, end)) or {},
+            storage_objects=w.attempt("storage objects", lambda: apiserver.storage_objects(end)) or {}))
         if start is None:
             notes.append("apiserver figures cover the apiserver's whole life: no start scrape")
 
@@ -306,14 +310,14 @@ class _EtcdScrape(_Quiet):
         if end is not None:
             stats = w.attempt("etcd figures", lambda: etcd.etcd_stats(w.etcd["start"], end))
             if stats is not None:
-                step.etcd = stats
+                step.put(EtcdSection(stats))
                 self._ask_etcd(stats)
                 return
         apiserver_end = w.apiserver["end"]
         if apiserver_end is not None:
             stats = w.attempt("etcd figures from the apiserver", lambda: etcd.etcd_stats_from_apiserver(apiserver_end))
             if stats is not None:
-                step.etcd = stats
+                step.put(EtcdSection(stats))
 
     def _ask_etcd(self, stats: EtcdStats) -> None:
         """What only etcd itself can say: its alarms, and the keys it holds per prefix."""
@@ -363,7 +367,7 @@ class _ObjectCounts(_Quiet):
             client.close()
 
     def fill(self, step: StepResult, notes: list[str]) -> None:
-        step.objects = self.counts
+        step.put(ObjectsSection(self.counts))
 
     def requests(self) -> Mapping[tuple[str, str], int]:
         return self.sent
@@ -389,7 +393,7 @@ class _Audit(_Quiet):
             return
         summary = self.w.attempt("audit log", lambda: self.reader.gather(opened, closed))
         if summary is not None:
-            step.audit = summary
+            step.put(AuditSection(summary))
 
 
 @dataclass(frozen=True)

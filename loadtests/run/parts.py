@@ -38,7 +38,8 @@ from loadtests.measure.profiles import PROFILES_DIR, ProfileSettings
 from loadtests.measure.saturation import RampWitness
 from loadtests.polling import poll_until
 from loadtests.results import StepResult
-from loadtests.results.loadgen import ClientStat
+from loadtests.results.loadgen import ClientStat, LoadgenSection
+from loadtests.results.scheduling import SchedulingSection
 from loadtests.run.cl2 import Cl2Load, PhaseOutcome
 from loadtests.run.fleet import Fleet
 from loadtests.run.join import NodeJoin
@@ -231,7 +232,7 @@ class Cl2Phase(_Part):
         if self.outcome is not None:
             result.notes.extend(self.outcome.notes)
             result.rates.extend(self.outcome.rates)
-            result.scheduling = self.outcome.scheduling
+            result.put(SchedulingSection(self.outcome.scheduling))
 
 
 class Load(_Part):
@@ -302,8 +303,8 @@ class Load(_Part):
     def finish(self, ctx: StepContext, result: StepResult) -> None:
         outcome = self._wait(ctx)
         self.untrack()
-        result.client, result.workers = outcome.client, outcome.workers
-        result.rates[:0] = outcome.rates  # the scenarios' rates first, a phase's after them
+        # the scenarios' rates, before a phase's (which finishes after the load)
+        result.put(LoadgenSection(outcome.client, list(outcome.rates), outcome.workers))
         result.notes.extend(restart_notes(result, scenario_params(ctx.run.plan.load)))
         result.server_requests = server_counts(ctx.count_requests, outcome.client)
         result.notes.extend(outcome.notes)
