@@ -86,10 +86,16 @@ class ProbeSettings:
     selector: str = ""
     apiserver_cpu_skipped: str = ""
 
+    @classmethod
+    def of(cls, plan: Plan) -> ProbeSettings:
+        """Before any part says more: the pod churn's namespace is where pod startup is timed."""
+        return cls(plan.load.get("pod_churn", {}).get("namespace") or objects.NS_CHURN)
+
 
 @dataclass
 class StepContext:
-    """One step as its parts see it: the step, where it writes, what the parts tell each other, its result."""
+    """One step as its parts see it: the step, where it writes, and what the parts tell each other (the result
+    is handed to each part's finish)."""
 
     run: RunParts
     index: int
@@ -97,7 +103,6 @@ class StepContext:
     step_dir: Path
     probes: ProbeSettings
     ramp: dict[str, float | None] = field(default_factory=dict)
-    result: StepResult | None = None  # made by the runner once every part is prepared
     opened: float | None = None  # monotonic time the window opened (the probes' start returned)
     on_open: list[Callable[[], None]] = field(default_factory=list)  # run as the window opens (its first scrape)
     on_close: list[Callable[[], None]] = field(default_factory=list)  # run as it closes (its last scrape)

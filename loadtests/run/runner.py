@@ -39,7 +39,6 @@ from loadtests.errors import (
     full_disk_of,
     write_error_log,
 )
-from loadtests.kube import objects
 from loadtests.kube.rest import RestClient
 from loadtests.load.contract import run_label
 from loadtests.load.remote import MasterBind
@@ -284,8 +283,7 @@ class Runner:
         if self._total:
             remaining = sum(s.warmup_s + s.duration_s for s in self.plan.steps[index:])
             left = f", about {remaining / 60:.1f} min of steps left"
-        ctx = StepContext(shared, index, step, step_folder(self.options.out_dir, index),
-                          ProbeSettings(self.plan.load.get("pod_churn", {}).get("namespace") or objects.NS_CHURN))
+        ctx = StepContext(shared, index, step, step_folder(self.options.out_dir, index), ProbeSettings.of(self.plan))
         self.say(f"{ctx.prefix}: scaling to {step.nodes} nodes, {step.nodes * step.pods_per_node} pods "
                  f"[elapsed {self._elapsed()}{left}]")
         self._check_alive()
@@ -298,9 +296,8 @@ class Runner:
             return StepResult(index=index, name=step.name, nodes=step.nodes, pods_per_node=step.pods_per_node,
                               started_at=results.utc_now(), duration_s=0.0, status="saturated",
                               saturation={"condition": saturated.condition, "evidence": saturated.detail})
-        result = ctx.result = StepResult(index=index, name=step.name, nodes=step.nodes,
-                                         pods_per_node=step.pods_per_node, started_at=results.utc_now(),
-                                         duration_s=step.duration_s, ramp=ctx.ramp)
+        result = StepResult(index=index, name=step.name, nodes=step.nodes, pods_per_node=step.pods_per_node,
+                            started_at=results.utc_now(), duration_s=step.duration_s, ramp=ctx.ramp)
         shared.info.pids = self.target.info().pids  # components restarted since up() have new pids
         self._window(walk, ctx, result)
         saturation.apply(result, saturation.while_measured(result, os.cpu_count()))
