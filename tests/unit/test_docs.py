@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
+from typing import Any
 
 from loadtests.config import plan as plan_mod
 
@@ -36,3 +38,136 @@ def test_the_readme_plan_example_is_a_valid_plan(tmp_path: Path) -> None:
     path.write_text(example)
     plan = plan_mod.load(str(path))
     assert [step.nodes for step in plan.steps] == [100, 1000]
+
+
+# --- docs/plans.md: every plan field the parser accepts, with its default -------------------------------------
+
+PLANS_DOC = ROOT / "docs" / "plans.md"
+REQUIRED = object()  # a field without a default: the plan must give it
+OPAQUE = object()  # a field whose value is data (templates, RBAC rules), not fields of the plan
+# Fields the doc's first block shows with an example value rather than the default, and why.
+EXAMPLE_VALUES = {
+    "name": "the default is the plan file's name, which a doc cannot show",
+    "steps[].pods_per_node": "0 by default (the comment says so); an example plan runs pods",
+    "steps[].warmup_s": "5 by default (the comment says so); the example waits longer",
+    "target.tenants.*.groups": "none by default; the example puts its tenants in a group",
+}
+
+
+def _plan_schema() -> dict[str, Any]:
+    """Every field the plan parser accepts, as a dotted path (`[]` a list's items, `*` a name the plan chooses),
+    with its default; derived from the dataclasses and tables the parser validates against (config/plan.py and
+    the modules it reads sections with)."""
+    from loadtests.config import measure, scenarios, tenants
+
+    def section(prefix: str, value: Any) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        for item in dataclasses.fields(value):
+            fields.update(walk(f"{prefix}{item.name}", getattr(value, item.name), item))
+        return fields
+
+    def walk(path: str, value: Any, item: dataclasses.Field[Any] | None = None) -> dict[str, Any]:
+        if dataclasses.is_dataclass(value):
+            return section(f"{path}.", value)
+        if item is not None and item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING:
+            return {path: REQUIRED}
+        return {path: value}
+
+    plan = plan_mod.Plan(name="", target=plan_mod.Target(), steps=[], load={})
+    schema = section("", plan)
+    for key in ("source", "steps", "load", "slo", "compare", "measure", "target.component_args",
+                "target.tenants"):
+        schema.pop(key)
+    schema.update(section("steps[].", plan_mod.Step(nodes=0)))
+    schema["steps[].nodes"] = REQUIRED
+    schema["steps"] = schema["steps[].join"] = OPAQUE
+    for name, scenario in scenarios.SCENARIOS.items():
+        for key, default in scenario.defaults.items():
+            schema[f"load.scenarios.{name}.{key}"] = OPAQUE if key in scenario.template_lists else default
+    schema.update({f"slo.{key}": value for key, value in plan_mod.DEFAULT_SLO.items()})
+    schema.update({f"compare.{key}": value for key, value in plan_mod.REGRESSION_DEFAULTS.items()})
+    schema.update({f"measure.{probe.name}": probe.default for probe in measure.PROBES})
+    schema.update({f"target.component_args.{component}": [] for component in plan_mod.COMPONENTS})
+    tenant = "target.tenants.*."
+    schema.update({f"{tenant}{item.name}": REQUIRED for item in dataclasses.fields(tenants.Tenant)})
+    schema[f"{tenant}groups"] = []
+    schema[f"{tenant}rules"] = OPAQUE
+    schema.update(section(f"{tenant}flow_schema.", tenants.FlowSchemaSpec()))
+    # sections: a path of their own too, so that `audit: {...}` and `audit.enabled` are both known
+    for path in list(schema):
+        parts = path.split(".")
+        for i in range(1, len(parts)):
+            schema.setdefault(".".join(parts[:i]), OPAQUE)
+    return schema
+
+
+def _yaml_blocks(path: Path) -> list[str]:
+    return re.findall(r"```yaml\n(.*?)```", path.read_text(), re.S)
+
+
+def _flatten(value: Any, path: str = "") -> list[tuple[str, Any]]:
+    """(path, value) of every field of a doc's YAML block, in order, with the schema's `[]` and `*`."""
+    found = [(path, value)] if path else []
+    if isinstance(value, dict):
+        opaque = path.endswith(("rules", "templates", "install", "prefill"))
+        for key, item in ([] if opaque else value.items()):
+            name = "*" if path == "target.tenants" else str(key)
+            found += _flatten(item, f"{path}.{name}" if path else name)
+    elif isinstance(value, list) and path == "steps":
+        for item in value:
+            found += [(f"steps[]{sub[len('steps[]'):]}", v) for sub, v in _flatten(item, "steps[]")]
+    return found
+
+
+def _documented() -> list[tuple[str, Any]]:
+    import yaml
+
+    return [pair for block in _yaml_blocks(PLANS_DOC) for pair in _flatten(yaml.safe_load(block))]
+
+
+def test_every_plan_field_is_in_the_plans_doc() -> None:
+    documented = {path for path, _ in _documented()}
+    missing = sorted(set(_plan_schema()) - documented)
+    assert not missing, f"plan fields the parser accepts that docs/plans.md does not show: {missing}"
+
+
+def test_the_plans_doc_shows_no_field_the_parser_refuses() -> None:
+    unknown = sorted({path for path, _ in _documented()} - set(_plan_schema()))
+    assert not unknown, f"fields docs/plans.md shows that the plan parser does not accept: {unknown}"
+
+
+def test_the_plans_doc_shows_each_field_first_with_its_default() -> None:
+    """Where docs/plans.md first shows a field, the value it gives is the parser's default (or an example,
+    listed in EXAMPLE_VALUES with the reason)."""
+    schema, seen, wrong = _plan_schema(), set(), []
+    for path, value in _documented():
+        if path in seen or path not in schema:
+            continue
+        seen.add(path)
+        default = schema[path]
+        if default is OPAQUE or default is REQUIRED or path in EXAMPLE_VALUES:
+            continue
+        if isinstance(default, list) and isinstance(value, list):
+            value, default = list(value), list(default)
+        if value != default or isinstance(value, bool) != isinstance(default, bool):
+            wrong.append(f"{path}: the doc shows {value!r}, the default is {default!r}")
+    assert not wrong, wrong
+    assert set(EXAMPLE_VALUES) <= seen, sorted(set(EXAMPLE_VALUES) - seen)
+
+
+def test_the_plans_doc_reference_block_is_a_valid_plan(tmp_path: Path) -> None:
+    path = tmp_path / "reference.yaml"
+    path.write_text(_yaml_blocks(PLANS_DOC)[0])
+    plan_mod.load(str(path))
+
+
+def _listed_plans(page: Path) -> set[str]:
+    paragraph = next(p for p in page.read_text().split("\n\n") if "in `loadtests/plans/`" in p)
+    return set(re.findall(r"`([\w-]+)`", paragraph))
+
+
+def test_every_bundled_plan_is_listed_where_the_docs_list_them() -> None:
+    bundled = {path.stem for path in plan_mod.PLANS_DIR.glob("*.yaml")}
+    for page in (PLANS_DOC, README):
+        missing = sorted(bundled - _listed_plans(page))
+        assert not missing, f"{page.name} does not list the bundled plans {missing}"
