@@ -185,7 +185,7 @@ def add_commands(sub: Any) -> None:
                    "pages (instead of the positional A and B)")
     p.add_argument("--b", dest="b_dirs", nargs="+", metavar="DIR", help="side B as one or more folders or report "
                    "pages")
-    p.add_argument("--out")
+    p.add_argument("--out", help="folder for compare.html and compare-junit.xml (default: reports/compare-<A>-vs-<B>)")
     p.add_argument("--threshold", action="append", default=[], metavar="KEY=NUMBER",
                    help="override a regression threshold, e.g. latency_pct=10 (repeatable)")
     p.add_argument("--alpha", default=None, metavar="P",

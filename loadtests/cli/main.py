@@ -140,7 +140,7 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
 
 def _add_cluster_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", default=os.environ.get("LOADTEST_CLUSTER", "default"),
-                        help="name of the local control plane (default: default)")
+                        help="name of the local control plane (default: $LOADTEST_CLUSTER, else default)")
 
 
 def _cluster_command(sub: Any, name: str, func: Any, help_text: str) -> argparse.ArgumentParser:
@@ -156,14 +156,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     p = sub.add_parser("setup", help="provide pinned control-plane binaries (cache, download, or Go build)")
-    p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or versions.DEFAULT_KUBE_VERSION)
+    p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or versions.DEFAULT_KUBE_VERSION,
+                   help="the Kubernetes version to provide (default: $KUBE_VERSION, else "
+                        f"{versions.DEFAULT_KUBE_VERSION})")
     p.add_argument("--previous", action="store_true",
                    help=f"also provide {versions.PREVIOUS_KUBE_VERSION}, the other side of upgrade rehearsals")
     p.set_defaults(func=cmd_setup)
 
     p = sub.add_parser("up", help="start a local control plane on 127.0.0.1 (TLS, client-cert auth)")
     _add_cluster_args(p)
-    p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or versions.DEFAULT_KUBE_VERSION)
+    p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or versions.DEFAULT_KUBE_VERSION,
+                   help="the Kubernetes version to start, provided by `loadtest setup` (default: $KUBE_VERSION, else "
+                        f"{versions.DEFAULT_KUBE_VERSION})")
     p.add_argument("--nodes", type=count_arg, default=0, help="fake nodes to create once it is up")
     p.add_argument("--port", type=port_arg, default=None, help="apiserver port (default: a free one)")
     p.add_argument("--heartbeat-factor", type=factor_arg, default=1.0,
@@ -183,10 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
                      ).add_argument("--orphans", action="store_true",
                                     help="stop every cluster whose run is gone (killed outright), whatever its name")
     _cluster_command(sub, "status", cmd_status, "what runs, where, which versions").add_argument(
-        "--json", action="store_true")
+        "--json", action="store_true", help="print the status as one JSON object (`running` says whether it runs)")
     _cluster_command(sub, "kubeconfig", cmd_kubeconfig, "print the admin kubeconfig path (last line)")
     _cluster_command(sub, "nodes", cmd_nodes, "scale the fake fleet to COUNT Ready nodes").add_argument(
-        "count", type=count_arg)
+        "count", type=count_arg, help="the number of fake nodes to have, each Ready (fewer: the extra are deleted)")
 
     _add_run_commands(sub)
     return parser

@@ -382,11 +382,15 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_capacity)
 
     p = sub.add_parser("rehearse", help="run one plan on two Kubernetes versions and compare them")
-    p.add_argument("--plan", default="default")
-    p.add_argument("--from", dest="from_version", required=True)
-    p.add_argument("--to", dest="to_version", required=True)
-    p.add_argument("--out")
-    p.add_argument("--threshold", action="append", default=[], metavar="KEY=NUMBER")
+    p.add_argument("--plan", default="default", help="plan file, or the name of a bundled plan (default: default)")
+    p.add_argument("--from", dest="from_version", required=True,
+                   help="the Kubernetes version run first, side A (with --rolling: the version it starts on)")
+    p.add_argument("--to", dest="to_version", required=True,
+                   help="the Kubernetes version run second, side B (with --rolling: the version it upgrades to)")
+    p.add_argument("--out", help="results folder: a run folder per version and compare/ (with --rolling: the "
+                                 "run folder) (default: reports/rehearsal-<plan>-<time>)")
+    p.add_argument("--threshold", action="append", default=[], metavar="KEY=NUMBER",
+                   help="override a regression threshold of the comparison, e.g. latency_pct=10 (repeatable)")
     p.add_argument("--rolling", action="store_true",
                    help="rehearse the upgrade itself: start on --from (highly available) and replace each component "
                         "with --to's, one at a time, while the plan's roll step measures (plan section `roll`)")

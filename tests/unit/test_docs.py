@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import re
 from pathlib import Path
@@ -171,3 +172,111 @@ def test_every_bundled_plan_is_listed_where_the_docs_list_them() -> None:
     for page in (PLANS_DOC, README):
         missing = sorted(bundled - _listed_plans(page))
         assert not missing, f"{page.name} does not list the bundled plans {missing}"
+
+
+# --- the command line: every option explained in --help, every flag the docs name real -----------------------
+
+# Flags the docs name in a code span of their own that are not the harness's: the components' (kube-apiserver,
+# etcd), which a plan passes through `target.component_args` or a lesson sets.
+COMPONENT_FLAGS = {
+    "--enable-priority-and-fairness": "kube-apiserver's; the apf-noisy-neighbour lesson turns it off",
+    "--shutdown-watch-termination-grace-period": "kube-apiserver's; the relist-storm lesson passes it",
+    "--etcd-servers-overrides": "kube-apiserver's; the events-etcd and leases-etcd lessons set it",
+    "--quota-backend-bytes": "etcd's; the etcd-quota lesson sets it",
+    "--profiling": "kube-apiserver's; profiles on or off",
+    "--enable-pprof": "etcd's; profiles on or off",
+    "--no-such-flag": "docs/faults.md's example of a component refusing a bad flag",
+}
+# Options without a help text on purpose, and why (none so far).
+HIDDEN_OPTIONS: dict[tuple[str, str], str] = {}
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    from loadtests.cli.main import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def _doc_pages() -> list[Path]:
+    return [README, *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _code(page: Path) -> list[str]:
+    """The page's inline code spans (which may run over a line end), and each line of its fenced blocks other
+    than YAML (comments dropped, lines continued with a backslash joined)."""
+    text = page.read_text()
+    spans: list[str] = []
+    for language, block in re.findall(r"```(\w*)\n(.*?)```", text, re.S):
+        if language != "yaml":
+            spans += [line.split(" #", 1)[0] for line in block.replace("\\\n", " ").splitlines()]
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    spans += [span.replace("\n", " ") for span in re.findall(r"`([^`]+)`", prose)]
+    return spans
+
+
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def _flags_named() -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+    """(page, command, flag) of every flag written after `loadtest <command>` (or after a command's bare name
+    at the start of a code span, as `status --json`), and (page, flag) of flags in code spans of their own."""
+    commands = _commands()
+    with_command: list[tuple[str, str, str]] = []
+    bare: list[tuple[str, str]] = []
+    for page in _doc_pages():
+        for span in _code(page):
+            parts = re.split(r"(?:^|(?<=[\s/]))loadtest\s+(?=[a-z])", span)
+            head, rest = parts[0], parts[1:]
+            first = head.split(maxsplit=1)
+            if first and first[0] in commands and FLAG.search(head):
+                rest.insert(0, head)
+            elif head.lstrip().startswith("--"):
+                bare += [(page.name, flag) for flag in FLAG.findall(head)]
+            for part in rest:
+                command = part.split(maxsplit=1)[0]
+                if command not in commands:  # a word after "loadtest" that is not a command: not an example
+                    continue
+                with_command += [(page.name, command, flag) for flag in FLAG.findall(part)]
+        for block in re.findall(r"```yaml\n(.*?)```", page.read_text(), re.S):  # "(--no-gate overrides)"
+            bare += [(page.name, flag) for line in block.splitlines() for flag in FLAG.findall(line.partition("#")[2])]
+    return with_command, bare
+
+
+def _options(parser: argparse.ArgumentParser) -> set[str]:
+    return {option for action in parser._actions for option in action.option_strings}
+
+
+def test_every_command_and_option_has_a_help_sentence() -> None:
+    from loadtests.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    unexplained = sorted(choice.dest for choice in sub._choices_actions if not (choice.help or "").strip())
+    assert not unexplained, f"commands without a help line in `loadtest --help`: {unexplained}"
+    missing = []
+    for name, parser in _commands().items():
+        for action in parser._actions:
+            key = (name, action.option_strings[0] if action.option_strings else action.dest)
+            if key in HIDDEN_OPTIONS:
+                continue
+            if action.help == argparse.SUPPRESS or not (action.help or "").strip():
+                missing.append(" ".join(key))
+    assert not missing, f"options without a help text: {missing}"
+
+
+def test_every_flag_the_docs_give_a_command_exists_on_it() -> None:
+    commands = _commands()
+    with_command, _ = _flags_named()
+    assert len(with_command) > 50, "the docs' command lines were not found"
+    wrong = sorted({f"{page}: loadtest {command} {flag}" for page, command, flag in with_command
+                    if flag not in _options(commands[command])})
+    assert not wrong, f"flags the docs give a command that it does not have: {wrong}"
+
+
+def test_every_flag_the_docs_name_alone_exists_on_some_command() -> None:
+    every = set().union(*(_options(parser) for parser in _commands().values()))
+    _, bare = _flags_named()
+    assert bare, "the docs' flags in code spans of their own were not found"
+    wrong = sorted({f"{page}: {flag}" for page, flag in bare if flag not in every and flag not in COMPONENT_FLAGS})
+    assert not wrong, f"flags the docs name that no loadtest command has: {wrong}"
