@@ -280,3 +280,36 @@ def test_every_flag_the_docs_name_alone_exists_on_some_command() -> None:
     assert bare, "the docs' flags in code spans of their own were not found"
     wrong = sorted({f"{page}: {flag}" for page, flag in bare if flag not in every and flag not in COMPONENT_FLAGS})
     assert not wrong, f"flags the docs name that no loadtest command has: {wrong}"
+
+
+# --- environment variables: every one the harness reads is in docs/clusters.md's table -----------------------
+
+ENV_DOC = ROOT / "docs" / "clusters.md"
+PACKAGE = ROOT / "loadtests"
+
+
+def _variables_read() -> set[str]:
+    """Every LOADTEST_* name in the package's code, and every variable it reads by a literal name."""
+    found: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text()
+        found.update(re.findall(r"\bLOADTEST_[A-Z][A-Z0-9_]*", text))
+        found.update(re.findall(r"(?:environ\.get|getenv|environ\[)\(?\s*[\"']([A-Z][A-Z0-9_]*)[\"']", text))
+    return found
+
+
+def _variables_documented() -> set[str]:
+    section = ENV_DOC.read_text().split("# Environment variables\n", 1)[1]
+    return set(re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \|", section, re.M))
+
+
+def test_every_environment_variable_the_harness_reads_is_documented() -> None:
+    read = _variables_read()
+    assert {"LOADTEST_CACHE", "LOADTEST_OFFLINE", "XDG_CACHE_HOME"} <= read, read
+    missing = sorted(read - _variables_documented())
+    assert not missing, f"variables the harness reads that docs/clusters.md's table lacks: {missing}"
+
+
+def test_the_environment_table_names_only_variables_the_harness_reads() -> None:
+    stale = sorted(_variables_documented() - _variables_read())
+    assert not stale, f"variables in docs/clusters.md's table that loadtests/ never reads: {stale}"
