@@ -1,7 +1,7 @@
 """Errors meant for people: each carries one line that says what is wrong and what to do.
 
 Exit codes: 0 passed, 1 an SLO failed or a regression, 2 bad input, 3 aborted (a component failed or hung,
-a signal, an unexpected error), 4 the environment (disk full, out of memory).
+a signal, an unexpected error), 4 the environment (disk full, out of memory), 141 the output's reader went away.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ from pathlib import Path
 
 # The one table of exit codes (docs/faults.md shows it; the CLI and every error class use these names)
 EXIT_PASSED, EXIT_SLO_FAILED, EXIT_BAD_INPUT, EXIT_ABORTED, EXIT_ENVIRONMENT = 0, 1, 2, 3, 4
+# 128 + SIGPIPE, as a shell reports a process a broken pipe ended: the reader of the output went away
+# (`loadtest compare A B | head -1`)
+EXIT_OUTPUT_CLOSED = 141
 
 class LoadTestError(Exception):
     """Base of every error the CLI prints as one line and exits non-zero on, without a traceback."""
