@@ -54,6 +54,14 @@ class Saturated(TargetError):
         self.detail = detail
 
 
+class ComponentFailed(TargetError):
+    """A component of a control plane the harness starts exited, or never became ready, while it started (a bad
+    flag in `target.component_args`, a missing file, a port taken meanwhile): the control plane broke, not the
+    command's input. Exit 3 from `loadtest up` as from a run, whose abort it is too."""
+
+    exit_code = EXIT_ABORTED
+
+
 class RunAborted(LoadTestError):
     """A run stopped before its last step (a component died, or the user interrupted)."""
 

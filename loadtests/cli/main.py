@@ -15,7 +15,15 @@ from loadtests.cli.flags import count_arg, factor_arg, port_arg
 from loadtests.cli.output import OutputClosed, flush, output_closed, say, write
 from loadtests.config import versions
 from loadtests.config.topology import ETCD_MEMBERS, MAX_APISERVERS, MAX_REPLICAS, Topology
-from loadtests.errors import EXIT_BAD_INPUT, EXIT_OUTPUT_CLOSED, LoadTestError, write_error_log
+from loadtests.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_OUTPUT_CLOSED,
+    ComponentFailed,
+    EnvironmentProblem,
+    LoadTestError,
+    full_disk_of,
+    write_error_log,
+)
 from loadtests.shutdown import SHUTDOWN, interrupt_reason
 
 
@@ -65,7 +73,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     for line in sum(leftover_lines(), []):
         say(f"warning: {line}")
     plane = _local(args)
-    info = plane.up(log=say)
+    try:
+        info = plane.up(log=say)
+    except ComponentFailed as error:  # as a run says it: a component that died on a full disk is the machine's
+        if full := full_disk_of(plane.folders(), str(error)):
+            raise EnvironmentProblem(f"{full}; {error}"[:600]) from None
+        raise
     if args.nodes:
         _scale(info.access, args.nodes)
     say(f"control plane {args.name!r} is up: {info.access.server} (Kubernetes {info.versions['kubernetes']})")
