@@ -225,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit code (docs/faults.md). Whatever it was doing, a reader of its output that went
     away (`| head -1`) makes it EXIT_OUTPUT_CLOSED, which no verdict shares."""
     SHUTDOWN.install()
-    code = _command(argv)
+    try:
+        code = _command(argv)
+    except BrokenPipeError:  # stderr's reader went away as the error line was said (`2>&1 | head -0`)
+        return EXIT_OUTPUT_CLOSED
     return EXIT_OUTPUT_CLOSED if output_closed() else code
 
 

@@ -76,3 +76,13 @@ def test_another_threads_line_marks_it_and_the_main_threads_next_line_stops_the_
     with pytest.raises(output.OutputClosed):
         output.say("step 2/3: measuring")
     output.say("teardown: stopped etcd")  # once only: teardown's own lines go nowhere, quietly
+
+
+def test_an_error_line_to_a_reader_already_gone_exits_output_closed(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `loadtest compare ... 2>&1 | true`: nobody reads the error line
+    proc = subprocess.run([sys.executable, "-m", "loadtests.cli.main", "compare", str(tmp_path / "none"),
+                           str(tmp_path / "none"), "--out", str(tmp_path / "out")], cwd=REPO, stdout=write_end,
+                          stderr=write_end, stdin=subprocess.DEVNULL, timeout=120, check=False)
+    os.close(write_end)
+    assert proc.returncode == EXIT_OUTPUT_CLOSED
