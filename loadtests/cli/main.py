@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -233,11 +232,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command(argv: list[str] | None) -> int:
+    """The command's exit code; whatever ended it is said in one line on stderr, never as a traceback."""
     try:
         args = build_parser().parse_args(argv)
-    except SystemExit as done:  # --help (its text still in stdout's buffer), or a bad argument said in one line
-        with contextlib.suppress(OutputClosed):
-            flush()
+    except SystemExit as done:  # --help (written through `write`), or a bad argument said in one line
         return done.code if isinstance(done.code, int) else EXIT_BAD_INPUT
     try:
         code = int(args.func(args) or 0)

@@ -77,6 +77,7 @@ def write(text: str) -> None:
 
 
 def say(message: str) -> None:
+    """One line on stdout, flushed; in the main thread, a reader that went away raises OutputClosed (once)."""
     try:
         print(message, flush=True)
     except BrokenPipeError:
