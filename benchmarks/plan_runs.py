@@ -67,9 +67,10 @@ def default_load_plan(folder: Path, name: str, nodes: int, duration_s: float, **
 
 def run_once(plan: str, out: Path, search: bool, force: bool) -> PlanRun:
     """`loadtest run` (or `loadtest capacity`) of the plan into `out`; an SLO failing or a step saturating is a
-    finding here, not an error (--no-gate; the exit code is recorded)."""
-    return run_loadtest(["capacity" if search else "run", "--plan", plan, *([] if search else ["--no-gate"]),
-                         *(["--force"] if force else [])], out)
+    finding here, not an error (--no-gate; the exit code is recorded). A capacity search takes neither --no-gate
+    nor --force: it always runs up to what the machine holds, and its exit code is no verdict."""
+    gate = [] if search else ["--no-gate", *(["--force"] if force else [])]
+    return run_loadtest(["capacity" if search else "run", "--plan", plan, *gate], out)
 
 
 def run_loadtest(arguments: list[str], out: Path) -> PlanRun:

@@ -1,7 +1,7 @@
 """Errors meant for people: each carries one line that says what is wrong and what to do.
 
 Exit codes: 0 passed, 1 an SLO failed or a regression, 2 bad input, 3 aborted (a component failed or hung,
-a signal, an unexpected error), 4 the environment (disk full, out of memory).
+a signal, an unexpected error), 4 the environment (disk full, out of memory), 141 the output's reader went away.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ from pathlib import Path
 
 # The one table of exit codes (docs/faults.md shows it; the CLI and every error class use these names)
 EXIT_PASSED, EXIT_SLO_FAILED, EXIT_BAD_INPUT, EXIT_ABORTED, EXIT_ENVIRONMENT = 0, 1, 2, 3, 4
+# 128 + SIGPIPE, as a shell reports a process a broken pipe ended: the reader of the output went away
+# (`loadtest compare A B | head -1`)
+EXIT_OUTPUT_CLOSED = 141
 
 class LoadTestError(Exception):
     """Base of every error the CLI prints as one line and exits non-zero on, without a traceback."""
@@ -49,6 +52,14 @@ class Saturated(TargetError):
         super().__init__(f"{condition}: {detail}")
         self.condition = condition
         self.detail = detail
+
+
+class ComponentFailed(TargetError):
+    """A component of a control plane the harness starts exited, or never became ready, while it started (a bad
+    flag in `target.component_args`, a missing file, a port taken meanwhile): the control plane broke, not the
+    command's input. Exit 3 from `loadtest up` as from a run, whose abort it is too."""
+
+    exit_code = EXIT_ABORTED
 
 
 class RunAborted(LoadTestError):

@@ -144,6 +144,11 @@ class Shutdown:
         self._leftovers.append(report)
         return lambda: self._leftovers.remove(report) if report in self._leftovers else None
 
+    @property
+    def tearing_down(self) -> bool:
+        """Whether teardown runs now (inside `shielded()`): nothing may be raised into it."""
+        return self._shield > 0
+
     @contextlib.contextmanager
     def shielded(self) -> Iterator[None]:
         """Teardown: signals (and faults) do not interrupt what runs inside."""

@@ -20,7 +20,8 @@ from loadtests.errors import (
 
 def cmd_lesson(args: argparse.Namespace) -> int:
     """Run lessons of the field reports: each variant on a fresh control plane, then the lesson's page. The exit
-    code says whether every run finished (0) or one was aborted (3), not whether a lesson reproduced."""
+    code says whether every run finished (0) or one was aborted (3, or 4 for the environment, as the run said), not
+    whether a lesson reproduced."""
     from loadtests.config import lesson as lesson_mod
     from loadtests.report.lesson import write_lesson_page
 
@@ -45,7 +46,7 @@ def cmd_lesson(args: argparse.Namespace) -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     base = (Path(args.out) if args.out else REPORTS_DIR / (
         f"lesson-{wanted[0]}-{stamp}" if len(wanted) == 1 else f"lessons-{stamp}")).resolve()
-    aborted = False
+    aborted = EXIT_PASSED  # the exit code of the run that ended the lessons, if one did
     lines = []
     for found in lessons:
         folder = base if len(lessons) == 1 else base / found.name
@@ -57,7 +58,7 @@ def cmd_lesson(args: argparse.Namespace) -> int:
             code = (run_plan(plan, folder / variant.name, request) if repeat == 1
                     else run_repeats(plan, folder / variant.name, repeat, request))
             if code in (EXIT_ABORTED, EXIT_ENVIRONMENT):  # a fault or Ctrl-C ends every lesson, as it ends a run
-                aborted = True
+                aborted = code
                 break
         page = write_lesson_page(found, folder)
         verdict = json_verdict(folder)
@@ -76,7 +77,7 @@ def cmd_lesson(args: argparse.Namespace) -> int:
         ran = [base / f.name for f in lessons if (base / f.name / "lesson.json").is_file()]
         (base / "lessons.md").write_text(lessons_table(ran))
         say("lessons:\n" + "\n".join(f"  {line}" for line in lines) + f"\ntable: {base / 'lessons.md'}")
-    return EXIT_ABORTED if aborted else EXIT_PASSED
+    return aborted
 
 
 def json_verdict(folder: Path) -> str:

@@ -11,10 +11,18 @@ from typing import Any
 
 from loadtests.binaries import cache as binaries
 from loadtests.cli.flags import count_arg, factor_arg, port_arg
-from loadtests.cli.output import say
+from loadtests.cli.output import OutputClosed, flush, output_closed, say, write
 from loadtests.config import versions
 from loadtests.config.topology import ETCD_MEMBERS, MAX_APISERVERS, MAX_REPLICAS, Topology
-from loadtests.errors import LoadTestError, write_error_log
+from loadtests.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_OUTPUT_CLOSED,
+    ComponentFailed,
+    EnvironmentProblem,
+    LoadTestError,
+    full_disk_of,
+    write_error_log,
+)
 from loadtests.shutdown import SHUTDOWN, interrupt_reason
 
 
@@ -39,6 +47,13 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
+    def _print_message(self, message: str, file: Any = None) -> None:
+        """--help goes through the command's own stdout writer, so a reader that went away is noticed."""
+        if message and file is sys.stdout:
+            write(message)
+        else:
+            super()._print_message(message, file)
+
 
 def cmd_setup(args: argparse.Namespace) -> int:
     from loadtests.binaries.provide import provide
@@ -57,7 +72,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     for line in sum(leftover_lines(), []):
         say(f"warning: {line}")
     plane = _local(args)
-    info = plane.up(log=say)
+    try:
+        info = plane.up(log=say)
+    except ComponentFailed as error:  # as a run says it: a component that died on a full disk is the machine's
+        if full := full_disk_of(plane.folders(), str(error)):
+            raise EnvironmentProblem(f"{full}; {error}"[:600]) from None
+        raise
     if args.nodes:
         _scale(info.access, args.nodes)
     say(f"control plane {args.name!r} is up: {info.access.server} (Kubernetes {info.versions['kubernetes']})")
@@ -112,7 +132,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     status = _local(args).status()
     orphans, stale = leftover_lines()
     if args.json:
-        print(json.dumps({**status, "orphans": orphans, "stale": stale}, indent=1))
+        say(json.dumps({**status, "orphans": orphans, "stale": stale}, indent=1))
         return 0  # an answer either way ("running" says which), not an error
     for line in orphans + stale:
         say(line)
@@ -134,7 +154,7 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
     status = _local(args).status()
     if not status.get("kubeconfig"):
         raise LoadTestError(f"no cluster named {args.name!r}; start one: loadtest up --name {args.name}")
-    print(status["kubeconfig"])
+    say(status["kubeconfig"])
     return 0
 
 
@@ -205,18 +225,34 @@ def _add_run_commands(sub: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit code (docs/faults.md). Whatever it was doing, a reader of its output that went
+    away (`| head -1`) makes it EXIT_OUTPUT_CLOSED, which no verdict shares."""
     SHUTDOWN.install()
-    args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        code = _command(argv)
+    except BrokenPipeError:  # stderr's reader went away as the error line was said (`2>&1 | head -0`)
+        return EXIT_OUTPUT_CLOSED
+    return EXIT_OUTPUT_CLOSED if output_closed() else code
+
+
+def _command(argv: list[str] | None) -> int:
+    """The command's exit code; whatever ended it is said in one line on stderr, never as a traceback."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # --help (written through `write`), or a bad argument said in one line
+        return done.code if isinstance(done.code, int) else EXIT_BAD_INPUT
+    try:
+        code = int(args.func(args) or 0)
+        flush()
+        return code
+    except OutputClosed:  # nothing more to say: its reader is gone
+        return EXIT_OUTPUT_CLOSED
     except LoadTestError as error:
         print(f"loadtest: {error}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt as interrupt:
         print(f"loadtest: {interrupt_reason(interrupt)}; everything it started has been stopped", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 1
     except Exception as error:  # never a traceback: one line, and the details in a file
         log = write_error_log(binaries.cache_root() / "logs", error)
         print(f"loadtest: unexpected error: {type(error).__name__}: {error}; details in {log}", file=sys.stderr)

@@ -288,7 +288,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     if args.kube_version:
         plan = plan.on_kube_version(args.kube_version)
     search = CapacitySearch(plan, args.max_nodes)
-    request = check_runnable(plan, args, force=True)  # reaching what the machine can hold is the point
+    request = check_runnable(plan, args, force=True)  # reaching what the machine can hold is the point: no --force
     out_dir = (Path(args.out) if args.out else REPORTS_DIR / f"capacity-{new_run_id(plan)}").resolve()
     plan.capacity.max_nodes = search.max_nodes  # recorded with the results, for the report
     run, failure = execute(plan, out_dir, request, search)
@@ -300,12 +300,18 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 def cmd_rehearse(args: argparse.Namespace) -> int:
     """The same plan on two Kubernetes versions, then their comparison: an upgrade rehearsal. With --rolling,
     the upgrade itself: one run that starts on the first version and replaces its components under load."""
+    if args.rolling and args.threshold:
+        raise LoadTestError("--threshold goes without --rolling: a rolling upgrade is one run, judged by its roll "
+                            "checks and SLOs, and compares nothing")
+    if not args.rolling and args.rollback:
+        raise LoadTestError("--rollback goes with --rolling (it rolls the control plane back after the upgrade)")
+    if not args.rolling and args.no_gate:
+        raise LoadTestError("--no-gate goes with --rolling: a rehearsal of two versions exits on their comparison, "
+                            "not on their SLOs")
     plan_from = plan_mod.load(args.plan)
     base = Path(args.out) if args.out else REPORTS_DIR / f"rehearsal-{new_run_id(plan_from)}"
     if args.rolling:
         return rehearse_rolling(plan_from, args, base.resolve())
-    if args.rollback:
-        raise LoadTestError("--rollback goes with --rolling (it rolls the control plane back after the upgrade)")
     codes = []
     folders = []
     plans = [plan_from.on_kube_version(v) for v in (args.from_version, args.to_version)]
@@ -378,7 +384,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--max-nodes", type=count_arg, default=None, help="stop growing here (default: the plan's)")
     p.add_argument("--out", help="results folder (default: reports/capacity-<plan>-<time>)")
     p.add_argument("--kube-version", help="override the plan's Kubernetes version")
-    run_options(p)
+    run_options(p, gated=False)
     p.set_defaults(func=cmd_capacity)
 
     p = sub.add_parser("rehearse", help="run one plan on two Kubernetes versions and compare them")
@@ -400,10 +406,11 @@ def add_commands(sub: Any) -> None:
 
 
 def run_options(p: argparse.ArgumentParser, *, repeat: bool = False, baseline: bool = False,
-                existing: bool = True) -> None:
+                existing: bool = True, gated: bool = True) -> None:
     """The options of every command that runs plans: `repeat` adds --repeat, `baseline` the CI gate's
     --baseline, `existing` the existing-cluster and remote-worker options (lessons start their own local
-    control planes, and never gate)."""
+    control planes, and never gate), `gated` --force and (with `existing`) --no-gate: a capacity search
+    offers neither, as it always runs up to what the machine holds and its exit code is no verdict."""
     if repeat:
         p.add_argument("--repeat", type=count_arg, default=None, metavar="N",
                        help="run the plan N times (fresh control plane each) into OUT/repeat-<k>/ "
@@ -417,11 +424,13 @@ def run_options(p: argparse.ArgumentParser, *, repeat: bool = False, baseline: b
                        help="gate on a --baseline made from another plan (other steps or load); separate from "
                             "--force, which only lets a plan beyond this machine run")
     p.add_argument("--workers", type=count_arg, default=None, help="Locust worker processes (default: the plan's)")
-    p.add_argument("--force", action="store_true", help="run a plan estimated to be beyond this machine")
+    if gated:
+        p.add_argument("--force", action="store_true", help="run a plan estimated to be beyond this machine")
     if not existing:
         worker.add_run_options(p, distributed=False)
         return
-    p.add_argument("--no-gate", action="store_true", help="exit 0 even when an SLO fails")
+    if gated:
+        p.add_argument("--no-gate", action="store_true", help="exit 0 even when an SLO fails")
     p.add_argument("--kubeconfig", help="run against an existing cluster with this kubeconfig")
     p.add_argument("--context", help="the kubeconfig context to use (required with --kubeconfig)")
     p.add_argument("--allow-context", help="confirm the context by repeating its name (safety guard)")

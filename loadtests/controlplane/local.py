@@ -51,7 +51,7 @@ from loadtests.controlplane.processes import (
     started_since_boot,
     wait_for,
 )
-from loadtests.errors import TargetError
+from loadtests.errors import ComponentFailed, TargetError
 from loadtests.kube.access import ClusterAccess, unverified_context
 from loadtests.kube.private import write_private
 from loadtests.shutdown import SHUTDOWN
@@ -251,11 +251,13 @@ class LocalControlPlane:
         untrack = SHUTDOWN.track(state.running_names)
         try:
             self._start_all(bins, state, log)
-        except BaseException:
+        except BaseException as error:
             # Ctrl-C, a dead component or a timeout: leave nothing running
             with SHUTDOWN.shielded():
                 self.group.stop_all()
             untrack()
+            if type(error) is TargetError:  # a component that exited or never became ready: not the input's fault
+                raise ComponentFailed(str(error)) from None
             raise
         state.ready = True
         state.save()

@@ -15,8 +15,7 @@ def test_rehearsal_runs_both_versions_and_compares(bins, tmp_path: Path) -> None
     binaries.find(old)  # `make test` provides both
     plan = write_tiny_plan(tmp_path / "plan.yaml", "rehearsal-check", (10, 10))
     out = tmp_path / "rehearsal"
-    proc = loadtest("rehearse", "--plan", str(plan), "--from", old, "--to", new, "--out", str(out), "--no-gate",
-                    timeout=900)
+    proc = loadtest("rehearse", "--plan", str(plan), "--from", old, "--to", new, "--out", str(out), timeout=900)
     # 0: no regression, 1: regressions flagged; both are a finished rehearsal
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
     for version in (old, new):
