@@ -7,6 +7,7 @@ a signal, an unexpected error), 4 the environment (disk full, out of memory).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import traceback
@@ -178,6 +179,34 @@ def full_disk_of(folders: list[Path], said: str) -> str | None:
         return f"disk full ({NO_SPACE})"
     _folder, (probe, free) = min(known, key=lambda item: item[1][1])
     return f"disk full: {probe} has {free:,} bytes free ({NO_SPACE})"
+
+
+def full_disk_line(full: str, cause: BaseException | str) -> str:
+    """The one line of a run a full disk ended: the disk, then what failed on it ("disk full: /r has 0 bytes
+    free; etcd exited (code 2): ... no space left on device"), the disk said once when what failed is itself the
+    full disk (a write of ours refused, said as "disk full: ..."). A harness error is said as its line; anything
+    else with its type, which says what kind of failure it was."""
+    if isinstance(cause, BaseException):
+        cause = str(cause) if isinstance(cause, LoadTestError) else f"{type(cause).__name__}: {cause}"
+    if not cause or full in cause or cause.startswith("disk full"):
+        return (cause or full)[:600]
+    return f"{full}; {cause}"[:600]
+
+
+def os_reason(error: OSError) -> str:
+    """What an OSError says, in one line and never "None": its strerror ("No space left on device"), or, for
+    shutil.copytree's Error (no strerror: a list of (source, destination, why), one per file), the first file's
+    why and how many more failed."""
+    if error.strerror:
+        return error.strerror
+    failures = error.args[0] if error.args and isinstance(error.args[0], list) else []
+    if not failures:
+        return " ".join(str(error).split())[:300] or type(error).__name__
+    first = failures[0]
+    why = str(first[-1]) if isinstance(first, tuple | list) and first else str(first)
+    why = re.sub(r"^\[Errno \d+\] ", "", " ".join(why.split()))
+    more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+    return f"{why[:300]}{more}"
 
 
 def write_error_log(folder: Path, error: BaseException) -> Path:
