@@ -78,6 +78,7 @@ def unreadable(path: Path, what: str, error: BaseException, fix: str = "") -> Un
 # C0 control characters no text format the harness reads allows (YAML, JSON, /metrics text, HTML): a file
 # holding one is binary, whatever decoding it survives; tab, line feed and carriage return are text
 _CONTROL = frozenset(range(0x20)) - {0x09, 0x0A, 0x0D}
+_CONTROL_BYTE = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # the same, searched at C speed (pages of megabytes)
 _TEXT_FIX = "save it as UTF-8 text"
 
 
@@ -102,11 +103,11 @@ def not_text(data: bytes) -> str | None:
     instead of a UnicodeDecodeError from deep in a parser."""
     if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
         return "UTF-32 text, not UTF-8"
-    control = next((i for i, byte in enumerate(data) if byte in _CONTROL), None)
+    control = _CONTROL_BYTE.search(data)
     if control is not None and _utf16(data):
         return "UTF-16 text, not UTF-8"
     if control is not None:
-        return f"binary bytes, not text: 0x{data[control]:02x} at offset {control}"
+        return f"binary bytes, not text: 0x{data[control.start()]:02x} at offset {control.start()}"
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as error:
