@@ -7,6 +7,7 @@ a signal, an unexpected error), 4 the environment (disk full, out of memory), 14
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import traceback
@@ -85,6 +86,65 @@ def unreadable(path: Path, what: str, error: BaseException, fix: str = "") -> Un
     return UnreadableFile(f"{path}: not a readable {what} ({said})" + (f"; {fix}" if fix else ""))
 
 
+# C0 control characters no text format the harness reads allows (YAML, JSON, /metrics text, HTML): a file
+# holding one is binary, whatever decoding it survives; tab, line feed and carriage return are text
+_CONTROL = frozenset(range(0x20)) - {0x09, 0x0A, 0x0D}
+_CONTROL_BYTE = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # the same, searched at C speed (pages of megabytes)
+_TEXT_FIX = "save it as UTF-8 text"
+
+
+def _utf16(data: bytes) -> bool:
+    """UTF-16 text: a byte-order mark, or bytes that decode as UTF-16 into mostly ASCII, no control characters."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return True
+    for encoding in ("utf-16-le", "utf-16-be"):
+        try:
+            text = data[:len(data) // 2 * 2].decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        ascii_share = sum(" " <= char <= "~" or char in "\t\n\r" for char in text) / max(len(text), 1)
+        if text and ascii_share >= 0.5 and not any(ord(char) in _CONTROL for char in text):
+            return True  # the formats read are mostly ASCII: random bytes decode to anything but that
+    return False
+
+
+def not_text(data: bytes) -> str | None:
+    """Why `data` is not UTF-8 text ("UTF-16 text, not UTF-8", "binary bytes, not text: 0x00 at offset 5",
+    ...), or None when it is: said once here, so every file the harness reads is refused in the same words
+    instead of a UnicodeDecodeError from deep in a parser."""
+    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        return "UTF-32 text, not UTF-8"
+    control = _CONTROL_BYTE.search(data)
+    if control is not None and _utf16(data):
+        return "UTF-16 text, not UTF-8"
+    if control is not None:
+        return f"binary bytes, not text: 0x{data[control.start()]:02x} at offset {control.start()}"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if _utf16(data):
+            return "UTF-16 text, not UTF-8"
+        return (f"not UTF-8 text: byte 0x{data[error.start]:02x} at offset {error.start}, another encoding "
+                "such as Latin-1?")
+    return None
+
+
+def text_of(data: bytes, path: Path, what: str, fix: str = "") -> str:
+    """The text of a file's bytes (UTF-8, a byte-order mark allowed); UnreadableFile naming `path` and why it is
+    not text, exit 2, otherwise. `fix`: what to do about binary bytes (text in another encoding: save as UTF-8)."""
+    why = not_text(data)
+    if why is not None:
+        fix = fix if why.startswith("binary") else _TEXT_FIX
+        raise UnreadableFile(f"{path}: not a readable {what} ({why})" + (f"; {fix}" if fix else ""))
+    return data.decode("utf-8-sig")
+
+
+def read_text(path: Path, what: str, fix: str = "") -> str:
+    """The text of a file the harness reads (a plan, a template, a kubeconfig, results, a kept page), refused in
+    one line when it is not text (text_of); an OSError is left to the caller, who words it for its file."""
+    return text_of(Path(path).read_bytes(), path, what, fix)
+
+
 class EnvironmentProblem(LoadTestError):
     """The machine refused: the disk is full, memory ran out. Not the control plane's doing."""
 
@@ -131,6 +191,34 @@ def full_disk_of(folders: list[Path], said: str) -> str | None:
         return f"disk full ({NO_SPACE})"
     _folder, (probe, free) = min(known, key=lambda item: item[1][1])
     return f"disk full: {probe} has {free:,} bytes free ({NO_SPACE})"
+
+
+def full_disk_line(full: str, cause: BaseException | str) -> str:
+    """The one line of a run a full disk ended: the disk, then what failed on it ("disk full: /r has 0 bytes
+    free; etcd exited (code 2): ... no space left on device"), the disk said once when what failed is itself the
+    full disk (a write of ours refused, said as "disk full: ..."). A harness error is said as its line; anything
+    else with its type, which says what kind of failure it was."""
+    if isinstance(cause, BaseException):
+        cause = str(cause) if isinstance(cause, LoadTestError) else f"{type(cause).__name__}: {cause}"
+    if not cause or full in cause or cause.startswith("disk full"):
+        return (cause or full)[:600]
+    return f"{full}; {cause}"[:600]
+
+
+def os_reason(error: OSError) -> str:
+    """What an OSError says, in one line and never "None": its strerror ("No space left on device"), or, for
+    shutil.copytree's Error (no strerror: a list of (source, destination, why), one per file), the first file's
+    why and how many more failed."""
+    if error.strerror:
+        return error.strerror
+    failures = error.args[0] if error.args and isinstance(error.args[0], list) else []
+    if not failures:
+        return " ".join(str(error).split())[:300] or type(error).__name__
+    first = failures[0]
+    why = str(first[-1]) if isinstance(first, tuple | list) and first else str(first)
+    why = re.sub(r"^\[Errno \d+\] ", "", " ".join(why.split()))
+    more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+    return f"{why[:300]}{more}"
 
 
 def write_error_log(folder: Path, error: BaseException) -> Path:

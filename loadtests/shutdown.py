@@ -57,6 +57,15 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
+def ended_how(code: int | None) -> str:
+    """How a process the harness watched ended, in the same words for each (components, Locust, a remote
+    worker): "killed by SIGKILL" for a negative code (Popen's way of saying a signal ended it), "exited (code
+    2)", or "exited" when its code is not ours to read (a process another harness started)."""
+    if code is None:
+        return "exited"
+    return f"killed by {signal_name(-code)}" if code < 0 else f"exited (code {code})"
+
+
 def interrupt_reason(error: KeyboardInterrupt) -> str:
     """"interrupted by the user (Ctrl-C)", "interrupted by SIGHUP (the terminal or session closed)", ...: what
     ended the run, in the words of its one line."""

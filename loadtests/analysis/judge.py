@@ -416,7 +416,7 @@ def check_comparable(a: Side, b: Side, force: bool) -> list[str]:
     notes = []
     if a.plan_digest != b.plan_digest:
         line = (f"cannot compare {a.run_id} with {b.run_id}: their plans differ (digest {a.plan_digest} vs "
-                f"{b.plan_digest}: other steps or load); pass force to compare anyway")
+                f"{b.plan_digest}: other steps or load); pass --force to compare anyway")
         if not force:
             raise CompareError(line)
         notes.append(f"plans differ (digest {a.plan_digest} vs {b.plan_digest}); compared anyway (forced)")
@@ -425,7 +425,7 @@ def check_comparable(a: Side, b: Side, force: bool) -> list[str]:
         other = b_steps.get(step.index)
         if other is not None and other.nodes != step.nodes:
             line = (f"cannot compare step {step.index}: {step.nodes} nodes in {a.run_id} but {other.nodes} in "
-                    f"{b.run_id}; pass force to compare anyway")
+                    f"{b.run_id}; pass --force to compare anyway")
             if not force:
                 raise CompareError(line)
             notes.append(f"step {step.index} has {step.nodes} nodes in A and {other.nodes} in B (forced)")

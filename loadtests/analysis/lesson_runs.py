@@ -15,7 +15,7 @@ from loadtests.analysis.query import read, reading
 from loadtests.analysis.samples import repeat_folders
 from loadtests.analysis.scrapes import kept_page, step_folder
 from loadtests.config.lesson import Measure, Variant
-from loadtests.errors import UnreadableFile, unreadable
+from loadtests.errors import UnreadableFile, read_text, unreadable
 from loadtests.results import RunResult, StepResult
 
 LESSON_RESULTS = "lesson.json"
@@ -126,11 +126,15 @@ def lesson_record(folder: Path) -> dict[str, Any]:
     """A lesson folder's lesson.json, as written by write_lesson_report; what is not one is refused in one line
     naming the file (exit 2)."""
     path = folder / LESSON_RESULTS
+    fix = "rebuild it: loadtest lesson ... --out on that folder, or remove the folder"
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise unreadable(path, "lesson record", error, "rebuild it: loadtest lesson ... --out on that folder, "
-                         "or remove the folder") from None
+        text = read_text(path, "lesson record", fix)
+    except OSError as error:
+        raise unreadable(path, "lesson record", error, fix) from None
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise unreadable(path, "lesson record", error, fix) from None
     if not isinstance(data, dict) or not isinstance(data.get("comparisons"), list) or "verdict" not in data:
         raise UnreadableFile(f"{path}: not a readable lesson record (no verdict and comparisons)")
     return data

@@ -24,7 +24,7 @@ from typing import Any
 from loadtests import PACKAGE_DIR
 from loadtests.analysis import figures, formats, stats
 from loadtests.analysis.samples import Key, Side, readings
-from loadtests.errors import CompareError
+from loadtests.errors import CompareError, read_text
 
 NOISE_FLOOR_FILE = PACKAGE_DIR / "data" / "noise_floor.json"
 NOISE_FLOOR_ENV = "LOADTEST_NOISE_FLOOR"  # another noise floor file, e.g. one measured on the CI machine
@@ -201,7 +201,7 @@ def load(path: Path | str | None = None) -> NoiseFloor:
     named = path if path is not None else os.environ.get(NOISE_FLOOR_ENV) or None
     target = Path(named) if named else NOISE_FLOOR_FILE
     try:
-        text = target.read_text(encoding="utf-8")
+        text = read_text(target, "noise floor")
     except FileNotFoundError:
         if named:
             raise CompareError(f"noise floor {target}: no such file") from None

@@ -119,11 +119,13 @@ def _expand(folder: Path, verb: str) -> tuple[list[Path], list[str]]:
     return found, notes
 
 
-def load_side(folders: Path | Sequence[Path], label: str, force: bool = False, verb: str = "compare") -> Side:
+def load_side(folders: Path | Sequence[Path], label: str, force: bool = False, verb: str = "compare",
+              force_flag: str = "--force") -> Side:
     """The runs of one side: each folder a run folder or a folder of repeats (repeat-1/, repeat-2/, ...).
 
-    Runs of different plans on one side are refused in one line unless `force`; a note then says so. A folder
-    that cannot be read is refused in one line, "cannot <verb>: ..."."""
+    Runs of different plans on one side are refused in one line unless `force` (the flag that sets it named as
+    `force_flag`, as the user types it); a note then says so. A folder that cannot be read is refused in one
+    line, "cannot <verb>: ..."."""
     named = [Path(folders)] if isinstance(folders, str | Path) else [Path(f) for f in folders]
     if not named:
         raise CompareError(f"cannot {verb}: side {label} names no folder")
@@ -147,7 +149,7 @@ def load_side(folders: Path | Sequence[Path], label: str, force: bool = False, v
         mix = "; ".join(f"digest {d} ({', '.join(names)})" for d, names in digests.items())
         if not force:
             raise CompareError(f"cannot {verb}: side {label} mixes runs of different plans ({mix}); "
-                               "pass --force to compare anyway")
+                               f"pass {force_flag} to compare anyway")
         notes.append(f"side {label} mixes runs of different plans ({mix}); compared anyway (forced)")
     return Side(label=label, runs=runs, folders=paths, notes=notes)
 

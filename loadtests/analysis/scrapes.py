@@ -19,7 +19,7 @@ from pathlib import Path
 from loadtests.analysis import etcd
 from loadtests.analysis import server as apiserver
 from loadtests.analysis.metrics import Snapshot
-from loadtests.errors import unreadable
+from loadtests.errors import text_of, unreadable
 from loadtests.results import StepResult
 
 SCRAPES_DIR = "metrics"
@@ -53,12 +53,16 @@ def load_scrape(folder: Path, source: str, end: str, *, families: Collection[str
         return None
     if families is None:
         families = apiserver.FAMILIES if source == "apiserver" else etcd.FAMILIES
+    fix = "move it away to keep the step's figures as recorded"
     try:
-        text = gzip.decompress(path.read_bytes()).decode()
+        page = gzip.decompress(path.read_bytes())
+    except (OSError, EOFError, zlib.error) as error:  # BadGzipFile is an OSError; a cut file EOFError
+        raise unreadable(path, "kept /metrics page", error, fix) from None
+    text = text_of(page, path, "kept /metrics page", fix)
+    try:
         return Snapshot.parse(text, families=families)
-    except (OSError, EOFError, zlib.error, ValueError) as error:  # BadGzipFile is an OSError; a cut file EOFError
-        raise unreadable(path, "kept /metrics page", error,
-                         "move it away to keep the step's figures as recorded") from None
+    except ValueError as error:
+        raise unreadable(path, "kept /metrics page", error, fix) from None
 
 
 def recompute(step: StepResult, folder: Path) -> list[str]:

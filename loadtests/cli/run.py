@@ -212,7 +212,7 @@ def load_baseline(plan: Plan, args: argparse.Namespace) -> Side | None:
         raise LoadTestError(f"--baseline {folder}: {what}; name the folder of an earlier run of this plan (with its "
                             "results.json, or repeat-*/results.json)")
     try:
-        side = load_side(folder, "A", args.force_baseline)
+        side = load_side(folder, "A", args.force_baseline, force_flag="--force-baseline")
     except CompareError as error:
         raise CompareError(f"--baseline {folder}: {str(error).removeprefix('cannot compare: ')}") from None
     digest = results.plan_digest(plan.to_dict())

@@ -21,7 +21,7 @@ import yaml
 from loadtests import PACKAGE_DIR
 from loadtests.config import plan as plan_mod
 from loadtests.config.plan import Plan, field_error
-from loadtests.errors import PlanError
+from loadtests.errors import PlanError, read_text
 
 LESSONS_DIR = PACKAGE_DIR / "lessons"
 SCALES = ("small", "medium")
@@ -243,7 +243,11 @@ def load(name: str) -> Lesson:
     path = LESSONS_DIR / f"{name}.yaml"
     if not path.is_file():
         raise PlanError(f"unknown lesson {name!r}; known lessons: {', '.join(names())}")
-    return parse(yaml.safe_load(path.read_text()), source=str(path))
+    try:
+        data = yaml.safe_load(read_text(path, "lesson file"))
+    except yaml.YAMLError as error:
+        raise PlanError(f"{path}: not valid YAML ({' '.join(str(error).split())})") from None
+    return parse(data, source=str(path))
 
 
 def load_all() -> list[Lesson]:

@@ -23,7 +23,7 @@ from loadtests.config import tenants as tenants_mod
 from loadtests.config.scenarios import SCENARIOS
 from loadtests.config.topology import Topology
 from loadtests.config.versions import DEFAULT_KUBE_VERSION, check_kube_version
-from loadtests.errors import PlanError, SetupError
+from loadtests.errors import PlanError, SetupError, read_text
 
 PLANS_DIR = PACKAGE_DIR / "plans"
 SectionT = TypeVar("SectionT")
@@ -595,7 +595,7 @@ def load(path: str | Path) -> Plan:
     if not candidate.exists() and (PLANS_DIR / f"{path}.yaml").exists():
         candidate = PLANS_DIR / f"{path}.yaml"
     try:
-        text = candidate.read_text()
+        text = read_text(candidate, "plan", "give a plan file (YAML)")
     except OSError as error:
         bundled = ", ".join(sorted(p.stem for p in PLANS_DIR.glob("*.yaml")))
         raise PlanError(f"{path}: cannot read the plan ({error.strerror}); bundled plans: {bundled}") from None
@@ -604,5 +604,6 @@ def load(path: str | Path) -> Plan:
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "?"
-        raise PlanError(f"{candidate}: {where}: not valid YAML ({getattr(error, 'problem', error)})") from None
+        raise PlanError(f"{candidate}: {where}: not valid YAML "
+                        f"({' '.join(str(getattr(error, 'problem', None) or error).split())})") from None
     return parse(data, source=str(candidate))

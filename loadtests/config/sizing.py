@@ -23,7 +23,7 @@ import psutil
 
 from loadtests import PACKAGE_DIR
 from loadtests.config.plan import Plan
-from loadtests.errors import unreadable
+from loadtests.errors import read_text, unreadable
 
 SIZING_FILE = PACKAGE_DIR / "data" / "sizing.json"
 LEASE_CORES = "lease_cores_per_1000_nodes"  # fleet_hold: every component's CPU over an idle hold, per 1,000 nodes
@@ -33,15 +33,21 @@ PODS_PER_NODE_MEASURED = 3  # the pods per node of the run the memory slope came
 MEMORY_SHARE = 0.8  # of the machine's memory a plan may plan on
 
 
+_SIZING_FIX = "rerun benchmarks/fleet_hold.py and benchmarks/projection_check.py, or restore the file"
+
+
 def measured_costs(path: Path = SIZING_FILE) -> dict[str, Any]:
     """The recorded per-node costs (an empty mapping when none was ever recorded)."""
     try:
-        return json.loads(path.read_text())
+        text = read_text(path, "sizing record", _SIZING_FIX)
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as error:
-        raise unreadable(path, "sizing record", error, "rerun benchmarks/fleet_hold.py and "
-                         "benchmarks/projection_check.py, or restore the file") from None
+    except OSError as error:
+        raise unreadable(path, "sizing record", error, _SIZING_FIX) from None
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise unreadable(path, "sizing record", error, _SIZING_FIX) from None
 
 
 def record(section: str, value: dict[str, Any], command: str, path: Path = SIZING_FILE) -> None:

@@ -23,7 +23,7 @@ import jinja2
 import yaml
 
 from loadtests import PACKAGE_DIR
-from loadtests.errors import PlanError
+from loadtests.errors import PlanError, UnreadableFile, read_text
 from loadtests.kube.objects import MANAGED_BY
 
 TEMPLATES_DIR = PACKAGE_DIR / "objects"  # the bundled templates (a plan names them by file name)
@@ -130,7 +130,9 @@ def read(source: str, path: str, entry: Any, *, fields: frozenset[str] = frozens
         raise PlanError(f"{source}: {path}.input_vars: must be a mapping (got {type(input_vars).__name__})")
     file = find(name, source)
     try:
-        text = file.read_text()
+        text = read_text(file, "template")
+    except UnreadableFile as error:  # the template named, and the plan entry that names it
+        raise PlanError(f"{source}: {path}.template: {error}") from None
     except OSError as error:
         raise PlanError(f"{source}: {path}.template: cannot read {name} ({error.strerror}); give a path beside "
                         f"the plan or a bundled template ({', '.join(bundled())})") from None

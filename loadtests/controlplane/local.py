@@ -51,7 +51,7 @@ from loadtests.controlplane.processes import (
     started_since_boot,
     wait_for,
 )
-from loadtests.errors import ComponentFailed, TargetError
+from loadtests.errors import ComponentFailed, TargetError, os_reason
 from loadtests.kube.access import ClusterAccess, unverified_context
 from loadtests.kube.private import write_private
 from loadtests.shutdown import SHUTDOWN
@@ -714,7 +714,7 @@ class RunControlPlane:
                     if logs.is_dir():
                         shutil.copytree(logs, self.out_dir / KEPT_LOGS, dirs_exist_ok=True)
                 except OSError as error:
-                    self.log(f"warning: control-plane logs not kept ({error.strerror}); they are removed "
+                    self.log(f"warning: control-plane logs not kept ({os_reason(error)}); they are removed "
                              "with the cluster's folder")
                 shutil.rmtree(self.plane.directory, ignore_errors=True)
                 if self._untrack is not None:

@@ -31,7 +31,7 @@ from loadtests.controlplane.logs import error_line, last_line, read_tail
 from loadtests.errors import TargetError
 from loadtests.kube.rest import TRANSPORT_ERRORS, send_once
 from loadtests.polling import poll_until
-from loadtests.shutdown import signal_name
+from loadtests.shutdown import ended_how
 
 LOOPBACK = "127.0.0.1"
 
@@ -348,10 +348,7 @@ def exit_text(code: int | None, log: Path, shown: Path | None = None) -> str:
     """"exited (code 2): failed to open database: ... no space left on device; full log: /x/etcd.log", or
     "killed by SIGKILL; ..." for a negative code (Popen's way of saying a signal ended it). The log is read at
     `log` and named as `shown` (where it will be kept), if given."""
-    if code is not None and code < 0:
-        how = f"killed by {signal_name(-code)}"
-    else:
-        how = f"exited (code {code})" if code is not None else "exited"
+    how = ended_how(code)
     said, named = error_line(log), shown or log
     if said:
         return f"{how}: {said}; full log: {named}"

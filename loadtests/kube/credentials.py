@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from loadtests.errors import AccessRefused, TargetError
+from loadtests.errors import AccessRefused, TargetError, UnreadableFile, text_of
 
 REFRESH_AHEAD_MAX_S = 60.0  # obtain a new token at most this long before the old one expires
 REFRESH_AHEAD_FRACTION = 0.25  # ... and at most this fraction of its lifetime (short-lived test tokens)
@@ -96,9 +96,12 @@ def resolve(kubeconfig: Path, context: str, *, temp_dir: Path | None = None, sho
 
     where = f"kubeconfig {shown_as or kubeconfig}: context {context}"
     try:
-        config = yaml.safe_load(kubeconfig.read_text())
+        config = yaml.safe_load(text_of(kubeconfig.read_bytes(), shown_as or kubeconfig, "kubeconfig"))
+    except UnreadableFile as error:  # its own line names the file; an AccessRefused, as refreshes expect
+        raise AccessRefused(str(error)) from None
     except (OSError, yaml.YAMLError) as error:
-        raise AccessRefused(f"{where}: cannot read it ({getattr(error, 'strerror', None) or error})") from None
+        said = " ".join(str(getattr(error, "strerror", None) or error).split())
+        raise AccessRefused(f"{where}: cannot read it ({said})") from None
     configuration = Configuration()
     obtained_at = clock()
     with _loader_errors() as errors:

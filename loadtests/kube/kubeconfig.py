@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from loadtests.errors import TargetError
+from loadtests.errors import TargetError, read_text, text_of
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.credentials import exec_command_path, refreshing_token, resolve
 from loadtests.kube.private import write_private
@@ -118,7 +118,7 @@ class KubeContext:
         key = self.client_key.place(workdir, "client.key")
         token = self.token
         if token is None and self.token_file is not None:
-            token = _read(self.token_file, self.source, "tokenFile").decode().strip()
+            token = text_of(_read(self.token_file, self.source, "tokenFile"), self.token_file, "token file").strip()
         kubeconfig = write_kubeconfig(workdir / "kubeconfig", self.server, context=self.name, ca=ca,
                                       client_cert=cert, client_key=key, token=token, token_file=self.token_file,
                                       insecure=self.insecure, exec_plugin=self.exec_plugin,
@@ -148,11 +148,12 @@ def _read(path: Path, source: Path, field: str) -> bytes:
 def read_kubeconfig(path: Path) -> dict[str, Any]:
     """The kubeconfig as a mapping, or one line saying why it cannot be used."""
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(read_text(path, "kubeconfig"))
     except OSError as error:
         raise TargetError(f"kubeconfig {path}: cannot read it ({error.strerror})") from None
     except yaml.YAMLError as error:
-        raise TargetError(f"kubeconfig {path}: not valid YAML ({getattr(error, 'problem', error)})") from None
+        problem = " ".join(str(getattr(error, "problem", None) or error).split())
+        raise TargetError(f"kubeconfig {path}: not valid YAML ({problem})") from None
     if not isinstance(data, dict):
         raise TargetError(f"kubeconfig {path}: not a kubeconfig (expected a mapping with clusters, users, contexts)")
     return data

@@ -51,6 +51,7 @@ from loadtests.load.remote import MasterBind
 from loadtests.polling import poll_until
 from loadtests.results.loadgen import ClientStat, RateResult, WorkerStat
 from loadtests.results.processes import CPU_BOUND_PERCENT
+from loadtests.shutdown import ended_how
 
 CSV_PREFIX = "locust"
 WINDOW_FILE = "window-open"
@@ -421,7 +422,7 @@ class LoadGenerator:
         self._refuse_unstarted()
         if code != 0:
             raise LoadGeneratorError(
-                f"Locust exited with code {code}; last lines of {self.log_path}:\n{log_tail(self.log_path, 25)}"
+                f"Locust {ended_how(code)}; last lines of {self.log_path}:\n{log_tail(self.log_path, 25)}"
             )
         return self.outcome()
 

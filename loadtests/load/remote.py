@@ -26,6 +26,7 @@ from loadtests.errors import LoadTestError
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.private import write_private
 from loadtests.polling import poll_until
+from loadtests.shutdown import ended_how
 
 DEFAULT_MASTER_PORT = 5557  # Locust's own default
 WORKER_WAIT_S = 120.0  # default: how long a step's master waits for its workers
@@ -135,7 +136,7 @@ class RemoteWorker:
             if status.state == "refused":
                 raise RemoteWorkerError(f"the master at {self.master} refused this worker: {status.reason}")
             if status.state != "configured":
-                raise RemoteWorkerError(f"the Locust worker for step {served + 1} ended (exit code {status.code}) "
+                raise RemoteWorkerError(f"the Locust worker for step {served + 1} {ended_how(status.code)} "
                                         f"before the master at {self.master} sent it the step; see "
                                         f"{self._log(served + 1)}")
             served += 1

@@ -45,7 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from loadtests.errors import UnreadableFile, unreadable
+from loadtests.errors import UnreadableFile, text_of, unreadable
 from loadtests.results.schema import build
 from loadtests.results.sections import SECTIONS
 
@@ -264,8 +264,10 @@ def load(folder: Path) -> RunResult:
     if text.lstrip()[:1] == b"<":
         raise UnreadableFile(f"{path} holds a web page, not results: give the run folder (reports/<run-id>)")
     try:
-        data = json.loads(text)
-    except ValueError as error:  # UnicodeDecodeError and json's JSONDecodeError both
+        data = json.loads(text_of(text, path, "results file", "rerun the run, or restore the file"))
+    except UnreadableFile:
+        raise  # not text: it says so, naming the file
+    except ValueError as error:
         raise unreadable(path, "results file", error, "it is not JSON; rerun the run, or restore the file") from None
     if not isinstance(data, dict):
         raise UnreadableFile(f"{path}: not a readable results file (a JSON {type(data).__name__}, not a mapping)")

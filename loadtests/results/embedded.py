@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtests.errors import UnreadableFile, unreadable
+from loadtests.errors import UnreadableFile, text_of, unreadable
 from loadtests.results import RunResult, from_dict
 
 EMBEDDED_ID = "loadtest-results"  # the <script type="application/json"> element holding them
@@ -67,11 +67,18 @@ def embedded(path: Path) -> tuple[str, list[EmbeddedRun]]:
 
     path = Path(path)
     try:
-        html = path.read_text(encoding="utf-8", errors="replace")
+        page = path.read_bytes()
     except FileNotFoundError:
         raise UnreadableFile(f"{path}: no such report page") from None
     except OSError as error:
         raise unreadable(path, "report page", error) from None
+    try:
+        html = text_of(page, path, "report page", "give a report.html the harness wrote, or its run folder")
+    except UnreadableFile:
+        # the results inside are ASCII: a page re-saved in another encoding may still hold them
+        html = page.decode("utf-8", errors="replace")
+        if _EMBEDDED_START not in html:
+            raise
     data = _embedded_body(html, path)
     try:
         runs = json.loads(gzip.decompress(base64.b64decode(data.get("runs", ""), validate=True)))

@@ -36,6 +36,7 @@ from loadtests.errors import (
     Saturated,
     TargetError,
     disk_full,
+    full_disk_line,
     full_disk_of,
     write_error_log,
 )
@@ -190,8 +191,7 @@ class Runner:
         fault = SHUTDOWN.take_fault()
         full = full_disk_of([self.options.out_dir, *self.target.folders()], f"{fault or ''} {error}")
         if full:  # a component that died on a full disk, or a write of ours refused: the machine's doing
-            cause = fault or f"{type(error).__name__}: {error}"
-            return EnvironmentProblem(f"{full}; {cause}"[:600])
+            return EnvironmentProblem(full_disk_line(full, fault or error))
         if fault is not None:
             return fault
         if isinstance(error, KeyboardInterrupt):

@@ -14,7 +14,7 @@ from loadtests.cli.run import EXIT_ABORTED, EXIT_PASSED, EXIT_SLO_FAILED, GATE_J
 from loadtests.config import plan as plan_mod
 from tests.cli import error_lines, loadtest, write_tiny_plan
 from tests.unit.noisedata import floor_file
-from tests.unit.reportdata import SAMPLE, copy_run, edited_run, scale_latencies
+from tests.unit.reportdata import SAMPLE, copy_run, edited_run, repeated_run, scale_latencies
 
 
 def _run_with_baseline(tmp_path: Path, baseline: Path, *flags: str):
@@ -48,6 +48,13 @@ def test_baseline_folder_without_results_is_refused_before_the_run(tmp_path: Pat
     (empty / inside).parent.mkdir(parents=True, exist_ok=True)
     (empty / inside).write_text("no results here")
     _refused(_run_with_baseline(tmp_path, empty), "--baseline", "results.json")
+
+
+def test_a_baseline_of_mixed_plans_names_the_flag_that_forces_it(tmp_path: Path) -> None:
+    mixed = repeated_run(tmp_path / "mixed", (1.0, 1.0))
+    edited_run(SAMPLE, mixed / "repeat-2", lambda data: data["plan"]["load"].update(rate=10.0))
+    line = _refused(_run_with_baseline(tmp_path, mixed), "mixes runs of different plans")
+    assert line.endswith("; pass --force-baseline to compare anyway"), line
 
 
 def test_baseline_of_another_plan_is_refused_unless_forced(tmp_path: Path) -> None:

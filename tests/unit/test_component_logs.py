@@ -11,6 +11,7 @@ import pytest
 
 from loadtests.controlplane.logs import ERROR, FATAL, classify, error_line, last_line
 from loadtests.controlplane.processes import ClusterState, ProcessGroup, exit_text, wait_for
+from loadtests.shutdown import ended_how
 
 DATA = Path(__file__).parent / "data"
 
@@ -56,6 +57,21 @@ def test_no_log_and_an_empty_log(tmp_path: Path) -> None:
     assert error_line(tmp_path / "absent.log") is None
     (tmp_path / "empty.log").write_text("")
     assert exit_text(1, tmp_path / "empty.log") == f"exited (code 1); its log is empty: {tmp_path / 'empty.log'}"
+
+
+@pytest.mark.parametrize(("code", "said"), [(-9, "killed by SIGKILL"), (-15, "killed by SIGTERM"),
+                                            (-99, "killed by signal 99"), (2, "exited (code 2)"),
+                                            (0, "exited (code 0)"), (None, "exited")])
+def test_every_watched_process_ends_in_the_same_words(code: int | None, said: str) -> None:
+    assert ended_how(code) == said
+
+
+def test_no_process_is_said_to_exit_with_a_negative_code() -> None:
+    """Locust and remote workers say their end as the components do (ended_how), not "exited with code -9"."""
+    package = Path(__file__).resolve().parents[2] / "loadtests"
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        assert "exited with code" not in text and "exit code {" not in text, path
 
 
 def test_an_exit_names_its_code_or_signal_and_its_error_line(tmp_path: Path) -> None:

@@ -131,12 +131,22 @@ def test_different_plans_are_refused_in_one_line_unless_forced(baseline: Path, t
         compare(baseline, other, tmp_path / "out")
     assert isinstance(refused.value, LoadTestError)
     message = str(refused.value)
-    assert "\n" not in message and "plans differ" in message and "force" in message
+    assert "\n" not in message and "plans differ" in message and message.endswith("; pass --force to compare anyway")
     assert not (tmp_path / "out" / "compare.html").exists()
     forced = compare(baseline, other, tmp_path / "out", force=True)
     assert forced.passed
     assert any("forced" in note for note in forced.notes)
     assert "compared anyway" in forced.html_path.read_text(encoding="utf-8")
+
+
+def test_steps_of_other_scales_are_refused_naming_the_flag_as_typed(baseline: Path, tmp_path: Path) -> None:
+    def other_scale(data: dict) -> None:
+        data["steps"][0]["nodes"] += 1
+
+    other = edited_run(SAMPLE, tmp_path / "b", other_scale)
+    with pytest.raises(CompareError) as refused:
+        compare(baseline, other, tmp_path / "out")
+    assert str(refused.value).endswith("; pass --force to compare anyway")
 
 
 def test_aborted_candidate_is_a_run_regression(baseline: Path, tmp_path: Path) -> None:
