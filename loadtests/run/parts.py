@@ -129,8 +129,13 @@ class StepContext:
         else:
             self.pids.setdefault(component, []).extend(pids)
 
-    def fire(self, hooks: list[Callable[[], None]]) -> Callable[[], None]:
-        return lambda: [hook() for hook in hooks]  # type: ignore[func-returns-value]
+    @staticmethod
+    def fire(hooks: list[Callable[[], None]]) -> Callable[[], None]:
+        """One callable that runs every hook, in order (the list is read when it fires)."""
+        def run() -> None:
+            for hook in hooks:
+                hook()
+        return run
 
 
 class Part(Protocol):
