@@ -442,8 +442,8 @@ class StepProbes:
     """Start before the load, gather after it: every probe of the registry a plan runs (all of them by default),
     each failing alone.
 
-    The scrapes stay available as attributes (start_snapshot, end_snapshot, etcd_start, etcd_end) so the
-    runner can ask further questions, e.g. count_requests() to check client counts against server counts.
+    The apiserver's scrapes stay available (start_snapshot, end_snapshot) so the runner can ask further
+    questions, e.g. count_requests() to check client counts against server counts.
     """
 
     def __init__(self, target_info: TargetInfo, probe_namespace: str, churn_namespace: str, *,
@@ -493,14 +493,6 @@ class StepProbes:
     @property
     def end_snapshot(self) -> Snapshot | None:
         return self.window.apiserver["end"]
-
-    @property
-    def etcd_start(self) -> Snapshot | None:
-        return self.window.etcd["start"]
-
-    @property
-    def etcd_end(self) -> Snapshot | None:
-        return self.window.etcd["end"]
 
     def start(self, on_window_start: Callable[[], None] | None = None,
               on_window_close: Callable[[], None] | None = None) -> None:

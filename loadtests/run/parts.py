@@ -109,7 +109,8 @@ class StepContext:
     # processes the probes measure too (the load's, an instance started in the window); kept until they start
     pids: dict[str, list[int]] = field(default_factory=dict)
     pid_sink: Callable[[str, Iterable[int]], None] | None = None
-    count_requests: Callable[[ClientStat], int | None] = lambda stat: None  # what the apiserver counted of a row
+    # what the apiserver counted of one verb, resource and subresource in the window (the probes' own taken off)
+    count_requests: Callable[[str, str, str], int | None] = lambda verb, resource, subresource: None
 
     @property
     def prefix(self) -> str:
@@ -350,7 +351,7 @@ class Load(_Part):
         return self.load
 
 
-def server_counts(count: Callable[[ClientStat], int | None], client: list[ClientStat]) -> dict[str, int]:
+def server_counts(count: Callable[[str, str, str], int | None], client: list[ClientStat]) -> dict[str, int]:
     """What the apiserver counted for each verb+resource the load sent (e.g. "POST pods"), WATCH aside."""
     counts: dict[str, int] = {}
     for stat in client:
@@ -360,7 +361,7 @@ def server_counts(count: Callable[[ClientStat], int | None], client: list[Client
         resource, _, subresource = rest.split(" ")[0].partition("/")
         key = f"{verb} {resource}" + (f"/{subresource}" if subresource else "")
         if key not in counts:
-            found = count(stat)
+            found = count(verb, resource, subresource)
             if found is not None:
                 counts[key] = found
     return counts
@@ -386,7 +387,7 @@ class Probes(_Part):
             run.info, probe_namespace=objects.NS_PROBE, churn_namespace=settings.churn_namespace,
             scrapes_dir=ctx.step_dir, counted=settings.counted, controlled=settings.controlled,
             objects_selector=settings.selector, profiles=profiles, probes=run.plan.probes())
-        ctx.count_requests = lambda stat: _count(probes, stat)
+        ctx.count_requests = probes.count_requests
         for component, pids in {**ctx.pids, HARNESS: [os.getpid()]}.items():  # the harness itself too
             probes.add_pids(component, pids)
         ctx.pid_sink = probes.add_pids
@@ -402,12 +403,6 @@ class Probes(_Part):
     def abort(self) -> None:
         if self.probes is not None:
             self.probes.stop()
-
-
-def _count(probes: StepProbes, stat: ClientStat) -> int | None:
-    verb, _, rest = stat.name.partition(" ")
-    resource, _, subresource = rest.split(" ")[0].partition("/")
-    return probes.count_requests(verb, resource, subresource)
 
 
 class Replacing(_Part):
