@@ -340,7 +340,7 @@ def rehearse_rolling(plan: Plan, args: argparse.Namespace, out_dir: Path) -> int
 
     from loadtests.binaries.cache import find
     from loadtests.config.versions import upgrade_problem
-    from loadtests.run.roll import RollRequest, roll_order
+    from loadtests.run.roll import RollRequest, window_refusal
 
     if args.kubeconfig or plan.target.kind != "local":
         raise LoadTestError("--rolling replaces the components of a control plane this harness starts: it does not "
@@ -355,14 +355,11 @@ def rehearse_rolling(plan: Plan, args: argparse.Namespace, out_dir: Path) -> int
         plan.target.topology = ROLLING_TOPOLOGY
         say(f"rolling upgrade on {ROLLING_TOPOLOGY.etcd_members} etcd members and {ROLLING_TOPOLOGY.apiservers} "
             "apiservers behind HAProxy (the plan sets no target.topology)")
+    if refused := window_refusal(plan, args.rollback):
+        raise PlanError(refused)
     request = check_runnable(plan, args)
     index = plan_mod.roll_step(plan)
-    step, settings = plan.steps[index], plan.roll
-    instances = len(roll_order(plan.target.topology)) * (2 if args.rollback else 1)
-    least = settings.steady_s + (instances - 1) * settings.pause_s + settings.recovery_s
-    if step.duration_s < least:
-        say(f"warning: step {step.name}'s window ({step.duration_s:g} s) is shorter than the roll's steady seconds, "
-            f"pauses and recovery ({least:g} s, before any restart): the roll may not finish in it")
+    step = plan.steps[index]
     roll = RollRequest(step_index=index, from_bins=find(args.from_version), to_bins=find(args.to_version),
                        rollback=args.rollback)
     say(f"=== rolling upgrade: {plan.name} from {args.from_version} to {args.to_version} in step {step.name}"
