@@ -28,7 +28,7 @@ from typing import Any
 
 import psutil
 
-from loadtests.controlplane.logs import error_line, last_line, read_tail
+from loadtests.controlplane.logs import error_line, last_line
 from loadtests.errors import TargetError
 from loadtests.kube.rest import TRANSPORT_ERRORS, send_once
 from loadtests.polling import poll_until
@@ -406,17 +406,15 @@ def exit_text(code: int | None, log: Path, shown: Path | None = None) -> str:
     """"exited (code 2): failed to open database: ... no space left on device; full log: /x/etcd.log", or
     "killed by SIGKILL; ..." for a negative code (Popen's way of saying a signal ended it). The log is read at
     `log` and named as `shown` (where it will be kept), if given."""
-    how = ended_how(code)
+    return ended_text(ended_how(code), log, shown)
+
+
+def ended_text(how: str, log: Path, shown: Path | None = None) -> str:
+    """`how` a process ended ("exited (code 2)", "did not finish within 90 s"), then in the same line the cause
+    its log gives and where the whole log is: "<how>: <its error line>; full log: <path>", or "<how>; its log
+    ends: <its last line>; ...". The log's tail stays in the log, never in the line."""
     said, named = error_line(log), shown or log
     if said:
         return f"{how}: {said}; full log: {named}"
     last = last_line(log)
     return f"{how}; its log ends: {last}; full log: {named}" if last else f"{how}; its log is empty: {named}"
-
-
-def log_tail(path: Path, lines: int = 8) -> str:
-    """The log's last lines, indented, for a message (read as logs.read_tail reads: its end only)."""
-    content = read_tail(path)
-    if not content and not os.access(path, os.R_OK):
-        return "(no log)"
-    return "\n".join("    " + line[:300] for line in content[-lines:])
