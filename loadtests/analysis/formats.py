@@ -63,3 +63,9 @@ def times(effect: float | None, prefix: str = "") -> str:
     if effect is None:
         return "—"
     return "×∞" if math.isinf(effect) else f"{prefix}×{effect:.2f}"
+
+
+def first_few(items: list[str], shown: int = 3, sep: str = "; ") -> str:
+    """The first `shown` items and how many more: "a; b; c and 4 more", for a line that must stay one line."""
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return sep.join(items[:shown]) + more

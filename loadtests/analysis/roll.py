@@ -138,7 +138,3 @@ def verdicts(step: StepResult) -> list[RollVerdict]:
 def run_verdicts(run: RunResult) -> list[tuple[StepResult, RollVerdict]]:
     return [(step, verdict) for step in run.steps for verdict in verdicts(step)]
 
-
-def roll_passed(run: RunResult) -> bool:
-    """No roll check failed (one not measured does not fail the run, and is said so in the report)."""
-    return not any(verdict.passed is False for _, verdict in run_verdicts(run))

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loadtests.analysis.roll import roll_passed
+from loadtests.analysis.roll import run_verdicts as roll_verdicts
 from loadtests.config.plan import DEFAULT_SLO
 from loadtests.results import RunResult, StepResult
 from loadtests.results.apiserver import ServerLatency
@@ -154,14 +154,26 @@ def verdicts(run: RunResult) -> list[Verdict]:
     return filled
 
 
+def failed_checks(run: RunResult) -> list[str]:
+    """What the gate found failed, each in a few words with its step ("recovery at step 20 nodes"), in step order:
+    a run that did not complete (aborted, or left "running" by a crash), a step that saturated (the control
+    plane did not converge), an SLO, a scheduler-throughput phase that fell short of its threshold, a rolling
+    upgrade's check (not available enough, not recovered, nodes or pods lost, an instance not replaced).
+    Empty: the run passed."""
+    failed = [] if run.status == "complete" else [f"the run did not complete ({run.status})"]
+    slos = [v for v in verdicts(run) if v.passed is False]
+    rolled = [(step, v) for step, v in roll_verdicts(run) if v.passed is False]
+    for step in run.steps:
+        at = f" at step {step.name}"
+        if step.status == "saturated":
+            failed.append(f"saturated{at}")
+        failed += [f"{v.slo} p99{at}" for v in slos if v.step_index == step.index]
+        if step.scheduling is not None and step.scheduling.passed is False:
+            failed.append(f"scheduler throughput{at}")
+        failed += [f"{v.check}{at}" for rolled_at, v in rolled if rolled_at is step]
+    return failed
+
+
 def run_passed(run: RunResult) -> bool:
-    """The gate: the run completed (not aborted, not left "running" by a crash), no step saturated (the
-    control plane did not converge), no SLO failed, no scheduler-throughput phase fell short and no rolling
-    upgrade's check failed."""
-    if run.status != "complete" or any(step.status == "saturated" for step in run.steps):
-        return False
-    if any(step.scheduling is not None and step.scheduling.passed is False for step in run.steps):
-        return False  # a scheduler-throughput phase whose best interval fell short of its threshold
-    if not roll_passed(run):
-        return False  # a rolling upgrade that was not available enough, did not recover or lost nodes or pods
-    return not any(v.passed is False for v in verdicts(run))
+    """The gate: nothing failed (failed_checks)."""
+    return not failed_checks(run)

@@ -21,6 +21,7 @@ def show_history(paths: list[Path], out: Path | None, thresholds: dict[str, floa
     """Read the runs, find the change points, write history.html and history-junit.xml, and say each change
     point in one line; return the History."""
     from loadtests.analysis import history
+    from loadtests.analysis.formats import first_few
     from loadtests.analysis.rules import limits_from
     from loadtests.report.history import write_history
 
@@ -37,9 +38,8 @@ def show_history(paths: list[Path], out: Path | None, thresholds: dict[str, floa
         say(f"note: {note}")
     bounded = [f"step {t.step_name}: {t.label}" for t in result.bounded_tracks]
     if bounded:
-        more = f" and {len(bounded) - 3} more" if len(bounded) > 3 else ""
-        say(f"note: {len(bounded)} figure series hold values that are only histogram bounds ({'; '.join(bounded[:3])}"
-            f"{more}; listed on the page): a change point there is judged at the bounds' worst")
+        say(f"note: {len(bounded)} figure series hold values that are only histogram bounds ({first_few(bounded)}; "
+            "listed on the page): a change point there is judged at the bounds' worst")
     for track, change in result.latest_regressions:
         say(f"REGRESSION  step {track.step_name}: {track.label}: {result.describe(track, change)}, the latest: "
             f"{result.rule_text(track)}")

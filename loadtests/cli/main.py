@@ -107,20 +107,24 @@ def cmd_nodes(args: argparse.Namespace) -> int:
 def _stopped_line(name: str, result: dict[str, Any]) -> str:
     stopped = ", ".join(result["stopped"]) or "nothing was running"
     killed = f" (killed after timeout: {', '.join(result['killed'])})" if result["killed"] else ""
-    return f"{name}: stopped: {stopped}{killed}"
+    left = (f"; its run (pid {result['left_to']}) keeps the logs and removes its folder as it ends"
+            if result.get("left_to") else "")
+    return f"{name}: stopped: {stopped}{killed}{left}"
 
 
 def cmd_down(args: argparse.Namespace) -> int:
     """Stop one named cluster, or (--orphans) every cluster whose run was killed, and remove their keys."""
     from loadtests.controlplane.local import LocalControlPlane, LocalOptions, orphaned_clusters, stale_clusters
+    from loadtests.controlplane.processes import DownRequest
 
+    request = DownRequest.here()  # a run whose cluster this stops says who stopped it
     if not args.orphans:
-        say(_stopped_line(args.name, _local(args).down()))
+        say(_stopped_line(args.name, _local(args).down(request=request)))
         return 0
     found = orphaned_clusters() + stale_clusters()
     for state in found:
         plane = LocalControlPlane(LocalOptions(name=state.name, directory=Path(state.directory)))
-        say(_stopped_line(state.name, plane.down()))
+        say(_stopped_line(state.name, plane.down(request=request)))
     if not found:
         say("no orphaned clusters")
     return 0

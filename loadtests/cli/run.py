@@ -98,6 +98,7 @@ def execute(plan: Plan, out_dir: Path, request: RunRequest, chooser: StepChooser
 
 def run_plan(plan: Plan, out_dir: Path, request: RunRequest, runs_follow: int = 0) -> int:
     """Run one plan into out_dir, write its report, and return the exit code its verdicts call for."""
+    from loadtests.analysis.roll import run_verdicts as roll_verdicts
     from loadtests.analysis.slo import run_passed, verdicts
 
     run, failure = execute(plan, out_dir, request, runs_follow=runs_follow)
@@ -116,12 +117,32 @@ def run_plan(plan: Plan, out_dir: Path, request: RunRequest, runs_follow: int = 
         if step.scheduling is not None and step.scheduling.passed is False:
             say(f"FAILED      step {step.name}: scheduler throughput at best {step.scheduling.max:g} pods/s < "
                 f"{step.scheduling.threshold:g} pods/s")
-    passed = run_passed(run)
-    judged = sum(1 for v in found if v.passed is not None)
-    say(f"{'PASS' if passed else 'FAIL'}: {judged - len(failed)}/{judged} SLO checks passed over "
-        f"{len(run.steps)} steps")
+    for step, check in roll_verdicts(run):
+        if check.passed is False:
+            say(f"FAILED      step {step.name}: {check.check}: {check.value} (needed {check.threshold})")
+    say(final_line(run))
     gate = plan.gate and request.gate
-    return EXIT_PASSED if passed or not gate else EXIT_SLO_FAILED
+    return EXIT_PASSED if run_passed(run) or not gate else EXIT_SLO_FAILED
+
+
+def final_line(run: results.RunResult) -> str:
+    """The run's last line: PASS or FAIL, how many SLO checks passed, and every check that failed by name
+    (SLOs, saturation, scheduler throughput, a rolling upgrade's checks), the first few and how many more."""
+    from loadtests.analysis.slo import failed_checks, verdicts
+
+    judged = [v for v in verdicts(run) if v.passed is not None]
+    failed = failed_checks(run)
+    steps = f"{len(run.steps)} step{'s' if len(run.steps) != 1 else ''}"
+    held = sum(1 for v in judged if v.passed)
+    line = f"{'FAIL' if failed else 'PASS'}: {held}/{len(judged)} SLO checks passed over {steps}"
+    return line + (f"; failed: {named_failures(failed)}" if failed else "")
+
+
+def named_failures(names: list[str]) -> str:
+    """"recovery at step roll, availability at step roll and 2 more": failed checks, the first few, for one line."""
+    from loadtests.analysis.formats import first_few
+
+    return first_few(names, shown=4, sep=", ")
 
 
 def prepare_out_dir(out_dir: Path) -> None:
@@ -247,7 +268,8 @@ def gate_on_baseline(baseline: Side, out_dir: Path, code: int, force: bool = Fal
         suites += [replace(suite, name=f"{tag}: {suite.name}") for suite in junit.run_suites(run)]
     suites += [replace(suite, name=f"baseline: {suite.name}") for suite in junit_suites(result, baseline, candidate)]
     path = junit.write(out_dir / GATE_JUNIT_FILE, f"loadtest gate {candidate.run_id} vs {baseline.run_id}", suites)
-    failed = (["an SLO failed"] if code == EXIT_SLO_FAILED else []) + ([] if result.passed else [result.headline])
+    failed = ([checks_failed(candidate.runs)] if code == EXIT_SLO_FAILED else []) + \
+        ([] if result.passed else [result.headline])
     if failed:
         say(f"GATE FAIL: {'; '.join(failed)} (junit: {path})")
         return EXIT_SLO_FAILED
@@ -255,6 +277,14 @@ def gate_on_baseline(baseline: Side, out_dir: Path, code: int, force: bool = Fal
     also = f"; {changed} change(s) past their threshold, not noise-checked (see above)" if changed else ""
     say(f"GATE PASS: no regression against the baseline {baseline.run_id}{also} (junit: {path})")
     return EXIT_PASSED
+
+
+def checks_failed(runs: list[results.RunResult]) -> str:
+    """"checks failed: recovery at step roll, ..." over every run of a side (each name once), the first few."""
+    from loadtests.analysis.slo import failed_checks
+
+    named = list(dict.fromkeys(name for run in runs for name in failed_checks(run)))
+    return f"checks failed: {named_failures(named)}" if named else "a check of the run failed"
 
 
 def run_repeats(plan: Plan, out_dir: Path, repeat: int, request: RunRequest) -> int:
@@ -340,7 +370,7 @@ def rehearse_rolling(plan: Plan, args: argparse.Namespace, out_dir: Path) -> int
 
     from loadtests.binaries.cache import find
     from loadtests.config.versions import upgrade_problem
-    from loadtests.run.roll import RollRequest, roll_order
+    from loadtests.run.roll import RollRequest, window_refusal
 
     if args.kubeconfig or plan.target.kind != "local":
         raise LoadTestError("--rolling replaces the components of a control plane this harness starts: it does not "
@@ -355,14 +385,11 @@ def rehearse_rolling(plan: Plan, args: argparse.Namespace, out_dir: Path) -> int
         plan.target.topology = ROLLING_TOPOLOGY
         say(f"rolling upgrade on {ROLLING_TOPOLOGY.etcd_members} etcd members and {ROLLING_TOPOLOGY.apiservers} "
             "apiservers behind HAProxy (the plan sets no target.topology)")
+    if refused := window_refusal(plan, args.rollback):
+        raise PlanError(refused)
     request = check_runnable(plan, args)
     index = plan_mod.roll_step(plan)
-    step, settings = plan.steps[index], plan.roll
-    instances = len(roll_order(plan.target.topology)) * (2 if args.rollback else 1)
-    least = settings.steady_s + (instances - 1) * settings.pause_s + settings.recovery_s
-    if step.duration_s < least:
-        say(f"warning: step {step.name}'s window ({step.duration_s:g} s) is shorter than the roll's steady seconds, "
-            f"pauses and recovery ({least:g} s, before any restart): the roll may not finish in it")
+    step = plan.steps[index]
     roll = RollRequest(step_index=index, from_bins=find(args.from_version), to_bins=find(args.to_version),
                        rollback=args.rollback)
     say(f"=== rolling upgrade: {plan.name} from {args.from_version} to {args.to_version} in step {step.name}"

@@ -59,6 +59,11 @@ class Target(Protocol):
         """What to check through every phase of a run: each component's process and health endpoint."""
         ...
 
+    def stopped_from_outside(self) -> str | None:
+        """Why it ended when it was stopped from outside (`loadtest down`, a kill of every component at once),
+        not broken: said in the run's one line instead of the first component the health watch saw end."""
+        ...
+
     def folders(self) -> list[Path]:
         """Where it writes on this machine (its folder, etcd's data, the audit log): a full disk there is the
         environment's doing (exit 4), whichever component it stopped."""

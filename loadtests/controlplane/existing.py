@@ -315,6 +315,10 @@ class ExistingCluster:
         """The local kwok, if ours died; an in-cluster kwok is restarted by its Deployment."""
         return ["kwok"] if self._kwok is not None and not self._kwok.alive() else []
 
+    def stopped_from_outside(self) -> str | None:
+        """Never known here: the cluster is someone else's, and its processes are not ours to watch."""
+        return None
+
     def folders(self) -> list[Path]:
         """Its private folder (credentials, kwok's kubeconfig) and where the local kwok logs."""
         return [p for p in (self.workdir, self.options.log_dir) if p is not None]

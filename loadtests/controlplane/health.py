@@ -74,6 +74,28 @@ def endpoint_check(component: str, record: ProcessRecord | None, url: str, what:
     return HealthCheck(component, probe)
 
 
+STOPPED_TOGETHER_S = 2.0  # after the first component is seen gone, how long the others are watched for
+OUTSIDE = "the control plane was stopped from outside"
+
+
+def stopped_together(gone_at: dict[str, float | None], within_s: float = STOPPED_TOGETHER_S,
+                     resolution_s: float = 0.1) -> str | None:
+    """"every component ended within 0.4 s of each other: the control plane was stopped from outside", when
+    every component, or nearly every one (a kube-apiserver may take its time over its watches), ended within
+    `within_s` of the first: what a `kill` of all of them looks like. No crash takes the others with it that fast
+    (an apiserver whose etcd died retries it, a scheduler whose apiserver died waits out its lease). `gone_at`:
+    each component -> when it was seen gone, in seconds from the first look (`resolution_s` apart), None while
+    it runs. None otherwise: a component that ended alone is named by the health watch, as its own failure."""
+    gone = {name: at for name, at in gone_at.items() if at is not None and at <= within_s}
+    running = [name for name in gone_at if name not in gone]
+    if len(gone) < 2 or len(running) > max(1, len(gone_at) // 4):
+        return None
+    spread = max(max(gone.values()) - min(gone.values()), resolution_s)
+    who = (f"{len(gone)} of {len(gone_at)} components ({', '.join(running)} still running)" if running
+           else "every component")
+    return f"{who} ended within {spread:.1f} s of each other: {OUTSIDE}"
+
+
 class HealthWatch:
     """Runs every check each `interval_s` in a thread; calls `on_fault(reason)` once, when a component's
     failure is final or has lasted `unresponsive_s`, naming every component failing then (see check_once)."""

@@ -7,6 +7,7 @@ to stop exactly what it started), chooses every port itself, and can tear down h
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -38,11 +39,12 @@ from loadtests.controlplane import kwok as kwok_mod
 from loadtests.controlplane import tenants as tenants_mod
 from loadtests.controlplane.audit import AuditLog
 from loadtests.controlplane.base import TargetInfo
-from loadtests.controlplane.health import HealthCheck, endpoint_check
+from loadtests.controlplane.health import OUTSIDE, STOPPED_TOGETHER_S, HealthCheck, endpoint_check, stopped_together
 from loadtests.controlplane.pki import KWOK_USER, LOAD_USER, ClusterPki, create_cluster_pki, write_kubeconfig
 from loadtests.controlplane.processes import (
     LOOPBACK,
     ClusterState,
+    DownRequest,
     ProcessGroup,
     free_ports,
     http_ok,
@@ -54,6 +56,7 @@ from loadtests.controlplane.processes import (
 from loadtests.errors import ComponentFailed, TargetError, os_reason
 from loadtests.kube.access import ClusterAccess, unverified_context
 from loadtests.kube.private import write_private
+from loadtests.polling import poll_until
 from loadtests.shutdown import SHUTDOWN
 
 SERVICE_CIDR = "10.96.0.0/16"
@@ -602,6 +605,31 @@ class LocalControlPlane:
             by_group.setdefault(component_of(instance), []).append(instance)
         return [i for group, lost in by_group.items() if len(lost) > tolerated(group, state) for i in lost]
 
+    def stopped_from_outside(self, settle_s: float = STOPPED_TOGETHER_S) -> str | None:
+        """What ended the control plane when it was stopped from outside, not broken: a `loadtest down` (its
+        request in the cluster folder says who asked, and when), or every component ending within moments of
+        each other (health.stopped_together), watched for up to `settle_s` once one has ended. None while every
+        component runs, or when one ended on its own: the health watch names that one."""
+        if (request := DownRequest.load(self.directory)) is not None:
+            return f"{OUTSIDE} ({request.said()})"
+        state = self.state
+        stopping = self.group.stopping if self.group else set()  # a rolling upgrade's, on purpose
+        records = [r for r in state.processes if r.pid not in stopping] if state else []
+        gone_at: dict[str, float | None] = dict.fromkeys(r.component for r in records)
+        first_look = time.monotonic()
+
+        def all_gone() -> bool:
+            for record in records:
+                if gone_at[record.component] is None and not record.alive():
+                    gone_at[record.component] = time.monotonic() - first_look
+            return all(at is not None for at in gone_at.values())
+
+        all_gone()
+        if all(at is None for at in gone_at.values()):
+            return None
+        poll_until(all_gone, settle_s, interval_s=0.1)
+        return stopped_together(gone_at, settle_s)
+
     def health_checks(self) -> list[HealthCheck]:
         """Each component's process and its health endpoint, those others depend on first (etcd before
         kube-apiserver), so a hung etcd is named as the cause rather than the apiserver it stalls."""
@@ -640,13 +668,21 @@ class LocalControlPlane:
                 for record in state.processes if (found := check(record.component)) is not None]
 
     # -------------------------------------------------------------------------------------------- down
-    def down(self, keep_files: bool = False, timeout_s: float = 15.0) -> dict[str, Any]:
+    def down(self, keep_files: bool = False, timeout_s: float = 15.0,
+             request: DownRequest | None = None) -> dict[str, Any]:
         """Stop every recorded process by pid (SIGKILL after timeout_s) and check that none of them still
         holds a port; then remove the cluster's folder (its keys with it) unless keep_files. Signals do not
-        cut it short."""
+        cut it short. `request`: who asked (`loadtest down`), written in the folder before anything stops, so a
+        run that owns the cluster says it was stopped from outside; that run, alive, removes the folder itself
+        as it ends (keeping its logs): `left_to` names it."""
         state = ClusterState.load(self.directory) if self.state is None else self.state
         if state is None:
-            return {"stopped": [], "killed": []}
+            return {"stopped": [], "killed": [], "left_to": 0}
+        owner = state.owner_pid if request is not None and state.tied_to_owner and state.owner_alive() else 0
+        if request is not None:
+            with contextlib.suppress(OSError):  # a folder that takes no file: the run names a component instead
+                request.save(self.directory)
+        keep_files = keep_files or bool(owner)
         with SHUTDOWN.shielded():
             pids = [p.pid for p in state.processes]
             group = self.group or ProcessGroup(state, self.directory / "logs")
@@ -662,7 +698,7 @@ class LocalControlPlane:
             self.haproxy_socket.unlink(missing_ok=True)  # HAProxy leaves it when killed
             if not keep_files:
                 shutil.rmtree(self.directory, ignore_errors=True)
-        return {"stopped": stopped, "killed": killed}
+        return {"stopped": stopped, "killed": killed, "left_to": owner}
 
 
 RUN_STOP_TIMEOUT_S = 5.0
@@ -694,6 +730,9 @@ class RunControlPlane:
 
     def health_checks(self) -> list[HealthCheck]:
         return self.plane.health_checks()
+
+    def stopped_from_outside(self) -> str | None:
+        return self.plane.stopped_from_outside()
 
     def replace(self, instance: str, bins: Binaries) -> Replacement:
         return self.plane.replace(instance, bins, log=self.log)

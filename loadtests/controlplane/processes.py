@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import getpass
 import json
 import os
 import signal
@@ -27,7 +28,7 @@ from typing import Any
 
 import psutil
 
-from loadtests.controlplane.logs import error_line, last_line, read_tail
+from loadtests.controlplane.logs import error_line, last_line
 from loadtests.errors import TargetError
 from loadtests.kube.rest import TRANSPORT_ERRORS, send_once
 from loadtests.polling import poll_until
@@ -202,6 +203,62 @@ class ClusterState:
         return [f"{p.component} (pid {p.pid})" for p in self.running()]
 
 
+DOWN_REQUEST = "down-request.json"  # in the cluster folder: who asked `loadtest down` to stop it, and when
+
+
+@dataclass(frozen=True)
+class DownRequest:
+    """Who asked for a cluster to be stopped (`loadtest down`), written in its folder before anything stops: the
+    run that owns the cluster then says that its control plane was stopped from outside, and by whom, rather than
+    naming the first component it saw end. What cannot be known (no terminal, no parent) is left empty."""
+
+    pid: int
+    user: str
+    at: str  # local time of the request, HH:MM:SS
+    tty: str = ""
+    parent: str = ""  # the command that ran `loadtest down` (a shell, a script, make)
+
+    @classmethod
+    def here(cls) -> DownRequest:
+        """This process's request: its pid, user, terminal and parent command, now."""
+        me = psutil.Process()
+        tty, parent = "", ""
+        with contextlib.suppress(psutil.Error, AttributeError):
+            tty = me.terminal() or ""
+        with contextlib.suppress(psutil.Error, AttributeError):
+            above = me.parent()
+            parent = " ".join(above.cmdline())[:80] if above is not None else ""
+        return cls(pid=me.pid, user=_user(), at=time.strftime("%H:%M:%S"), tty=tty, parent=parent)
+
+    def save(self, directory: Path) -> None:
+        path = directory / DOWN_REQUEST
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self)))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, directory: Path) -> DownRequest | None:
+        try:
+            data = json.loads((directory / DOWN_REQUEST).read_text())
+            return cls(**{key: data[key] for key in ("pid", "user", "at")},
+                       tty=str(data.get("tty", "")), parent=str(data.get("parent", "")))
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def said(self) -> str:
+        """"`loadtest down` by pid 4242, user alice on /dev/pts/3 (from -bash) at 14:02:07"."""
+        tty = f" on {self.tty}" if self.tty else ""
+        parent = f" (from {self.parent})" if self.parent else ""
+        return f"`loadtest down` by pid {self.pid}, user {self.user}{tty}{parent} at {self.at}"
+
+
+def _user() -> str:
+    """Who runs this process: the login name, else the uid's name, else the uid."""
+    with contextlib.suppress(OSError, KeyError):
+        return getpass.getuser()
+    return str(os.getuid())
+
+
 class ProcessGroup:
     """The processes of one cluster: started in order, stopped in reverse, each by its own pid."""
 
@@ -292,7 +349,8 @@ class ProcessGroup:
                 killed.append(record.component)
         self.state.processes = [r for r in self.state.processes if r.alive()]
         self.state.ready = False
-        self.state.save()
+        with contextlib.suppress(FileNotFoundError):  # its folder removed meanwhile: by the run that owns it
+            self.state.save()
         return killed
 
 
@@ -348,17 +406,15 @@ def exit_text(code: int | None, log: Path, shown: Path | None = None) -> str:
     """"exited (code 2): failed to open database: ... no space left on device; full log: /x/etcd.log", or
     "killed by SIGKILL; ..." for a negative code (Popen's way of saying a signal ended it). The log is read at
     `log` and named as `shown` (where it will be kept), if given."""
-    how = ended_how(code)
+    return ended_text(ended_how(code), log, shown)
+
+
+def ended_text(how: str, log: Path, shown: Path | None = None) -> str:
+    """`how` a process ended ("exited (code 2)", "did not finish within 90 s"), then in the same line the cause
+    its log gives and where the whole log is: "<how>: <its error line>; full log: <path>", or "<how>; its log
+    ends: <its last line>; ...". The log's tail stays in the log, never in the line."""
     said, named = error_line(log), shown or log
     if said:
         return f"{how}: {said}; full log: {named}"
     last = last_line(log)
     return f"{how}; its log ends: {last}; full log: {named}" if last else f"{how}; its log is empty: {named}"
-
-
-def log_tail(path: Path, lines: int = 8) -> str:
-    """The log's last lines, indented, for a message (read as logs.read_tail reads: its end only)."""
-    content = read_tail(path)
-    if not content and not os.access(path, os.R_OK):
-        return "(no log)"
-    return "\n".join("    " + line[:300] for line in content[-lines:])

@@ -32,7 +32,7 @@ from typing import IO, Any
 import pandas as pd
 
 from loadtests.config.scenarios import achieved_rates, scenario_params, user_plan
-from loadtests.controlplane.processes import free_ports, log_tail
+from loadtests.controlplane.processes import ended_text, exit_text, free_ports
 from loadtests.errors import LoadTestError, disk_full
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.identity import cluster_identity
@@ -51,7 +51,6 @@ from loadtests.load.remote import MasterBind
 from loadtests.polling import poll_until
 from loadtests.results.loadgen import ClientStat, RateResult, WorkerStat
 from loadtests.results.processes import CPU_BOUND_PERCENT
-from loadtests.shutdown import ended_how
 
 CSV_PREFIX = "locust"
 WINDOW_FILE = "window-open"
@@ -411,9 +410,8 @@ class LoadGenerator:
             code = master.wait(timeout=max(0.0, self._started_at + timeout - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.stop()
-            raise LoadGeneratorError(
-                f"Locust did not finish within {timeout:.0f} s (run time {run_time_s} s); stopped it. "
-                f"Last lines of {self.log_path}:\n{log_tail(self.log_path, 25)}"
+            raise LoadGeneratorError("Locust " + ended_text(
+                f"did not finish within {timeout:.0f} s (run time {run_time_s} s) and was stopped", self.log_path)
             ) from None
         for worker in self._procs[1:]:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -421,9 +419,7 @@ class LoadGenerator:
         self.stop()  # workers that outlived their master
         self._refuse_unstarted()
         if code != 0:
-            raise LoadGeneratorError(
-                f"Locust {ended_how(code)}; last lines of {self.log_path}:\n{log_tail(self.log_path, 25)}"
-            )
+            raise LoadGeneratorError(f"Locust {exit_text(code, self.log_path)}")
         return self.outcome()
 
     def _refuse_unstarted(self) -> None:
@@ -456,9 +452,7 @@ class LoadGenerator:
     def outcome(self) -> LoadOutcome:
         path = self.stats_path()
         if not path.exists() or not path.stat().st_size:
-            raise LoadGeneratorError(
-                f"Locust wrote no statistics ({path}); last lines of {self.log_path}:\n{log_tail(self.log_path, 25)}"
-            )
+            raise LoadGeneratorError("Locust " + ended_text(f"wrote no statistics ({path})", self.log_path))
         client, total = read_stats_csv(path)
         failures = read_failures_csv(self._csv(WINDOW_FAILURES_SUFFIX, FINAL_FAILURES_SUFFIX, "_failures.csv"))
         rates = achieved_rates(self.scenarios, self.step.nodes, self._window_s or self.step.duration_s, client)

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from loadtests.analysis import figures
+from loadtests.analysis.formats import first_few
 from loadtests.analysis.roll import run_verdicts
 from loadtests.analysis.slo import Verdict, classify, resource_label, thresholds, verdicts
 from loadtests.report import audit, card, charts, junit, page, projection
@@ -204,9 +205,8 @@ def banner(run: RunResult, found: list[Verdict]) -> dict[str, str]:
     if failed:
         worst = [f"{v.slo} at {v.step_name} ({page.duration(v.value_s)} > {page.duration(v.threshold_s)})"
                  for v in found if v.passed is False]
-        more = f" and {len(worst) - 3} more" if len(worst) > 3 else ""
         return {"state": "fail", "label": "FAIL", "counts": counts,
-                "line": f"{failed} SLO check(s) failed: {'; '.join(worst[:3])}{more}"}
+                "line": f"{failed} SLO check(s) failed: {first_few(worst)}"}
     return {"state": "pass", "label": "PASS", "line": "every judged SLO held at every step", "counts": counts}
 
 

@@ -292,18 +292,19 @@ class Load(_Part):
             raise TargetError(f"the load generator's log cannot grow, so its users were never seen running "
                               f"({ctx.prefix}); see {load.log_path}")
         if not load.running():
-            load.wait(timeout=5)  # raises with the tail of Locust's log
+            load.wait(timeout=5)  # raises saying how Locust ended and the cause its log gives
             raise TargetError(f"the load generator exited before its users were running ({ctx.prefix})")
         raise TargetError(f"the load generator did not start its users within {limit_s:.0f} s ({ctx.prefix}); "
                           f"see {load.log_path}")
 
     def hold(self, ctx: StepContext) -> None:
-        """The load runs through the window, with progress; one that exits early is an error with its log's tail."""
+        """The load runs through the window, with progress; one that exits early is an error naming the cause its
+        log gives."""
         load, started = self._load(), ctx.opened or time.monotonic()
         end, last_said = started + ctx.step.duration_s, started
         while (left := end - time.monotonic()) > 0:
             if not load.running():
-                load.wait(timeout=5)  # raises with the tail of Locust's log
+                load.wait(timeout=5)  # raises saying how Locust ended and the cause its log gives
                 raise TargetError(f"the load generator exited during the measured window ({ctx.prefix})")
             time.sleep(min(1.0, left))
             if time.monotonic() - last_said >= 10 and time.monotonic() < end:

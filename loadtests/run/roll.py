@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from loadtests.binaries.cache import Binaries
-from loadtests.config.plan import Roll
+from loadtests.config.plan import Plan, Roll, roll_step
 from loadtests.config.topology import APISERVER, CONTROLLER_MANAGER, SCHEDULER, Topology
 from loadtests.config.versions import ETCD_VERSION
 from loadtests.controlplane.health import HealthCheck
@@ -53,6 +53,26 @@ def roll_order(topology: Topology, downgrade: bool = False, components: tuple[st
     order = [instance for component in UPGRADE_ORDER if component in components
              for instance in topology.instances(component)]
     return order[::-1] if downgrade else order
+
+
+def window_refusal(plan: Plan, rollback: bool = False) -> str | None:
+    """Why the roll step's window cannot hold the roll, in one line, or None: it must give the steady seconds,
+    a pause between one instance and the next, and the recovery the roll is judged on, before the restarts
+    themselves (which only the roll measures). A shorter window would close before an instance is replaced,
+    and the run would judge a roll that never happened."""
+    index = roll_step(plan)
+    step, roll = plan.steps[index], plan.roll
+    order = roll_order(plan.target.topology)
+    replaced = len(order) * (2 if rollback else 1)
+    least = roll.steady_s + (replaced - 1) * roll.pause_s + roll.recovery_s
+    if step.duration_s >= least:
+        return None
+    twice = ", each twice (--rollback)" if rollback else ""
+    return (f"{plan.source or plan.name}: steps[{index}].duration_s: {step.duration_s:g} s cannot hold a rolling "
+            f"upgrade of {len(order)} instances ({', '.join(order)}{twice}): that needs at least {least:g} s "
+            f"(roll.steady_s {roll.steady_s:g} + {replaced - 1} × roll.pause_s {roll.pause_s:g} + roll.recovery_s "
+            f"{roll.recovery_s:g}, before the restarts themselves); raise duration_s, or lower roll.steady_s, "
+            "roll.pause_s or roll.recovery_s")
 
 
 @dataclass(frozen=True)

@@ -187,8 +187,11 @@ class Runner:
         return f" during {self._phase}" if self._phase else ""
 
     def _failure(self, error: BaseException) -> LoadTestError:
-        """What ended the run, as one line: a fault the health watch found outranks the error it caused."""
+        """What ended the run, as one line: a control plane stopped from outside outranks the component the
+        health watch saw end first, and a fault the health watch found outranks the error it caused."""
         fault = SHUTDOWN.take_fault()
+        if outside := self.target.stopped_from_outside():
+            return RunAborted(outside + self._where())
         full = full_disk_of([self.options.out_dir, *self.target.folders()], f"{fault or ''} {error}")
         if full:  # a component that died on a full disk, or a write of ours refused: the machine's doing
             return EnvironmentProblem(full_disk_line(full, fault or error))

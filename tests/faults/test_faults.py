@@ -69,6 +69,32 @@ def test_etcd_killed_mid_step_ends_with_one_error_and_partial_report(faulty) -> 
     assert_nothing_left(run.seen)
 
 
+@pytest.mark.parametrize("how", ["loadtest down", "kill of every component"])
+def test_a_control_plane_stopped_from_outside_is_said_so(faulty, how: str) -> None:
+    """`loadtest down` from another terminal, or an operator's `kill` of every component at once: the run's line
+    says the control plane was stopped from outside (by whom, where `loadtest down` said so), not that kwok,
+    the first the health watch saw end, failed."""
+    run = faulty()
+    run.wait_second_step_loaded()
+    records = run.records()
+    if how == "loadtest down":
+        down = loadtest("down", "--name", run.state_file.parent.name, env=run.env)
+        assert down.returncode == 0 and "keeps the logs" in down.stdout, down.stdout + down.stderr
+        said = "the control plane was stopped from outside (`loadtest down` by pid "
+    else:
+        for record in records:
+            os.kill(record.pid, signal.SIGTERM)
+        said = "s of each other: the control plane was stopped from outside"
+    assert run.finish() == 3, run.stdout[-2000:] + run.stderr[-2000:]
+    errors = run.errors()
+    assert len(errors) == 1 and said in errors[0] and "step 2/2" in errors[0], errors
+    assert "exited (code" not in errors[0] and "killed by" not in errors[0], errors
+    assert_partial_results(run.out, "stopped from outside")
+    assert (run.out / "control-plane-logs" / "kwok.log").exists()  # kept by the run, not removed by `down`
+    assert not run.state_file.parent.exists()
+    assert_nothing_left(run.seen)
+
+
 @pytest.mark.parametrize("when", ["measuring", "node ramp"])
 def test_a_hung_etcd_ends_the_run_naming_it(faulty, when: str) -> None:
     run = faulty(second_nodes=400) if when == "node ramp" else faulty()

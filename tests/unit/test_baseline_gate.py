@@ -14,7 +14,7 @@ from loadtests.cli.run import EXIT_ABORTED, EXIT_PASSED, EXIT_SLO_FAILED, GATE_J
 from loadtests.config import plan as plan_mod
 from tests.cli import error_lines, loadtest, write_tiny_plan
 from tests.unit.noisedata import floor_file
-from tests.unit.reportdata import SAMPLE, copy_run, edited_run, repeated_run, scale_latencies
+from tests.unit.reportdata import ROLLING, SAMPLE, copy_run, edited_run, repeated_run, scale_latencies
 
 
 def _run_with_baseline(tmp_path: Path, baseline: Path, *flags: str):
@@ -96,7 +96,7 @@ def test_three_times_slower_fails_the_gate_naming_the_regression(tmp_path: Path,
     run = edited_run(SAMPLE, tmp_path / "run", scale_latencies(3.0))
     assert _gate(tmp_path, run) == EXIT_SLO_FAILED
     out = capsys.readouterr().out
-    assert "REGRESSION  step" in out and "GATE FAIL" in out and "an SLO failed" not in out
+    assert "REGRESSION  step" in out and "GATE FAIL" in out and "checks failed" not in out
     assert (run / "compare" / "compare.html").is_file() and (run / "compare" / "compare-junit.xml").is_file()
     suites = _suites(run)
     slo = [name for name in suites if name.startswith("SLO: ")]
@@ -137,7 +137,16 @@ def test_failed_slo_fails_the_gate_without_a_regression(tmp_path: Path, capsys: 
     run = copy_run(SAMPLE, tmp_path / "run")
     assert _gate(tmp_path, run, EXIT_SLO_FAILED) == EXIT_SLO_FAILED
     out = capsys.readouterr().out
-    assert "GATE FAIL: an SLO failed" in out and "REGRESSION" not in out
+    assert "GATE FAIL: a check of the run failed" in out and "REGRESSION" not in out
+
+
+def test_the_gate_names_the_checks_its_runs_failed_once_each() -> None:
+    from loadtests.cli.run import checks_failed
+    from loadtests.results import load
+
+    rolled = load(ROLLING)  # its roll was not available enough
+    assert checks_failed([rolled, rolled]) == "checks failed: availability at step roll"
+    assert checks_failed([load(SAMPLE)]) == "a check of the run failed"  # no name: as for a code given alone
 
 
 def test_aborted_run_keeps_its_code_and_is_not_compared(tmp_path: Path) -> None:

@@ -45,6 +45,22 @@ def test_of_error_lines_the_last_one_is_the_cause(tmp_path: Path) -> None:
     assert error_line(log) == "second: b"
 
 
+def test_a_python_processs_cause_is_its_uncaught_exception_or_its_last_logged_error(tmp_path: Path) -> None:
+    """Locust's log: an uncaught exception (a traceback on its own) is fatal, the first of a chain being the cause;
+    a traceback a logging line carries joins that line, with its severity (ERROR was survived, CRITICAL was not)."""
+    log = tmp_path / "locust.log"
+    survived = ("[2025-11-28 10:00:00,000] host/ERROR/locust.user.task: request failed\n"
+                "Traceback (most recent call last):\n  File \"/x.py\", line 1, in task\nKeyError: 'pod'\n")
+    log.write_text(survived + "[2025-11-28 10:00:02,000] host/INFO/locust.main: Shutting down (exit code 1)\n")
+    assert error_line(log) == "request failed: KeyError: 'pod'"
+    log.write_text(survived + "Traceback (most recent call last):\n  File \"/m.py\", line 3, in <module>\n"
+                   "ValueError: bad scenario\n\nDuring handling of the above exception, another exception occurred:\n\n"
+                   "Traceback (most recent call last):\n  File \"/m.py\", line 5, in <module>\nSystemExit: 1\n")
+    assert error_line(log) == "ValueError: bad scenario"
+    assert classify("[2025-11-28 10:00:01,000] host/CRITICAL/locust.runners: greenlet died") == (FATAL, "greenlet died")
+    assert classify("[2025-11-28 10:00:01,000] host/WARNING/locust.runners: CPU usage above 90%") is None
+
+
 def test_ordinary_lines_are_not_errors() -> None:
     assert classify('{"level":"warn","msg":"slow"}') is None
     assert classify("I1201 10:00:00.000001    1 x.go:1] fine") is None

@@ -24,6 +24,7 @@ EXERCISED = {
         "tests/faults/test_faults.py::test_a_report_page_given_for_a_run_folder_says_what_to_give",
         "tests/integration/test_exec_credentials.py::test_credentials_refused_before_anything_starts_are_bad_input"],
     3: ["tests/faults/test_faults.py::test_etcd_killed_mid_step_ends_with_one_error_and_partial_report",
+        "tests/faults/test_faults.py::test_a_control_plane_stopped_from_outside_is_said_so",
         "tests/faults/test_faults.py::test_signals_mid_step_stop_everything_and_keep_finished_steps",
         "tests/faults/test_faults.py::test_a_component_that_fails_at_start_says_its_own_error_line",
         "tests/faults/test_faults.py::test_an_aborted_capacity_search_says_it_did_not_finish",

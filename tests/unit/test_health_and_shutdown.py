@@ -4,14 +4,22 @@ without a control plane: checks and clocks are given, signal handlers are called
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
 import psutil
 import pytest
 
-from loadtests.controlplane.health import HealthCheck, HealthWatch, process_problem
-from loadtests.controlplane.processes import ProcessGroup, started_since_boot
+from loadtests.controlplane.health import HealthCheck, HealthWatch, process_problem, stopped_together
+from loadtests.controlplane.local import LocalControlPlane, LocalOptions
+from loadtests.controlplane.processes import (
+    ClusterState,
+    DownRequest,
+    ProcessGroup,
+    ProcessRecord,
+    started_since_boot,
+)
 from loadtests.shutdown import FORCE_AFTER, Shutdown
 
 
@@ -150,6 +158,78 @@ def test_a_step_of_the_wall_clock_leaves_every_process_itself(tmp_path, monkeypa
     finally:
         group.stop_all(timeout_s=5)
     assert not record.alive()
+
+
+@pytest.mark.parametrize(("gone_at", "said"), [
+    ({"etcd": 0.0, "kube-apiserver": 0.4, "kube-scheduler": 0.1, "kwok": 0.0},
+     "every component ended within 0.4 s of each other: the control plane was stopped from outside"),
+    ({"etcd": 0.0, "kube-apiserver": None, "kube-scheduler": 0.0, "kwok": 0.0},
+     "3 of 4 components (kube-apiserver still running) ended within 0.1 s of each other: the control plane was "
+     "stopped from outside"),
+    ({"etcd": 0.0, "kube-apiserver": None, "kube-scheduler": None, "kwok": None}, None),  # one alone: its own failure
+    ({"etcd": 0.0, "kube-apiserver": None, "kube-scheduler": None, "kwok": 0.2}, None),
+    ({"etcd": 0.0, "kube-apiserver": 5.0, "kube-scheduler": 5.0, "kwok": 5.0}, None),  # a cascade, seconds later
+], ids=["every one", "all but one", "one alone", "two of four", "not within moments"])
+def test_components_that_end_within_moments_of_each_other_were_stopped_from_outside(
+        gone_at: dict[str, float | None], said: str | None) -> None:
+    assert stopped_together(gone_at, within_s=2.0) == said
+
+
+def sleepers(tmp_path, names: list[str]) -> tuple[LocalControlPlane, list[ProcessRecord]]:
+    """A cluster of `sleep` processes owned by this process, as a run's cluster is owned by the run."""
+    state = ClusterState(name="t", directory=str(tmp_path), owner_pid=os.getpid(),
+                         owner_create_time=psutil.Process().create_time(),
+                         owner_since_boot_s=started_since_boot(psutil.Process()), tied_to_owner=True)
+    plane = LocalControlPlane(LocalOptions(name="t", directory=tmp_path))
+    plane.state, plane.group = state, ProcessGroup(state, tmp_path / "logs")
+    return plane, [plane.group.start(name, ["sleep", "60"]) for name in names]
+
+
+def test_a_component_ending_alone_is_left_to_the_health_watch_to_name(tmp_path) -> None:
+    plane, records = sleepers(tmp_path, ["etcd", "kube-apiserver", "kwok"])
+    try:
+        assert plane.stopped_from_outside(settle_s=0.3) is None  # everything runs: no wait either
+        os.kill(records[0].pid, signal.SIGKILL)
+        assert plane.stopped_from_outside(settle_s=0.3) is None
+    finally:
+        plane.group.stop_all(timeout_s=5)
+
+
+def test_every_component_killed_at_once_is_said_stopped_from_outside(tmp_path) -> None:
+    plane, records = sleepers(tmp_path, ["etcd", "kube-apiserver", "kube-scheduler", "kwok"])
+    try:
+        for record in records:
+            os.kill(record.pid, signal.SIGTERM)
+        said = plane.stopped_from_outside(settle_s=2.0)
+    finally:
+        plane.group.stop_all(timeout_s=5)
+    assert said is not None and said.startswith("every component ended within "), said
+    assert said.endswith("s of each other: the control plane was stopped from outside"), said
+
+
+def test_loadtest_down_says_who_asked_and_leaves_the_folder_to_the_run_that_owns_it(tmp_path) -> None:
+    plane, records = sleepers(tmp_path, ["etcd", "kube-apiserver", "kwok"])
+    request = DownRequest(pid=4242, user="alice", at="14:02:07", tty="/dev/pts/3", parent="-bash")
+    # another process's view of the cluster, as `loadtest down --name t` has it: its state on disk
+    stopped = LocalControlPlane(LocalOptions(name="t", directory=tmp_path)).down(timeout_s=5, request=request)
+    try:
+        assert stopped["stopped"] == ["etcd", "kube-apiserver", "kwok"] and stopped["left_to"] == os.getpid()
+        assert (tmp_path / "state.json").exists()  # the run keeps its logs, and removes the folder as it ends
+        assert not any(record.alive() for record in records)
+        assert plane.stopped_from_outside(settle_s=0.3) == (
+            "the control plane was stopped from outside (`loadtest down` by pid 4242, user alice on /dev/pts/3 "
+            "(from -bash) at 14:02:07)")
+    finally:
+        plane.group.stop_all(timeout_s=5)
+
+
+def test_a_down_request_names_this_process(tmp_path) -> None:
+    here = DownRequest.here()
+    assert here.pid == os.getpid() and here.user and len(here.at) == 8
+    here.save(tmp_path)
+    assert DownRequest.load(tmp_path) == here
+    (tmp_path / "down-request.json").write_text("{not json")
+    assert DownRequest.load(tmp_path) is None
 
 
 class TestShutdown:

@@ -23,7 +23,14 @@ from loadtests.config.scenarios import (
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.names import request_name
 from loadtests.load.contract import LoadConfig
-from loadtests.load.generator import LoadGenerator, StepLoad, failure_note, read_failures_csv, read_stats_csv
+from loadtests.load.generator import (
+    LoadGenerator,
+    LoadGeneratorError,
+    StepLoad,
+    failure_note,
+    read_failures_csv,
+    read_stats_csv,
+)
 from loadtests.report.html import step_warnings
 from loadtests.results import StepResult
 from loadtests.results.loadgen import ClientStat
@@ -109,6 +116,53 @@ class TestConfig:
         path = gen._write_config()
         assert path.stat().st_mode & 0o777 == 0o600
         assert LoadConfig.from_dict(json.loads(path.read_text())).access == ACCESS
+
+
+LOCUST_CRASH = """[2025-11-28 10:00:00,000] host/INFO/locust.main: Starting Locust 2.40.0
+[2025-11-28 10:00:01,000] host/CRITICAL/locust.runners: Unhandled exception in greenlet: <Greenlet: spawn>
+Traceback (most recent call last):
+  File "src/gevent/greenlet.py", line 906, in gevent._gevent_cgreenlet.Greenlet.run
+  File "/x/locustfile.py", line 12, in spawn
+    raise ValueError("bad scenario")
+ValueError: bad scenario
+[2025-11-28 10:00:01,100] host/INFO/locust.main: Shutting down (exit code 2)
+Type     Name  # reqs  # fails
+--------|-----|-------|-------
+         Aggregated  0  0(0.00%)
+"""
+
+
+class TestLocustFails:
+    """A Locust that fails is said in one line: how it ended, the cause its log gives, and where the log is;
+    the log's tail stays in the log (kept with the step's results), not in the line."""
+
+    def _failed(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> str:
+        def fake_locust(_cmd: list[str], log: object, env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+            return subprocess.Popen([sys.executable, "-c", script], stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
+
+        monkeypatch.setattr("loadtests.load.generator.locust_spawn", fake_locust)
+        gen = LoadGenerator(StepLoad({"informers": {"count": 1}}, nodes=1, duration_s=5, out_dir=tmp_path), ACCESS)
+        gen.start()
+        with pytest.raises(LoadGeneratorError) as failed:
+            gen.wait(timeout=60)
+        return str(failed.value)
+
+    def test_a_crash_is_one_line_naming_its_exception_and_the_log(self, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+        said = self._failed(tmp_path, monkeypatch, f"import sys; sys.stdout.write({LOCUST_CRASH!r}); sys.exit(2)")
+        assert said == ("Locust exited (code 2): Unhandled exception in greenlet: <Greenlet: spawn>: ValueError: bad "
+                        f"scenario; full log: {tmp_path / 'locust.log'}")
+        assert "Aggregated" in (tmp_path / "locust.log").read_text()  # the tail stays in the log
+
+    def test_a_silent_end_names_the_last_line_and_the_log(self, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+        said = self._failed(tmp_path, monkeypatch, "import os; print('starting', flush=True); os.kill(os.getpid(), 9)")
+        assert said == f"Locust killed by SIGKILL; its log ends: starting; full log: {tmp_path / 'locust.log'}"
+
+    def test_no_statistics_is_one_line_too(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        said = self._failed(tmp_path, monkeypatch, "print('All users spawned')")
+        assert said.startswith("Locust wrote no statistics (") and "\n" not in said, said
+        assert said.endswith(f"; its log ends: All users spawned; full log: {tmp_path / 'locust.log'}"), said
 
 
 class TestStatsCsv:

@@ -15,7 +15,7 @@ from loadtests.report.html import banner, write_report
 from loadtests.results import RunResult, StepResult, load
 from loadtests.results.apiserver import ServerLatency
 from loadtests.results.distribution import Distribution
-from tests.unit.reportdata import ABORTED, SAMPLE, edited_run
+from tests.unit.reportdata import ABORTED, ROLLING, SAMPLE, edited_run
 
 
 def server(verb: str, resource: str, scope: str, p99: float | None, count: int = 100,
@@ -172,3 +172,21 @@ def test_verdicts_do_not_change_the_run() -> None:
     before = copy.deepcopy(run)
     verdicts(run)
     assert run == before
+
+
+def test_the_last_line_names_every_check_that_failed_not_only_the_slos() -> None:
+    from loadtests.cli.run import final_line
+
+    assert final_line(load(SAMPLE)) == "PASS: 33/33 SLO checks passed over 3 steps"
+    rolled = load(ROLLING)  # every SLO held; the roll was not available enough
+    assert final_line(rolled) == "FAIL: 8/8 SLO checks passed over 1 step; failed: availability at step roll"
+    assert rolled.steps[0].roll is not None
+    rolled.steps[0].roll.error = "the window closed before kube-scheduler was replaced (3 instances replaced)"
+    assert final_line(rolled).endswith("failed: roll completed at step roll, availability at step roll")
+    slow = run_with([server(verb, "pods", "namespace", 2.0) for verb in ("POST", "PUT", "PATCH", "DELETE")]
+                    + [server("LIST", "pods", "cluster", 60.0)])
+    slow.steps[0].status = "saturated"
+    assert final_line(slow) == ("FAIL: 0/5 SLO checks passed over 1 step; failed: saturated at step 10 nodes, "
+                                "mutating POST pods p99 at step 10 nodes, mutating PUT pods p99 at step 10 nodes, "
+                                "mutating PATCH pods p99 at step 10 nodes and 2 more")
+    assert final_line(run_with([], status="aborted")).endswith("failed: the run did not complete (aborted)")

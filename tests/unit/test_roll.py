@@ -11,12 +11,12 @@ from loadtests.config import plan as plan_mod
 from loadtests.config.topology import Topology
 from loadtests.config.versions import upgrade_problem
 from loadtests.controlplane.health import HealthCheck, HealthWatch
-from loadtests.errors import PlanError
+from loadtests.errors import EXIT_BAD_INPUT, PlanError
 from loadtests.measure.availability import per_second
 from loadtests.results import StepResult
 from loadtests.results.health import ClusterHealth, HealthSummary
 from loadtests.results.roll import ProbeSecond, RollMark, RollResult
-from loadtests.run.roll import roll_order
+from loadtests.run.roll import roll_order, window_refusal
 
 
 def test_instances_are_replaced_apiservers_first_and_a_downgrade_the_other_way_round() -> None:
@@ -55,6 +55,32 @@ def test_the_roll_section_defaults_to_the_last_step_and_refuses_a_step_that_is_n
     with pytest.raises(PlanError, match="roll.pause: unknown field"):
         plan_with({"pause": 3})
     assert "roll" not in plan_with({}).to_dict()  # a plan that sets no roll keeps its digest
+
+
+def test_a_window_too_short_for_the_roll_is_refused_naming_the_seconds_it_needs() -> None:
+    plan = plan_with({"steady_s": 10, "pause_s": 5, "recovery_s": 30})
+    plan.target.topology = Topology(etcd_members=3, apiservers=2)  # 2 apiservers, a controller-manager, a scheduler
+    plan.steps[1].duration_s = 55  # 10 + 3 pauses of 5 + 30
+    assert window_refusal(plan) is None
+    refused = window_refusal(plan, rollback=True)  # 8 replacements: 10 + 7 × 5 + 30 = 75 s
+    assert refused == ("p.yaml: steps[1].duration_s: 55 s cannot hold a rolling upgrade of 4 instances "
+                       "(kube-apiserver, kube-apiserver-2, kube-controller-manager, kube-scheduler, each twice "
+                       "(--rollback)): that "
+                       "needs at least 75 s (roll.steady_s 10 + 7 × roll.pause_s 5 + roll.recovery_s 30, before the "
+                       "restarts themselves); raise duration_s, or lower roll.steady_s, roll.pause_s or "
+                       "roll.recovery_s")
+
+
+def test_rehearse_rolling_refuses_the_smoke_plans_short_window_before_anything_starts(monkeypatch, capsys) -> None:
+    from loadtests.cli import main as cli
+
+    monkeypatch.setattr(cli.SHUTDOWN, "install", lambda: None)  # this process keeps its own signal handlers
+    monkeypatch.setattr("loadtests.binaries.cache.find", lambda *_a: pytest.fail("binaries looked up"))
+    code = cli.main(["rehearse", "--rolling", "--plan", "smoke", "--from", "v1.36.3", "--to", "v1.37.2"])
+    err = capsys.readouterr().err
+    assert code == EXIT_BAD_INPUT and err.count("\n") == 1, err
+    assert "smoke.yaml: steps[1].duration_s: 20 s cannot hold a rolling upgrade of 4 instances" in err, err
+    assert "that needs at least 110 s" in err, err
 
 
 def test_probe_answers_fold_into_seconds_with_their_slowest_and_what_failed() -> None:
