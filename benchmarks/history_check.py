@@ -6,7 +6,7 @@
    the last run shows (what `--gate` looks for), and misses it again when one more run is added.
 2. The history of recorded runs: the 8 runs of the smoke plan's upgrade rehearsal in start order (4 on v1.36.3,
    then 4 on v1.37.2; benchmarks/results/raw/rehearsal_smoke/), and the 5 runs of one build behind the noise floor
-   (benchmarks/results/raw/noise_floor/). Every change point found is listed with its verdict.
+   (benchmarks/results/raw/noise_floor/smoke/). Every change point found is listed with its verdict.
 
 Writes benchmarks/results/history_check.md and its raw numbers. No control plane: a few seconds.
 """
@@ -69,7 +69,7 @@ def _folders(raw: Path, names: list[str], tmp: Path) -> list[Path]:
 
 def recorded(tmp: Path) -> dict[str, History]:
     rehearsal = RAW_DIR / "rehearsal_smoke"
-    noise = RAW_DIR / "noise_floor"
+    noise = RAW_DIR / "noise_floor" / "smoke"
     found = {}
     for title, raw, names in (
             ("upgrade rehearsal, smoke plan: 4 runs of v1.36.3 then 4 of v1.37.2", rehearsal,

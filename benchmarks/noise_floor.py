@@ -4,11 +4,12 @@ every compared figure's run-to-run spread, the noise floor a single-run comparis
 `loadtest run --plan PLAN --repeat N --no-gate --out DIR` makes the runs (default: the smoke plan, 5 runs); or
 `--from-results DIR...` reads runs already made (each a run folder or the folder of a repeated run). Written:
 
-- benchmarks/results/noise_floor.md: per figure and step, the median and min–max of the runs and their spread
-  (max / min - 1, the most one run was above another), with the command and the machine;
-- loadtests/data/noise_floor.json: per figure (chart, name) its largest spread over the steps, with its run count,
-  plan and date: `loadtest compare` reads it (see loadtests/analysis/noise.py);
-- benchmarks/results/raw/noise_floor/<run id>.results.json.gz: each run's results, as they were read.
+- benchmarks/results/noise_floor_<plan>.md: per figure and step, the median and min–max of the runs and their
+  spread (max / min - 1, the most one run was above another), with the command and the machine;
+- loadtests/data/noise_floor.json: the plan's floor (per figure (chart, name) its largest spread over the steps,
+  with its run count, plan and date) beside the other plans' floors, which it leaves as they were: `loadtest
+  compare` reads it (see loadtests/analysis/noise.py);
+- benchmarks/results/raw/noise_floor/<plan>/<run id>.results.json.gz: each run's results, as they were read.
 
     .venv/bin/python benchmarks/noise_floor.py [--plan smoke] [--runs 5] [--force]
     .venv/bin/python benchmarks/noise_floor.py --from-results reports/noise-floor-smoke-...   # run nothing
@@ -131,7 +132,7 @@ def write_raw(side: Side, folder: Path) -> list[Path]:
 
 
 def report(side: Side, floor: NoiseFloor, command: str, notes: Sequence[str]) -> list[str]:
-    """benchmarks/results/noise_floor.md, in the shape every benchmark result takes."""
+    """benchmarks/results/noise_floor_<plan>.md, in the shape every benchmark result takes."""
     setting = (f"Kubernetes {kube_version(side)}; {side.n} runs of plan {floor.plan} on fresh control planes "
                f"one after another, recorded on {machine_text(side)}; each cell: the runs' median (min–max, "
                "spread: the highest run over the lowest, max / min - 1).")
@@ -144,7 +145,7 @@ def report(side: Side, floor: NoiseFloor, command: str, notes: Sequence[str]) ->
               f"{stats.MIN_SAMPLES} or more runs gave a value and none was only a histogram bound (\"< 50 ms\" in "
               "every run is no measured spread); a figure never measured so stays not noise-checked.",
               "", f"Runs: {', '.join(run.run_id for run in side.runs)} (raw results: "
-              "benchmarks/results/raw/noise_floor/)."]
+              f"benchmarks/results/raw/noise_floor/{floor.plan}/)."]
     if notes:
         lines += ["", "Left out: " + "; ".join(notes) + "."]
     return lines
@@ -159,9 +160,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="read these runs (run folders or folders of repeats); run nothing")
     parser.add_argument("--run-dir", type=Path, help="where `loadtest run` writes (default: reports/noise-floor-...)")
     parser.add_argument("--force", action="store_true", help="pass --force to `loadtest run`")
-    parser.add_argument("--out", type=Path, default=RESULTS / "noise_floor.md")
-    parser.add_argument("--json", type=Path, default=noise.NOISE_FLOOR_FILE, help="the noise floor compare reads")
-    parser.add_argument("--raw", type=Path, default=RESULTS / "raw" / "noise_floor")
+    parser.add_argument("--out", type=Path, help="default: benchmarks/results/noise_floor_<plan>.md")
+    parser.add_argument("--json", type=Path, default=noise.NOISE_FLOOR_FILE,
+                        help="the noise floors compare reads (the plan's floor replaced, the others kept)")
+    parser.add_argument("--raw", type=Path, help="default: benchmarks/results/raw/noise_floor/<plan>")
     args = parser.parse_args(argv)
     if args.runs < stats.MIN_SAMPLES:
         parser.error(f"--runs {args.runs}: a spread needs at least {stats.MIN_SAMPLES} runs")
@@ -193,13 +195,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     floor = noise.measure(side, date=time.strftime("%Y-%m-%d"), machine=machine_text(side), command=command)
     lines = report(side, floor, command, notes)
-    for path in (args.out, args.json):
+    out = args.out or RESULTS / f"noise_floor_{floor.plan}.md"
+    raw_dir = args.raw or RESULTS / "raw" / "noise_floor" / floor.plan
+    for path in (out, args.json):
         path.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    args.json.write_text(json.dumps(floor.to_dict(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    raw = write_raw(side, args.raw)
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    floors = noise.load(args.json) if args.json.exists() else noise.NoiseFloors()
+    args.json.write_text(json.dumps(floors.with_floor(floor).to_dict(), indent=1, ensure_ascii=False) + "\n",
+                         encoding="utf-8")
+    raw = write_raw(side, raw_dir)
     print("\n".join(lines))
-    print(f"written: {args.out}, {args.json}, {len(raw)} raw result file(s) in {args.raw}")
+    print(f"written: {out}, {args.json} (plan {floor.plan}), {len(raw)} raw result file(s) in {raw_dir}")
     return 0
 
 

@@ -44,7 +44,7 @@ from typing import Any
 
 from loadtests.analysis import figures, noise, stats
 from loadtests.analysis.formats import in_unit, times
-from loadtests.analysis.noise import NoiseFloor, NoiseRecord
+from loadtests.analysis.noise import Noise, NoiseFloor, NoiseFloors
 from loadtests.analysis.rules import Cutoffs, cutoffs, limits_from, rule_text, threshold
 from loadtests.analysis.samples import Reading, Side, readings
 from loadtests.config.lesson import Measure
@@ -178,7 +178,7 @@ class Row:
     a_high: float | None = None
     b_low: float | None = None
     b_high: float | None = None
-    floor: NoiseRecord | None = None  # the recorded noise the verdict was weighed against, when the runs could not
+    floor: Noise | None = None  # the recorded noise the verdict was weighed against, when the runs could not
     floor_missing: str = ""  # why there was none to weigh against
     beyond_noise: bool | None = None  # B moved from A beyond the recorded noise (None: not weighed against it)
 
@@ -442,16 +442,16 @@ def _plan_name(side: Side) -> str:
     return str(side.first.plan.get("name", "")) if isinstance(side.first.plan, dict) else ""
 
 
-def rows(a: Side, b: Side, limits: dict[str, float], floor: NoiseFloor | None = None) -> list[Row]:
+def rows(a: Side, b: Side, limits: dict[str, float], floor: NoiseFloors | NoiseFloor | None = None) -> list[Row]:
     """Every compared figure of every step present on either side, A's order first, each judged. Where the runs
     cannot weigh the noise themselves, `floor` (the recorded noise floor; none: every such verdict is not
     noise-checked) does."""
-    floor = floor if floor is not None else NoiseFloor()
+    floors = noise.as_floors(floor)
     a_found, a_rules = readings(a)
     b_found, b_rules = readings(b)
     rules = a_rules | {k: v for k, v in b_rules.items() if k not in a_rules}
     steps = {s.index: s for s in b.steps} | {s.index: s for s in a.steps}
-    plans = {_plan_name(a), _plan_name(b)}
+    plans, digests = {_plan_name(a), _plan_name(b)}, {a.plan_digest, b.plan_digest}
     found = []
     for index in sorted(steps):
         step = steps[index]
@@ -471,13 +471,13 @@ def rows(a: Side, b: Side, limits: dict[str, float], floor: NoiseFloor | None = 
             if rb:
                 row.b_low, row.b_high = interval(rb)
             if row.compared:
-                judge_row(row, (a.n, b.n), limits, lambda key=key: floor.lookup(key, plans))
+                judge_row(row, (a.n, b.n), limits, lambda key=key: floors.lookup(key, plans, digests))
             found.append(row)
     return found
 
 
 def judge_row(row: Row, runs: tuple[int, int], limits: dict[str, float],
-              floor: Callable[[], tuple[NoiseRecord | None, str]]) -> None:
+              floor: Callable[[], tuple[Noise | None, str]]) -> None:
     """Judge one compared figure in place: past its threshold, beyond the noise (the rank test where the runs
     allow it, else the recorded noise floor that `floor` looks up), and so a regression or not."""
     alpha = limits["alpha"]
@@ -503,11 +503,17 @@ def _why_untested(a: Side, b: Side, alpha: float) -> str:
     return ""
 
 
-def _floor_text(floored: int, bare: int, floor: NoiseFloor, missing: str) -> str:
-    """The part of the noise line on the figures weighed against the recorded noise floor, and those without."""
+def floor_text(a: Side, b: Side, floors: NoiseFloors) -> str:
+    """Which recorded noise floor weighs a comparison of these sides, in one phrase."""
+    return floors.describe({_plan_name(a), _plan_name(b)}, {a.plan_digest, b.plan_digest})
+
+
+def _floor_text(floored: int, bare: int, floor: str, missing: str) -> str:
+    """The part of the noise line on the figures weighed against the recorded noise floor (`floor`: which), and
+    those without."""
     parts = []
     if floored:
-        parts.append(f"{floored} figure(s) weighed against their recorded noise floor ({floor.describe()}): a "
+        parts.append(f"{floored} figure(s) weighed against their recorded noise floor ({floor}): a "
                      "change past its threshold is a regression only beyond the largest run-to-run spread measured "
                      "there for that figure")
     if bare:
@@ -516,9 +522,9 @@ def _floor_text(floored: int, bare: int, floor: NoiseFloor, missing: str) -> str
     return "; ".join(parts)
 
 
-def noise_line(a: Side, b: Side, found: list[Row], alpha: float, floor: NoiseFloor | None = None) -> str:
+def noise_line(a: Side, b: Side, found: list[Row], alpha: float, floor: NoiseFloors | NoiseFloor | None = None) -> str:
     """One line saying how the verdicts weighed run-to-run noise (which measurement), or that they could not."""
-    floor = floor if floor is not None else NoiseFloor()
+    floor = floor_text(a, b, noise.as_floors(floor))
     need = stats.samples_needed(alpha)
     advice = f"repeat each side {need} or more times (loadtest run --repeat {need}) for a significance test"
     untested = [r for r in found if r.compared and r.unchecked]
@@ -553,17 +559,17 @@ def run_regressions(a: Side, b: Side) -> list[str]:
 
 
 def judge_sides(a: Side, b: Side, thresholds: dict[str, Any] | None = None, force: bool = False,
-                floor: NoiseFloor | None = None) -> CompareResult:
+                floor: NoiseFloors | NoiseFloor | None = None) -> CompareResult:
     """Side B (candidate) judged against side A (baseline), figure by figure and run by run: what compare.html,
     the JUnit files, the baseline gate and the upgrade rehearsal show. Runs of different plans or scales are
     refused unless `force`; `floor`: the recorded noise (default: noise.load())."""
     limits = limits_from(thresholds)
-    floor = floor if floor is not None else noise.load()
+    floor = noise.as_floors(floor if floor is not None else noise.load())
     notes = a.notes + b.notes + check_comparable(a, b, force)
     found = rows(a, b, limits, floor)
     return CompareResult(a_run_id=a.run_id, b_run_id=b.run_id, rows=found, thresholds=limits, notes=notes,
                          run_regressions=run_regressions(a, b), a_runs=a.n, b_runs=b.n,
-                         noise=noise_line(a, b, found, limits["alpha"], floor), noise_floor=floor.describe())
+                         noise=noise_line(a, b, found, limits["alpha"], floor), noise_floor=floor_text(a, b, floor))
 
 
 # ---- a lesson's effect: the warned setup against its fix ------------------------------------------------------

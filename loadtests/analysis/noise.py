@@ -9,7 +9,12 @@ figure with no recorded spread is not noise-checked, and never a regression.
 
 A step's spread is recorded only where at least stats.MIN_SAMPLES runs gave a value and none of them was only a
 histogram bound ("< 50 ms" in every run is no measured spread). The file is package data,
-loadtests/data/noise_floor.json, or the file named by LOADTEST_NOISE_FLOOR.
+loadtests/data/noise_floor.json, or the file named by LOADTEST_NOISE_FLOOR, and holds one floor per plan measured.
+
+A comparison of a plan uses that plan's own floor, if one was measured on the plan as it is now (its digest). A
+plan without one (never measured, changed since, or two plans compared by force) is weighed, figure by figure,
+against the widest spread recorded for that figure on any plan, and says so: a change beyond every spread ever
+measured is beyond the noise, whichever plan it came from.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +33,8 @@ from loadtests.errors import CompareError, read_text
 
 NOISE_FLOOR_FILE = PACKAGE_DIR / "data" / "noise_floor.json"
 NOISE_FLOOR_ENV = "LOADTEST_NOISE_FLOOR"  # another noise floor file, e.g. one measured on the CI machine
+FILE_NOTE = ("one noise floor per plan, each measured by benchmarks/noise_floor.py (see benchmarks/results/"
+             "noise_floor_<plan>.md); read by loadtests/analysis/noise.py")
 EMPTY_NOTE = ("no noise floor recorded yet: run `.venv/bin/python benchmarks/noise_floor.py` (it runs the smoke plan "
               "5 times) to measure it; until then every single-run comparison is not noise-checked")
 
@@ -149,23 +156,100 @@ class NoiseFloor:
         where = f" on {self.machine}" if self.machine else ""
         return f"{self.runs} runs of plan {self.plan}{where}, {self.date}: {self.source or 'noise floor'}"
 
-    def lookup(self, key: Key, plans: set[str]) -> tuple[NoiseRecord | None, str]:
-        """The figure's record for a comparison of these plans, or None and why there is none."""
-        if not self.records:
-            return None, f"no noise floor recorded in {self.source or 'loadtests/data/noise_floor.json'}"
-        if plans != {self.plan}:
-            return None, f"the noise floor was measured on plan {self.plan}, not {', '.join(sorted(plans))}"
-        found = self.records.get(key_text(key))
-        if found is None:
-            why = self.unmeasured.get(key_text(key), "not measured by the noise runs")
-            return None, f"no recorded noise for this figure ({why})"
-        return found, ""
-
     def to_dict(self) -> dict[str, Any]:
         return {"note": self.note, "plan": self.plan, "plan_digest": self.plan_digest, "runs": self.runs,
                 "date": self.date, "machine": self.machine, "command": self.command,
                 "figures": {k: r.to_dict() for k, r in sorted(self.records.items())},
                 "unmeasured": dict(sorted(self.unmeasured.items()))}
+
+
+@dataclass(frozen=True)
+class WidestRecord:
+    """A figure's noise where the compared plan has no floor of its own: the widest spread recorded for it on any
+    plan, so that only a change beyond every spread ever measured for the figure counts as beyond the noise."""
+
+    records: tuple[NoiseRecord, ...]
+    why: str  # why the plan's own floor does not apply
+
+    def ceiling(self, low: float) -> float:
+        return max(r.ceiling(low) for r in self.records)
+
+    def floor_of(self, high: float) -> float:
+        return min(r.floor_of(high) for r in self.records)
+
+    def allows(self, a_high: float, b_low: float) -> bool:
+        return b_low <= self.ceiling(a_high)
+
+    @property
+    def text(self) -> str:
+        """"run to run up to +1069 % over 5 runs of plan smoke, ...; the widest recorded for any plan (...)"."""
+        widest = max(self.records, key=lambda r: math.inf if r.spread_pct is None else r.spread_pct)
+        return f"{widest.text}; the widest recorded for any plan ({self.why})"
+
+
+Noise = NoiseRecord | WidestRecord
+
+
+@dataclass
+class NoiseFloors:
+    """Every plan's recorded floor, as the file holds them: what a comparison weighs single runs against."""
+
+    floors: dict[str, NoiseFloor] = field(default_factory=dict)  # plan name -> its floor
+    source: str = ""
+
+    def own(self, plans: set[str], digests: set[str]) -> tuple[NoiseFloor | None, str]:
+        """The compared plan's own floor, or None and why it has none (its digest changed, none measured)."""
+        if len(plans) != 1:
+            return None, f"plans {', '.join(sorted(plans))} compared, no floor of their own"
+        plan = next(iter(plans))
+        found = self.floors.get(plan)
+        if found is None or not found.records:
+            return None, f"plan {plan or '(unnamed)'} has no noise floor of its own"
+        if found.plan_digest and digests and digests != {found.plan_digest}:
+            return None, (f"plan {plan}'s floor was measured on an earlier version of it (digest {found.plan_digest}, "
+                          f"compared: {', '.join(sorted(digests))})")
+        return found, ""
+
+    def lookup(self, key: Key, plans: set[str], digests: set[str] = frozenset()) -> tuple[Noise | None, str]:
+        """The figure's noise for a comparison of these plans (their digests, where known): the plan's own record,
+        else the widest recorded on any plan, or None and why there is none."""
+        if not any(f.records for f in self.floors.values()):
+            return None, f"no noise floor recorded in {self.source or 'loadtests/data/noise_floor.json'}"
+        own, why = self.own(plans, digests)
+        if own is not None and key_text(key) in own.records:
+            return own.records[key_text(key)], ""
+        if own is not None:
+            why = (f"plan {own.plan}'s own runs did not measure it: "
+                   f"{own.unmeasured.get(key_text(key), 'not measured by the noise runs')}")
+        found = tuple(f.records[key_text(key)] for f in self.floors.values() if key_text(key) in f.records)
+        if not found:
+            return None, f"no recorded noise for this figure on any plan ({why})"
+        return WidestRecord(found, why), ""
+
+    def describe(self, plans: set[str] = frozenset(), digests: set[str] = frozenset()) -> str:
+        """Which measurement the noise floor of a comparison of these plans is, in one phrase."""
+        measured = {p: f for p, f in sorted(self.floors.items()) if f.records}
+        if not measured:
+            return f"no noise floor recorded ({self.source or 'none read'})"
+        own, why = self.own(set(plans), set(digests)) if plans else (None, "")
+        if own is not None:
+            return own.describe()
+        every = "; ".join(f.describe() for f in measured.values())
+        return f"{why}: the widest spread of each figure over every plan's floor ({every})" if why else every
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"note": FILE_NOTE, "floors": {p: f.to_dict() for p, f in sorted(self.floors.items())}}
+
+    def with_floor(self, floor: NoiseFloor) -> NoiseFloors:
+        """These floors with `floor` as its plan's (a new measurement replaces the plan's old one)."""
+        return NoiseFloors({**self.floors, floor.plan: floor}, self.source)
+
+
+def as_floors(floor: NoiseFloor | NoiseFloors | None) -> NoiseFloors:
+    """One plan's floor as the floors of the file, so callers that hold one floor are judged alike."""
+    if isinstance(floor, NoiseFloors):
+        return floor
+    return NoiseFloors({floor.plan: floor}, floor.source) if floor is not None else NoiseFloors()
 
 
 def _record(data: Any, where: str) -> NoiseRecord:
@@ -195,9 +279,22 @@ def from_dict(data: Any, source: str = "") -> NoiseFloor:
                       unmeasured={str(k): str(v) for k, v in unmeasured.items()})
 
 
-def load(path: Path | str | None = None) -> NoiseFloor:
-    """The noise floor of `path`, else of $LOADTEST_NOISE_FLOOR, else the package's; a missing package file is
-    an empty floor, a named file that cannot be read is one line."""
+def floors_from_dict(data: Any, source: str = "") -> NoiseFloors:
+    """Every plan's floor from the file's JSON form (one floor per plan under `floors`, or a single floor as the
+    file held before); a malformed file is refused in one line."""
+    if isinstance(data, dict) and "floors" in data:
+        per_plan = data["floors"]
+        if not isinstance(per_plan, dict):
+            raise CompareError(f"{source or 'noise floor'}: `floors` must map each plan to its floor")
+        found = {str(p): from_dict(f, f"{source or 'noise floor'}: floors.{p}") for p, f in per_plan.items()}
+        return NoiseFloors({p: replace(f, source=source) for p, f in found.items()}, source)
+    single = from_dict(data, source)
+    return NoiseFloors({single.plan: single} if single.records else {}, source)
+
+
+def load(path: Path | str | None = None) -> NoiseFloors:
+    """The noise floors of `path`, else of $LOADTEST_NOISE_FLOOR, else the package's; a missing package file is
+    no floor, a named file that cannot be read is one line."""
     named = path if path is not None else os.environ.get(NOISE_FLOOR_ENV) or None
     target = Path(named) if named else NOISE_FLOOR_FILE
     try:
@@ -205,14 +302,14 @@ def load(path: Path | str | None = None) -> NoiseFloor:
     except FileNotFoundError:
         if named:
             raise CompareError(f"noise floor {target}: no such file") from None
-        return NoiseFloor(source=str(target))
+        return NoiseFloors(source=str(target))
     except OSError as error:
         raise CompareError(f"noise floor {target}: cannot read it ({error.strerror or error})") from None
     try:
         data = json.loads(text)
     except ValueError as error:
         raise CompareError(f"noise floor {target}: not JSON ({error})") from None
-    return from_dict(data, _shown(target))
+    return floors_from_dict(data, _shown(target))
 
 
 def _shown(path: Path) -> str:
@@ -254,5 +351,6 @@ def measure(side: Side, date: str, machine: str = "", command: str = "", note: s
             plan=plan, date=date)
     return NoiseFloor(records=records, plan=plan, plan_digest=side.plan_digest, runs=side.n, date=date,
                       machine=machine, command=command, note=note or f"measured by benchmarks/noise_floor.py: "
-                      f"{side.n} runs of plan {plan}; see benchmarks/results/noise_floor.md", unmeasured=unmeasured)
+                      f"{side.n} runs of plan {plan}; see benchmarks/results/noise_floor_{plan}.md",
+                      unmeasured=unmeasured)
 

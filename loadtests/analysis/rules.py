@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from loadtests.analysis.noise import NoiseRecord
+from loadtests.analysis.noise import Noise
 from loadtests.config.plan import REGRESSION_DEFAULTS
 from loadtests.errors import CompareError
 
@@ -82,7 +82,7 @@ class Cutoffs:
 
 
 def cutoffs(rule: str, a_low: float, a_high: float, limits: dict[str, float],
-            floor: NoiseRecord | None = None) -> Cutoffs:
+            floor: Noise | None = None) -> Cutoffs:
     """A baseline interval's cut-offs (bounds at their worst for a regression: A as high as it can be)."""
     if floor is None:
         return Cutoffs(threshold(rule, a_high, limits))

@@ -18,7 +18,7 @@ from markupsafe import Markup
 from loadtests.analysis import figures, noise, stats
 from loadtests.analysis.formats import in_unit
 from loadtests.analysis.judge import NOT_NOISE_CHECKED, interval
-from loadtests.analysis.noise import NoiseFloor
+from loadtests.analysis.noise import NoiseFloor, NoiseFloors
 from loadtests.analysis.rules import cutoffs, limits_from, rule_text
 from loadtests.analysis.samples import Side, readings
 from loadtests.report import charts, page
@@ -36,9 +36,9 @@ def _number(value: float | None) -> float | str | None:
     return "inf" if value > 0 else "-inf"
 
 
-def card(run: RunResult, floor: NoiseFloor | None = None) -> Markup:
+def card(run: RunResult, floor: NoiseFloors | NoiseFloor | None = None) -> Markup:
     """The comparison card of one run, as the baseline (its cut-offs) or the candidate (its intervals)."""
-    floor = floor if floor is not None else noise.load()
+    floors = noise.as_floors(floor if floor is not None else noise.load())
     plan = run.plan if isinstance(run.plan, dict) else {}
     thresholds = plan.get("compare") or {}
     limits = limits_from(thresholds)
@@ -50,7 +50,7 @@ def card(run: RunResult, floor: NoiseFloor | None = None) -> Markup:
         rule = rules[key]
         if rule is None:
             continue
-        record, missing = floor.lookup(key, {plan_name})
+        record, missing = floors.lookup(key, {plan_name}, {run.plan_digest})
         unit = figures.CHARTS[key[0]].unit
         steps = {}
         for index, got in per_step.items():

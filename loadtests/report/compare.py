@@ -13,7 +13,7 @@ from typing import Any
 
 from loadtests.analysis import figures, stats
 from loadtests.analysis.judge import NOT_NOISE_CHECKED, NOT_SIGNIFICANT, CompareResult, judge_sides
-from loadtests.analysis.noise import NoiseFloor
+from loadtests.analysis.noise import NoiseFloor, NoiseFloors
 from loadtests.analysis.rules import RULES, limits_from, rule_text
 from loadtests.analysis.samples import Side, load_side, readings
 from loadtests.config.plan import REGRESSION_DEFAULTS
@@ -119,7 +119,7 @@ def junit_suites(result: CompareResult, a: Side, b: Side) -> list[junit.Suite]:
 
 def compare(a_folder: Path | Sequence[Path], b_folder: Path | Sequence[Path], out_dir: Path,
             thresholds: dict[str, Any] | None = None, force: bool = False,
-            noise_floor: NoiseFloor | None = None) -> CompareResult:
+            noise_floor: NoiseFloors | NoiseFloor | None = None) -> CompareResult:
     """Compare side B (candidate) against side A (baseline), each a run folder, a folder of repeated runs, or a
     list of such folders; write compare.html and compare-junit.xml. `noise_floor`: the recorded noise (default:
     noise.load(), the package's or $LOADTEST_NOISE_FLOOR's)."""
@@ -129,7 +129,7 @@ def compare(a_folder: Path | Sequence[Path], b_folder: Path | Sequence[Path], ou
 
 
 def compare_sides(a: Side, b: Side, out_dir: Path, thresholds: dict[str, Any] | None = None,
-                  force: bool = False, noise_floor: NoiseFloor | None = None) -> CompareResult:
+                  force: bool = False, noise_floor: NoiseFloors | NoiseFloor | None = None) -> CompareResult:
     """Judge loaded sides (see samples.load_side) and write compare.html and compare-junit.xml."""
     result = judge_sides(a, b, thresholds, force, noise_floor)
     limits = result.thresholds
