@@ -131,11 +131,11 @@ def write_raw(side: Side, folder: Path) -> list[Path]:
     return written
 
 
-def report(side: Side, floor: NoiseFloor, command: str, notes: Sequence[str]) -> list[str]:
+def report(side: Side, floor: NoiseFloor, command: str, notes: Sequence[str], note: str = "") -> list[str]:
     """benchmarks/results/noise_floor_<plan>.md, in the shape every benchmark result takes."""
     setting = (f"Kubernetes {kube_version(side)}; {side.n} runs of plan {floor.plan} on fresh control planes "
                f"one after another, recorded on {machine_text(side)}; each cell: the runs' median (min–max, "
-               "spread: the highest run over the lowest, max / min - 1).")
+               "spread: the highest run over the lowest, max / min - 1)." + (f" {note}" if note else ""))
     lines = results_head(f"Noise floor: the {floor.plan} plan run {side.n} times", setting, command,
                          ["figure", *[f"{s.nodes:,} nodes" for s in side.steps], "largest spread (step)"])
     lines += table(side, floor)
@@ -160,6 +160,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="read these runs (run folders or folders of repeats); run nothing")
     parser.add_argument("--run-dir", type=Path, help="where `loadtest run` writes (default: reports/noise-floor-...)")
     parser.add_argument("--force", action="store_true", help="pass --force to `loadtest run`")
+    parser.add_argument("--note", default="", help="a sentence on how the runs were made, written under the "
+                        "table's heading (e.g. what else ran on the machine)")
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/noise_floor_<plan>.md")
     parser.add_argument("--json", type=Path, default=noise.NOISE_FLOOR_FILE,
                         help="the noise floors compare reads (the plan's floor replaced, the others kept)")
@@ -175,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.from_results:
         folders = list(args.from_results)
         command = f".venv/bin/python benchmarks/noise_floor.py --from-results {shlex.join(map(str, folders))}"
+        command += f" --note {shlex.quote(args.note)}" if args.note else ""
     else:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         folder = args.run_dir or ROOT / "reports" / f"noise-floor-{Path(args.plan).stem}-{stamp}"
@@ -194,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{stats.MIN_SAMPLES}", file=sys.stderr)
         return 2
     floor = noise.measure(side, date=time.strftime("%Y-%m-%d"), machine=machine_text(side), command=command)
-    lines = report(side, floor, command, notes)
+    lines = report(side, floor, command, notes, args.note)
     out = args.out or RESULTS / f"noise_floor_{floor.plan}.md"
     raw_dir = args.raw or RESULTS / "raw" / "noise_floor" / floor.plan
     for path in (out, args.json):
