@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import results_head  # noqa: E402
 from loadtests.analysis import figures, noise, stats  # noqa: E402
-from loadtests.analysis.noise import NoiseFloor, StepSpread  # noqa: E402
+from loadtests.analysis.noise import NoiseFloor, NoiseRecord, StepSpread  # noqa: E402
 from loadtests.analysis.samples import Side, load_side  # noqa: E402
 from loadtests.errors import LoadTestError  # noqa: E402
 from loadtests.report import page  # noqa: E402
@@ -81,8 +81,9 @@ def kube_version(side: Side) -> str:
     return str(versions.get("kubernetes") or "version not recorded")
 
 
-def cell(spread: StepSpread | None, unit: str) -> str:
-    """"41.0 ms (36.0 ms–49.0 ms, +36 %)": the runs' median, min–max and spread at one step."""
+def cell(spread: StepSpread | None, unit: str, record: NoiseRecord | None = None) -> str:
+    """"41.0 ms (36.0 ms–49.0 ms, +36 %; floor +120 %)": the runs' median, min–max and spread at one step, and how
+    far above a first run a second may be there (the floor compare weighs a single run against)."""
     if spread is None or not spread.values:
         return "—"
     found = stats.summarize(spread.values)
@@ -93,25 +94,34 @@ def cell(spread: StepSpread | None, unit: str) -> str:
         return f"{median} ({len(spread.values)} run(s) with a value: too few)"
     pct = spread.spread_pct
     reach = "+∞ %" if pct == float("inf") else f"+{pct:.0f} %"
-    return f"{median} ({page.in_unit(found.low, unit)}–{page.in_unit(found.high, unit)}, {reach})"
+    low, high = page.in_unit(found.low, unit), page.in_unit(found.high, unit)
+    return f"{median} ({low}–{high}, {reach}; {floor_text(record, unit)})"
+
+
+def floor_text(record: NoiseRecord | None, unit: str) -> str:
+    """"floor +120 %", or the range where a run gave 0."""
+    if record is None:
+        return "no floor"
+    if record.spread_pct is None:
+        return f"floor: a range of {page.in_unit(record.spread_abs, unit)} (a run gave 0)"
+    return f"floor +{record.spread_pct:.0f} %"
 
 
 def table(side: Side, floor: NoiseFloor) -> list[str]:
-    """A row per compared figure: its spread at every step, then the largest (what the comparison uses)."""
+    """A row per compared figure: its spread and floor at every step, then its widest floor (what a comparison
+    uses at a step that gave none)."""
     found = noise.spreads(side)
     lines = []
     for key, per_step in found.items():
         unit = figures.CHARTS[key[0]].unit
         at = {s.step_index: s for s in per_step}
+        steps = floor.steps.get(noise.key_text(key), {})
         record = floor.records.get(noise.key_text(key))
-        if record is None:
-            largest = f"not measured: {floor.unmeasured.get(noise.key_text(key), '')}"
-        elif record.spread_pct is None:
-            largest = f"∞ (a run gave 0); range {page.in_unit(record.spread_abs, unit)} ({record.step})"
-        else:
-            largest = f"+{record.spread_pct:.0f} % ({record.step})"
-        lines.append(f"| {noise.label(key)} | " + " | ".join(cell(at.get(s.index), unit) for s in side.steps)
-                     + f" | {largest} |")
+        widest = (f"not measured: {floor.unmeasured.get(noise.key_text(key), '')}" if record is None
+                  else f"{floor_text(record, unit)} ({record.step})")
+        lines.append(f"| {noise.label(key)} | "
+                     + " | ".join(cell(at.get(s.index), unit, steps.get(s.index)) for s in side.steps)
+                     + f" | {widest} |")
     return lines
 
 
@@ -135,13 +145,18 @@ def report(side: Side, floor: NoiseFloor, command: str, notes: Sequence[str], no
     """benchmarks/results/noise_floor_<plan>.md, in the shape every benchmark result takes."""
     setting = (f"Kubernetes {kube_version(side)}; {side.n} runs of plan {floor.plan} on fresh control planes "
                f"one after another, recorded on {machine_text(side)}; each cell: the runs' median (min–max, "
-               "spread: the highest run over the lowest, max / min - 1)." + (f" {note}" if note else ""))
+               "spread: the highest run over the lowest, max / min - 1; floor: how far above a first run a second "
+               f"run of the build may be, a {(1 - stats.PREDICTION_ALPHA) * 100:.0f} % prediction interval from "
+               "the runs' values, stats.prediction_ratio)." + (f" {note}" if note else ""))
     lines = results_head(f"Noise floor: the {floor.plan} plan run {side.n} times", setting, command,
-                         ["figure", *[f"{s.nodes:,} nodes" for s in side.steps], "largest spread (step)"])
+                         ["figure", *[f"{s.nodes:,} nodes" for s in side.steps], "widest floor (step)"])
     lines += table(side, floor)
-    lines += ["", "The largest spread of each figure is what `loadtest compare` weighs a single-run change against "
-              "(loadtests/data/noise_floor.json, read by loadtests/analysis/noise.py): a change past its threshold is "
-              "a regression only where B exceeds A by more than that. A step is measured only where "
+    lines += ["", "Each step's floor is what `loadtest compare` weighs a single-run change at that step of this plan "
+              "against, and the widest over the steps where that step gave none (loadtests/data/noise_floor.json, "
+              "read by loadtests/analysis/noise.py): a change past its threshold is a regression only where B exceeds "
+              "A by more than that. A plan with no floor of its own is weighed against the widest floor of each "
+              "figure over every plan's. How often this rule cries wolf and what it misses, on recorded runs: "
+              "benchmarks/results/noise_floor_check.md. A step is measured only where "
               f"{stats.MIN_SAMPLES} or more runs gave a value and none was only a histogram bound (\"< 50 ms\" in "
               "every run is no measured spread); a figure never measured so stays not noise-checked.",
               "", f"Runs: {', '.join(run.run_id for run in side.runs)} (raw results: "

@@ -39,6 +39,7 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -471,7 +472,7 @@ def rows(a: Side, b: Side, limits: dict[str, float], floor: NoiseFloors | NoiseF
             if rb:
                 row.b_low, row.b_high = interval(rb)
             if row.compared:
-                judge_row(row, (a.n, b.n), limits, lambda key=key: floors.lookup(key, plans, digests))
+                judge_row(row, (a.n, b.n), limits, partial(floors.lookup, key, plans, digests, index))
             found.append(row)
     return found
 

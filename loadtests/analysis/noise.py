@@ -1,11 +1,13 @@
 """The recorded noise floor: how far each compared figure moved between runs of one build, measured, not assumed.
 
 `benchmarks/noise_floor.py` runs a plan several times (or reads runs already made) and writes, per figure
-(chart, name), the largest run-to-run spread measured at any step: the largest value over the smallest among the
-runs of one step, as a relative spread (max / min - 1), and the largest absolute range (max - min) for figures
-whose smallest run was 0 (a relative spread is then infinite). A comparison whose runs cannot weigh the noise
-themselves (single runs, or too few for the U test) calls a change a regression only beyond that spread; a
-figure with no recorded spread is not noise-checked, and never a regression.
+(chart, name) and step, how far above a first run of the build a second one may be: a 99 % prediction interval
+for the ratio of two runs (stats.prediction_ratio: from the standard deviation of the runs' logs and Student's t,
+so wider than the runs' own max / min and wider the fewer the runs), and the range (max - min) for figures where
+a run gave 0 (no ratio). A comparison whose runs cannot weigh the noise themselves (single runs, or too few for
+the U test) calls a change a regression only beyond that step's floor (beyond the figure's widest step where
+that step gave none); a figure with no recorded spread is not noise-checked, and never a regression. The
+false alarms and misses of this rule on recorded runs are in benchmarks/results/noise_floor_check.md.
 
 A step's spread is recorded only where at least stats.MIN_SAMPLES runs gave a value and none of them was only a
 histogram bound ("< 50 ms" in every run is no measured spread). The file is package data,
@@ -84,7 +86,8 @@ class StepSpread:
 
 @dataclass(frozen=True)
 class NoiseRecord:
-    """A figure's largest measured run-to-run spread (over every step measured), and what it was measured on."""
+    """A figure's run-to-run spread at one step of a plan's noise runs, or its largest over every step measured
+    (step_index None), and what it was measured on."""
 
     chart: str
     name: str
@@ -94,6 +97,8 @@ class NoiseRecord:
     step: str  # that step's name
     plan: str
     date: str
+    step_index: int | None = None  # the step this spread was measured at; None: the largest over the steps
+    runs_spread_pct: float | None = None  # the noise runs' own max / min - 1 there (None: a run gave 0, or not kept)
 
     @property
     def unit(self) -> str:
@@ -125,10 +130,16 @@ class NoiseRecord:
 
     @property
     def text(self) -> str:
-        """"run to run up to +38 % over 5 runs of plan smoke, 2026-12-01"."""
-        reach = (f"+{self.spread_pct:.0f} %" if self.spread_pct is not None
-                 else f"{formats.in_unit(self.spread_abs, self.unit)} apart, a run gave 0")
-        return f"run to run up to {reach} over {self.runs} runs of plan {self.plan}, {self.date}"
+        """"a second run up to +134 % above a first at 100 nodes (99 % prediction from 5 runs of plan default,
+        2026-12-05, which spread +38 %)"; the largest over the steps says its step ("at its widest step, ...")."""
+        if self.spread_pct is None:
+            return (f"run to run up to {formats.in_unit(self.spread_abs, self.unit)} apart, a run gave 0 "
+                    f"({self.runs} runs of plan {self.plan}, {self.date})")
+        at = f"at {self.step}" if self.step_index is not None else f"at its widest step, {self.step}"
+        spread = f", which spread +{self.runs_spread_pct:.0f} %" if self.runs_spread_pct is not None else ""
+        level = f"{(1 - stats.PREDICTION_ALPHA) * 100:.0f} % prediction from "
+        return (f"a second run up to +{self.spread_pct:.0f} % above a first {at} ({level}{self.runs} runs of plan "
+                f"{self.plan}, {self.date}{spread})")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -148,6 +159,7 @@ class NoiseFloor:
     note: str = EMPTY_NOTE
     source: str = ""  # the file it was read from
     unmeasured: dict[str, str] = field(default_factory=dict)  # key_text -> why no spread was recorded
+    steps: dict[str, dict[int, NoiseRecord]] = field(default_factory=dict)  # key_text -> step index -> its spread
 
     def describe(self) -> str:
         """Which measurement the noise floor is, in one phrase."""
@@ -160,7 +172,9 @@ class NoiseFloor:
         return {"note": self.note, "plan": self.plan, "plan_digest": self.plan_digest, "runs": self.runs,
                 "date": self.date, "machine": self.machine, "command": self.command,
                 "figures": {k: r.to_dict() for k, r in sorted(self.records.items())},
-                "unmeasured": dict(sorted(self.unmeasured.items()))}
+                "unmeasured": dict(sorted(self.unmeasured.items())),
+                "steps": {k: {str(i): r.to_dict() for i, r in sorted(per.items())}
+                          for k, per in sorted(self.steps.items())}}
 
 
 @dataclass(frozen=True)
@@ -210,12 +224,17 @@ class NoiseFloors:
                           f"compared: {', '.join(sorted(digests))})")
         return found, ""
 
-    def lookup(self, key: Key, plans: set[str], digests: set[str] = frozenset()) -> tuple[Noise | None, str]:
-        """The figure's noise for a comparison of these plans (their digests, where known): the plan's own record,
-        else the widest recorded on any plan, or None and why there is none."""
+    def lookup(self, key: Key, plans: set[str], digests: set[str] = frozenset(),
+               step: int | None = None) -> tuple[Noise | None, str]:
+        """The figure's noise at a step (its index) for a comparison of these plans (their digests, where known):
+        the plan's own spread at that step (the noise of a 100-node step is not a 1,000-node step's), else its
+        largest over the plan's steps where that step gave no measured spread, else the widest recorded on any
+        plan, or None and why there is none."""
         if not any(f.records for f in self.floors.values()):
             return None, f"no noise floor recorded in {self.source or 'loadtests/data/noise_floor.json'}"
         own, why = self.own(plans, digests)
+        if own is not None and step in own.steps.get(key_text(key), {}):
+            return own.steps[key_text(key)][step], ""
         if own is not None and key_text(key) in own.records:
             return own.records[key_text(key)], ""
         if own is not None:
@@ -252,6 +271,16 @@ def as_floors(floor: NoiseFloor | NoiseFloors | None) -> NoiseFloors:
     return NoiseFloors({floor.plan: floor}, floor.source) if floor is not None else NoiseFloors()
 
 
+def _step_records(data: Any, where: str) -> dict[str, dict[int, NoiseRecord]]:
+    """The per-step spreads of a floor's JSON form (none in a file written before they were kept)."""
+    if not isinstance(data, dict):
+        raise CompareError(f"{where}: expected a mapping of figures to their spread at each step")
+    try:
+        return {str(k): {int(i): _record(r, f"{where}.{k}.{i}") for i, r in per.items()} for k, per in data.items()}
+    except (AttributeError, ValueError) as error:
+        raise CompareError(f"{where}: not a mapping of step indexes to spreads ({error})") from None
+
+
 def _record(data: Any, where: str) -> NoiseRecord:
     if not isinstance(data, dict):
         raise CompareError(f"{where}: expected a mapping (chart, name, spread_pct, spread_abs, runs, ...)")
@@ -260,7 +289,10 @@ def _record(data: Any, where: str) -> NoiseRecord:
         return NoiseRecord(chart=str(data["chart"]), name=str(data["name"]),
                            spread_pct=None if spread is None else float(spread),
                            spread_abs=float(data["spread_abs"]), runs=int(data["runs"]), step=str(data.get("step", "")),
-                           plan=str(data["plan"]), date=str(data.get("date", "")))
+                           plan=str(data["plan"]), date=str(data.get("date", "")),
+                           step_index=None if data.get("step_index") is None else int(data["step_index"]),
+                           runs_spread_pct=None if data.get("runs_spread_pct") is None
+                           else float(data["runs_spread_pct"]))
     except (KeyError, TypeError, ValueError) as error:
         raise CompareError(f"{where}: not a noise record ({type(error).__name__}: {error}); rewrite it with "
                            "benchmarks/noise_floor.py") from None
@@ -276,7 +308,8 @@ def from_dict(data: Any, source: str = "") -> NoiseFloor:
                       runs=int(data.get("runs") or 0), date=str(data.get("date", "")),
                       machine=str(data.get("machine", "")), command=str(data.get("command", "")),
                       note=str(data.get("note", "")), source=source,
-                      unmeasured={str(k): str(v) for k, v in unmeasured.items()})
+                      unmeasured={str(k): str(v) for k, v in unmeasured.items()},
+                      steps=_step_records(data.get("steps", {}), f"{source or 'noise floor'}: steps"))
 
 
 def floors_from_dict(data: Any, source: str = "") -> NoiseFloors:
@@ -337,20 +370,31 @@ def measure(side: Side, date: str, machine: str = "", command: str = "", note: s
     """The noise floor of a side's runs (runs of one plan): per figure, its largest spread over the measured
     steps."""
     plan = str(side.first.plan.get("name", "")) if isinstance(side.first.plan, dict) else ""
-    records, unmeasured = {}, {}
+    records, unmeasured, steps = {}, {}, {}
     for key, found in spreads(side).items():
         measured = [s for s in found if s.measured]
         if not measured:
             unmeasured[key_text(key)] = _unmeasured_reason(found)
             continue
-        widest = max(measured, key=lambda s: (s.spread_pct, s.spread_abs))
-        pct = widest.spread_pct
-        records[key_text(key)] = NoiseRecord(
-            chart=key[0], name=key[1], spread_pct=None if math.isinf(pct) else round(pct, 3),
-            spread_abs=round(max(s.spread_abs for s in measured), 9), runs=len(widest.values), step=widest.step_name,
-            plan=plan, date=date)
+        per_step = {s.step_index: _spread_record(key, s, plan, date) for s in measured}
+        widest = max(per_step.values(), key=lambda r: (math.inf if r.spread_pct is None else r.spread_pct,
+                                                       r.spread_abs))
+        records[key_text(key)] = replace(widest, step_index=None,
+                                         spread_abs=max(r.spread_abs for r in per_step.values()))
+        steps[key_text(key)] = per_step
     return NoiseFloor(records=records, plan=plan, plan_digest=side.plan_digest, runs=side.n, date=date,
                       machine=machine, command=command, note=note or f"measured by benchmarks/noise_floor.py: "
                       f"{side.n} runs of plan {plan}; see benchmarks/results/noise_floor_{plan}.md",
-                      unmeasured=unmeasured)
+                      unmeasured=unmeasured, steps=steps)
+
+
+def _spread_record(key: Key, spread: StepSpread, plan: str, date: str) -> NoiseRecord:
+    """A figure's noise at one step: how far above a first run a second may be (stats.prediction_ratio of the
+    noise runs' values), or, where a run gave 0 (no ratio), their range."""
+    runs_pct = spread.spread_pct
+    rise = None if min(spread.values) <= 0 else (stats.prediction_ratio(spread.values) - 1) * 100
+    return NoiseRecord(chart=key[0], name=key[1], spread_pct=None if rise is None else round(rise, 3),
+                       spread_abs=round(spread.spread_abs, 9), runs=len(spread.values), step=spread.step_name,
+                       plan=plan, date=date, step_index=spread.step_index,
+                       runs_spread_pct=None if math.isinf(runs_pct) else round(runs_pct, 3))
 

@@ -182,3 +182,20 @@ def slope_interval(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, tup
         return float(fitted.slope), None
     t = t_quantile(0.975, len(xs) - 2)
     return float(fitted.slope), (float(fitted.slope - t * fitted.stderr), float(fitted.slope + t * fitted.stderr))
+
+
+# The single-run noise floor's level: a second run of one build rises above (or falls below) a first beyond its
+# prediction interval 1 % of the time, if the figure's run-to-run values are log-normal.
+PREDICTION_ALPHA = 0.01
+
+
+def prediction_ratio(values: Sequence[float], alpha: float = PREDICTION_ALPHA) -> float:
+    """How many times a first run's value a second run of the same build may reach, from `values` (the same
+    figure in several runs of one build, all > 0): exp(t(1 - alpha/2, n - 1) · s · √2), s the standard deviation
+    of their logs. A two-sided prediction interval for the log ratio of two new runs, each a draw with the runs'
+    spread: wider than the runs' own max / min, as a sixth run lands outside the range of five one time in three,
+    and wider still the fewer the runs (the t quantile)."""
+    if len(values) < 2 or min(values) <= 0:
+        raise ValueError("a prediction interval needs two or more values, all > 0")
+    logs = np.log(np.asarray(values, dtype=float))
+    return math.exp(t_quantile(1 - alpha / 2, len(values) - 1) * float(np.std(logs, ddof=1)) * math.sqrt(2))

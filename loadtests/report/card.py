@@ -18,9 +18,9 @@ from markupsafe import Markup
 from loadtests.analysis import figures, noise, stats
 from loadtests.analysis.formats import in_unit
 from loadtests.analysis.judge import NOT_NOISE_CHECKED, interval
-from loadtests.analysis.noise import NoiseFloor, NoiseFloors
+from loadtests.analysis.noise import Noise, NoiseFloor, NoiseFloors
 from loadtests.analysis.rules import cutoffs, limits_from, rule_text
-from loadtests.analysis.samples import Side, readings
+from loadtests.analysis.samples import Reading, Side, readings
 from loadtests.report import charts, page
 from loadtests.report.redact import redact
 from loadtests.results import RunResult
@@ -34,6 +34,20 @@ def _number(value: float | None) -> float | str | None:
     if value is None or not math.isinf(value):
         return value
     return "inf" if value > 0 else "-inf"
+
+
+def _card_step(got: list[Reading], unit: str, rule: str, limits: dict[str, float],
+               noise_at: tuple[Noise | None, str]) -> dict[str, Any]:
+    """One step of a figure on the card: its value, interval and cut-offs, weighed against that step's noise."""
+    record, missing = noise_at
+    low, high = interval(got)
+    cut = cutoffs(rule, low, high, limits, record)
+    value = stats.summarize([v for v, _ in got]).median
+    bound = next((b for _, b in got if b), "")
+    return {"value": value, "text": f"{bound} {in_unit(value, unit)}".lstrip(), "low": _number(low),
+            "high": _number(high), "bound": bound, "regress_above": _number(cut.regress_above),
+            "noise_above": _number(cut.noise_above), "noise_below": _number(cut.noise_below),
+            "floor": record.text if record is not None else "", "floor_missing": missing or ""}
 
 
 def card(run: RunResult, floor: NoiseFloors | NoiseFloor | None = None) -> Markup:
@@ -52,17 +66,9 @@ def card(run: RunResult, floor: NoiseFloors | NoiseFloor | None = None) -> Marku
             continue
         record, missing = floors.lookup(key, {plan_name}, {run.plan_digest})
         unit = figures.CHARTS[key[0]].unit
-        steps = {}
-        for index, got in per_step.items():
-            low, high = interval(got)
-            cut = cutoffs(rule, low, high, limits, record)
-            value = stats.summarize([v for v, _ in got]).median
-            bound = next((b for _, b in got if b), "")
-            steps[str(index)] = {"value": value, "text": f"{bound} {in_unit(value, unit)}".lstrip(),
-                                 "low": _number(low),
-                                 "high": _number(high), "bound": bound,
-                                 "regress_above": _number(cut.regress_above),
-                                 "noise_above": _number(cut.noise_above), "noise_below": _number(cut.noise_below)}
+        steps = {str(index): _card_step(got, unit, rule, limits,
+                                        floors.lookup(key, {plan_name}, {run.plan_digest}, index))
+                 for index, got in per_step.items()}
         figures_out.append({"chart": key[0], "name": key[1], "label": f"{figures.CHARTS[key[0]].short} {key[1]}",
                             "unit": unit,
                             "rule": rule, "rule_text": rule_text(rule, limits),

@@ -91,7 +91,7 @@ def _suites(folder: Path) -> dict[str, ET.Element]:
 
 def test_three_times_slower_fails_the_gate_naming_the_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    # single runs a side: weighed against a recorded noise floor (latencies up to 22 % apart run to run)
+    # single runs a side: weighed against a recorded floor of +23 % (latencies up to 8 % apart run to run)
     monkeypatch.setenv(NOISE_FLOOR_ENV, str(floor_file(tmp_path / "floor")))
     run = edited_run(SAMPLE, tmp_path / "run", scale_latencies(3.0))
     assert _gate(tmp_path, run) == EXIT_SLO_FAILED

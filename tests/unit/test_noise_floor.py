@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from benchmarks import noise_floor as bench
-from loadtests.analysis import noise
+from loadtests.analysis import noise, stats
 from loadtests.analysis.samples import load_side
 from loadtests.config.plan import PLANS_DIR
 from loadtests.config.plan import load as load_plan
@@ -33,19 +33,48 @@ def _post_pods(p99: float, bound: str = "", step: int | None = None):
     return edit
 
 
-def test_the_spread_is_the_highest_run_over_the_lowest(tmp_path: Path) -> None:
+RISE = (stats.prediction_ratio(NOISE_RUNS) - 1) * 100  # how far above a first run a second may be: +22.9 %
+
+
+def test_the_floor_is_a_prediction_interval_of_the_runs_at_each_step(tmp_path: Path) -> None:
     floor = recorded_floor(tmp_path / "noise")
     assert floor.plan == "default" and floor.runs == len(NOISE_RUNS)
     post = floor.records["server_mutating: POST pods"]
-    assert post.spread_pct == pytest.approx((1.1 / 0.9 - 1) * 100, abs=0.001)
+    # wider than the runs' own highest over lowest (+8 %): a sixth run lands outside five's range one time in three
+    assert post.spread_pct == pytest.approx(RISE, abs=0.001) and RISE > 22
+    assert post.runs_spread_pct == pytest.approx((1.04 / 0.96 - 1) * 100, abs=0.001)
     assert post.runs == 5 and post.plan == "default" and post.date == "2026-12-01"
-    # the largest absolute range is at the largest step: 118.9 ms x (1.1 - 0.9)
-    assert post.spread_abs == pytest.approx(0.1189 * 0.2)
+    # the largest absolute range is at the largest step: 118.9 ms x (1.04 - 0.96)
+    assert post.spread_abs == pytest.approx(0.1189 * 0.08)
+    # each step keeps its own: the same relative spread here, as every latency was scaled alike
+    steps = floor.steps["server_mutating: POST pods"]
+    assert sorted(steps) == [0, 1, 2] and all(r.step_index == i for i, r in steps.items())
+    assert "at 100 nodes (99 % prediction from 5 runs of plan default, 2026-12-01, which spread +8 %)" in steps[0].text
     # what the noise runs did not move has no spread: any change past its threshold is beyond it
     assert floor.records["cpu: kube-apiserver"].spread_pct == 0.0
-    assert floor.records["errors: 5xx server errors"].spread_pct == 0.0
-    assert post.allows(0.100, 0.122) and not post.allows(0.100, 0.1225)
+    errors = floor.records["errors: 5xx server errors"]  # 0 in every run: no ratio, a range of 0
+    assert errors.spread_pct is None and errors.spread_abs == 0.0 and not errors.allows(0.0, 1.0)
+    ceiling = 0.100 * (1 + RISE / 100)
+    assert post.allows(0.100, ceiling - 1e-6) and not post.allows(0.100, ceiling + 1e-6)
     assert not floor.records["cpu: kube-apiserver"].allows(20.0, 20.5)
+
+
+def test_a_step_is_weighed_against_its_own_noise_not_the_widest_step(tmp_path: Path) -> None:
+    """Latencies at the 1,000-node step far noisier than at 100 nodes: a change at 100 nodes is weighed against
+    100 nodes' spread, and a step the runs left unmeasured against the widest."""
+    def noisy_at_the_top(data: dict[str, Any]) -> None:
+        factor = data["steps"][2]["pod_startup"]["p99"] / 0.1189  # this run's factor, 0.96 to 1.04
+        data["steps"][2]["pod_startup"]["p99"] = 0.1189 * factor ** 50  # 0.13 to 7.1 times
+    floor = noise.measure(load_side(repeated_run(tmp_path / "runs", NOISE_RUNS, noisy_at_the_top), "noise"),
+                          date="d")
+    floors = noise.as_floors(floor)
+    key, digest = ("pod_startup", "p99"), floor.plan_digest
+    at_100, _ = floors.lookup(key, {"default"}, {digest}, 0)
+    at_1000, _ = floors.lookup(key, {"default"}, {digest}, 2)
+    assert at_100.spread_pct == pytest.approx(RISE, abs=0.001) and at_1000.spread_pct > 100 * RISE
+    assert not at_100.allows(0.040, 0.080) and at_1000.allows(0.040, 0.080)
+    unmeasured, _ = floors.lookup(key, {"default"}, {digest}, 7)  # no such step in the noise runs: the widest
+    assert unmeasured is floor.records["pod_startup: p99"] and unmeasured.step_index is None
 
 
 def test_bounds_and_too_few_runs_are_no_measured_spread(tmp_path: Path) -> None:
@@ -81,22 +110,24 @@ def test_a_count_from_zero_is_weighed_by_its_range(tmp_path: Path) -> None:
 
 
 def test_a_plan_uses_its_own_floor_else_the_widest_of_any_plan_saying_so(tmp_path: Path) -> None:
-    narrow = recorded_floor(tmp_path / "noise")  # plan default, latencies up to 22 % apart
-    wide = replace(recorded_floor(tmp_path / "wide", (0.5, 0.75, 1.0, 1.25, 1.5)), plan="smoke")  # up to 200 %
+    narrow = recorded_floor(tmp_path / "noise")  # plan default, latencies up to 8 % apart: a floor of +22.9 %
+    wide_runs = (0.5, 0.75, 1.0, 1.25, 1.5)  # up to 200 % apart
+    wide = replace(recorded_floor(tmp_path / "wide", wide_runs), plan="smoke")
     wide = replace(wide, records={k: replace(r, plan="smoke") for k, r in wide.records.items()})
     floors = noise.as_floors(narrow).with_floor(wide)
     key, digest = ("server_mutating", "POST pods"), narrow.plan_digest
     own, why = floors.lookup(key, {"default"}, {digest})
     assert own is narrow.records["server_mutating: POST pods"] and why == ""
-    assert own.allows(0.100, 0.122) and not own.allows(0.100, 0.123)
-    # a plan never measured: the widest spread of any plan, and it says which and why
+    assert own.allows(0.100, 0.1228) and not own.allows(0.100, 0.1230)
+    # a plan never measured: the widest floor of any plan, and it says which and why
     other, why = floors.lookup(key, {"lists"}, {"0123"})
-    assert why == "" and other.allows(0.100, 0.300) and not other.allows(0.100, 0.301)
-    assert "over 5 runs of plan smoke" in other.text
+    wide_ceiling = 0.100 * stats.prediction_ratio(wide_runs)
+    assert why == "" and other.allows(0.100, wide_ceiling - 1e-6) and not other.allows(0.100, wide_ceiling + 1e-6)
+    assert "5 runs of plan smoke" in other.text
     assert other.text.endswith("the widest recorded for any plan (plan lists has no noise floor of its own)")
     # the plan changed since its floor was measured: its digest no longer matches, so it is not its own
     stale, _ = floors.lookup(key, {"default"}, {"fedcba"})
-    assert "measured on an earlier version of it" in stale.text and stale.allows(0.100, 0.300)
+    assert "measured on an earlier version of it" in stale.text and stale.allows(0.100, wide_ceiling - 1e-6)
     assert floors.describe({"default"}, {digest}) == narrow.describe()
     assert floors.describe({"lists"}, {"0123"}).startswith("plan lists has no noise floor of its own: the widest")
     record, why = noise.NoiseFloors().lookup(key, {"default"})
@@ -158,10 +189,10 @@ def test_the_benchmark_writes_the_table_the_json_and_the_raw_results(tmp_path: P
     text = md.read_text(encoding="utf-8")
     assert text.startswith("# Noise floor: the default plan run 5 times (")
     assert "Command: `.venv/bin/python benchmarks/noise_floor.py --from-results" in text
-    assert "| figure | 100 nodes | 500 nodes | 1,000 nodes | largest spread (step) |" in text
-    assert "| server p99 POST pods | 41.0 ms (36.9 ms–45.1 ms, +22 %) |" in text
+    assert "| figure | 100 nodes | 500 nodes | 1,000 nodes | widest floor (step) |" in text
+    assert "| server p99 POST pods | 41.0 ms (39.4 ms–42.6 ms, +8 %; floor +23 %) |" in text
     floor = noise.load(js).floors["default"]
-    assert floor.records["server_mutating: POST pods"].spread_pct == pytest.approx(22.222, abs=0.001)
+    assert floor.records["server_mutating: POST pods"].spread_pct == pytest.approx(RISE, abs=0.001)
     assert floor.command.startswith(".venv/bin/python benchmarks/noise_floor.py --from-results")
     assert floor.machine.startswith("8 cores")  # the machine the runs recorded
     files = sorted(raw.glob("*.results.json.gz"))
