@@ -23,19 +23,20 @@ venv: $(VENV)/.installed
 
 # The Python packages are locked: requirements.lock has the exact version of every package the suite passes with
 # (pip and setuptools, the build backend, too) and the sha256 of each file PyPI has for it; requirements-otava.lock
-# has Apache Otava's. `make lock` refreshes the locks.
+# has Apache Otava's. The venv is built from nothing whenever a lock or pyproject.toml changes, as on a fresh
+# machine, so nothing a lock dropped stays installed; `make lock` refreshes the locks.
 LOCK := requirements.lock
 OTAVA_LOCK := requirements-otava.lock
 
-$(VENV)/.installed: pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "installing the Python dependencies into $(VENV) (quiet; it takes a while the first time)"
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	@# `loadtest history` finds change points with Apache Otava's E-divisive code, which needs only numpy and
-	@# scipy; its own requirements (BigQuery, Postgres and Slack clients, an exact numpy) would clash with the
-	@# kubernetes client's, so it is installed without them.
-	$(BIN)/pip install --quiet --no-deps 'apache-otava==0.8.0'
+$(VENV)/.installed: pyproject.toml $(LOCK) $(OTAVA_LOCK)
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	@echo "installing the Python packages pinned in $(LOCK) into $(VENV) (quiet; it takes a while the first time)"
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	@# the project itself, editable: built by the locked setuptools (--no-build-isolation: no build backend
+	@# fetched from the index) and with its dependencies already there from the lock (--no-deps)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip install --quiet --no-deps --require-hashes -r $(OTAVA_LOCK)
 	@touch $@
 
 # `make lock`: the newest versions pyproject.toml's ranges allow (its dependencies, the dev extra and the build
