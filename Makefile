@@ -17,20 +17,55 @@ BASELINE ?=
 GATE_REPEAT = $$($(BIN)/python -c 'from loadtests.config.plan import REGRESSION_DEFAULTS as d; from loadtests.analysis.stats import samples_needed; print(samples_needed(d["alpha"]))')
 RUN_FLAGS := $(if $(OUT),--out $(OUT),) $(if $(REPEAT),--repeat $(REPEAT),$(if $(BASELINE),--repeat $(GATE_REPEAT),)) $(if $(BASELINE),--baseline $(BASELINE),)
 
-.PHONY: setup venv binaries browser loadbalancer load-test capacity lessons test unit-test quick-test lint benchmark upgrade-rehearsal report clean-clusters
+.PHONY: setup venv lock binaries browser loadbalancer load-test capacity lessons test unit-test quick-test lint benchmark upgrade-rehearsal report clean-clusters
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "installing the Python dependencies into $(VENV) (quiet; it takes a while the first time)"
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	@# `loadtest history` finds change points with Apache Otava's E-divisive code, which needs only numpy and
-	@# scipy; its own requirements (BigQuery, Postgres and Slack clients, an exact numpy) would clash with the
-	@# kubernetes client's, so it is installed without them.
-	$(BIN)/pip install --quiet --no-deps 'apache-otava==0.8.0'
+# The Python packages are locked: requirements.lock has the exact version of every package the suite passes with
+# (pip and setuptools, the build backend, too) and the sha256 of each file PyPI has for it; requirements-otava.lock
+# has Apache Otava's. The venv is built from nothing whenever a lock or pyproject.toml changes, as on a fresh
+# machine, so nothing a lock dropped stays installed; `make lock` refreshes the locks.
+LOCK := requirements.lock
+OTAVA_LOCK := requirements-otava.lock
+
+$(VENV)/.installed: pyproject.toml $(LOCK) $(OTAVA_LOCK)
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	@echo "installing the Python packages pinned in $(LOCK) into $(VENV) (quiet; it takes a while the first time)"
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	@# the project itself, editable: built by the locked setuptools (--no-build-isolation: no build backend
+	@# fetched from the index) and with its dependencies already there from the lock (--no-deps)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip install --quiet --no-deps --require-hashes -r $(OTAVA_LOCK)
 	@touch $@
+
+# `make lock`: the newest versions pyproject.toml's ranges allow (its dependencies, the dev extra and the build
+# backend, and pip), with the hashes of all their files, resolved by uv in a throw-away venv for CPython 3.11 on
+# Linux x86_64 (this project's machines); prints the pins that changed. KEEP=1 keeps the current pins and only
+# resolves what pyproject.toml added or dropped. Then `make test` (which installs the new lock) and commit both
+# locks. `loadtest history` finds change points with Apache Otava's E-divisive code, which needs only numpy and
+# scipy; Otava's own requirements (BigQuery, Postgres and Slack clients, an exact numpy) would clash with the
+# kubernetes client's, so it is locked and installed without them, at the version OTAVA names.
+UV := uv==0.13.9
+OTAVA := apache-otava==0.8.0
+LOCK_TARGET := --python-version 3.11 --python-platform x86_64-unknown-linux-gnu
+# $(call pins,FILE): a lock's name==version lines, the names normalized (PEP 503), sorted
+pins = grep -o -E '^[A-Za-z0-9._-]+==[^ ]+' $(1) | awk -F== '{n = tolower($$1); gsub(/[-_.]+/, "-", n); print n "==" $$2}' | sort
+LOCK_FLAGS := $(LOCK_TARGET) --generate-hashes --custom-compile-command 'make lock' --quiet $(if $(KEEP),,--upgrade)
+lock:
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(PYTHON) -m venv "$$tmp/venv"; "$$tmp/venv/bin/pip" install --quiet --disable-pip-version-check '$(UV)'; \
+	for f in $(LOCK) $(OTAVA_LOCK); do if [ -f "$$f" ]; then cp "$$f" "$$tmp/$$f"; fi; done; \
+	tools=$$($(PYTHON) -c 'import tomllib; print("pip", *tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")'); \
+	printf '%s\n' "$$tools" | "$$tmp/venv/bin/uv" pip compile pyproject.toml - --extra dev $(LOCK_FLAGS) -o "$$tmp/$(LOCK)"; \
+	echo '$(OTAVA)' | "$$tmp/venv/bin/uv" pip compile - --no-deps --no-annotate $(LOCK_FLAGS) -o "$$tmp/$(OTAVA_LOCK)"; \
+	for f in $(LOCK) $(OTAVA_LOCK); do \
+	  if [ -f "$$f" ]; then $(call pins,"$$f") > "$$tmp/before"; else : > "$$tmp/before"; fi; \
+	  $(call pins,"$$tmp/$$f") > "$$tmp/after"; \
+	  if cmp -s "$$tmp/before" "$$tmp/after"; then echo "$$f: no pin changed"; \
+	  else echo "$$f: pins changed (- before, + now)"; diff "$$tmp/before" "$$tmp/after" | sed -n 's/^< /  - /p; s/^> /  + /p'; fi; \
+	  cp "$$tmp/$$f" "$$f"; \
+	done
 
 binaries: venv
 	$(BIN)/loadtest setup $(KUBE_FLAG)
