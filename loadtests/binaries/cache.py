@@ -40,6 +40,18 @@ def cache_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "k8s-loadtest"
 
 
+def cache_folder(path: Path) -> Path:
+    """`path` (a folder under the cache) made, or one line saying why it cannot be and, when LOADTEST_CACHE put
+    it there, that the variable names it: an unwritable cache is the user's setting, not a crash."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        named = ("; LOADTEST_CACHE names it: point it at a folder you can write, or unset it"
+                 if os.environ.get("LOADTEST_CACHE") else "")
+        raise SetupError(f"cache folder {path}: cannot create it ({error.strerror or error}){named}") from None
+    return path
+
+
 def machine_arch() -> str:
     machine = platform.machine().lower()
     return {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)

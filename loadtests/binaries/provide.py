@@ -16,7 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from loadtests.binaries.build import BUILDERS, known_kube_versions, require_go
-from loadtests.binaries.cache import COMPLETE_MARKER, KUBE_BINARIES, Binaries, BinarySet, find, sets_for
+from loadtests.binaries.cache import (
+    COMPLETE_MARKER,
+    KUBE_BINARIES,
+    Binaries,
+    BinarySet,
+    cache_folder,
+    find,
+    sets_for,
+)
 from loadtests.binaries.download import download_set
 from loadtests.config.versions import (
     DEFAULT_KUBE_VERSION,
@@ -52,7 +60,7 @@ def provide(
 
 
 def _provide_set(binary_set: BinarySet, download_base: dict[str, str], log: Callable[[str], None]) -> str:
-    binary_set.directory.parent.mkdir(parents=True, exist_ok=True)
+    cache_folder(binary_set.directory.parent)
     staging = Path(tempfile.mkdtemp(prefix=f".{binary_set.name}-", dir=binary_set.directory.parent))
     try:
         try:

@@ -240,7 +240,8 @@ class LocalControlPlane:
         ports = self._choose_ports()
         if self.directory.exists():
             shutil.rmtree(self.directory)
-        self.directory.mkdir(parents=True)
+        binaries_mod.cache_folder(self.directory.parent)
+        self.directory.mkdir()
         self.directory.chmod(0o700)
         state = ClusterState(name=self.options.name, directory=str(self.directory),
                              kube_version=bins.kube_version, versions=bins.versions(), ports=ports,

@@ -37,3 +37,14 @@ def test_no_go_and_no_download_names_what_to_install(tmp_path) -> None:
     lines = error_lines(result)
     assert len(lines) == 1, result.stderr
     assert "no Go toolchain" in lines[0] and "install Go" in lines[0]
+
+
+def test_a_cache_folder_that_cannot_be_made_is_one_line_naming_the_variable(tmp_path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    result = loadtest("setup", env={"LOADTEST_CACHE": str(blocker / "cache"), "LOADTEST_OFFLINE": "1"})
+    assert result.returncode == 2, result.stderr
+    lines = error_lines(result)
+    assert len(lines) == 1 and "unexpected error" not in lines[0], result.stderr
+    assert f"cache folder {blocker / 'cache'}" in lines[0] and "cannot create it (Not a directory)" in lines[0]
+    assert "LOADTEST_CACHE names it" in lines[0]
