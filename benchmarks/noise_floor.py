@@ -141,6 +141,12 @@ def write_raw(side: Side, folder: Path) -> list[Path]:
     return written
 
 
+def step_names(side: Side) -> list[str]:
+    """A column per step: "1,000 nodes", or the step's own name where steps share a scale (phases)."""
+    scales = [s.nodes for s in side.steps]
+    return [s.name if scales.count(s.nodes) > 1 else f"{s.nodes:,} nodes" for s in side.steps]
+
+
 def report(side: Side, floor: NoiseFloor, command: str, notes: Sequence[str], note: str = "") -> list[str]:
     """benchmarks/results/noise_floor_<plan>.md, in the shape every benchmark result takes."""
     setting = (f"Kubernetes {kube_version(side)}; {side.n} runs of plan {floor.plan} on fresh control planes "
@@ -149,7 +155,7 @@ def report(side: Side, floor: NoiseFloor, command: str, notes: Sequence[str], no
                f"run of the build may be, a {(1 - stats.PREDICTION_ALPHA) * 100:.0f} % prediction interval from "
                "the runs' values, stats.prediction_ratio)." + (f" {note}" if note else ""))
     lines = results_head(f"Noise floor: the {floor.plan} plan run {side.n} times", setting, command,
-                         ["figure", *[f"{s.nodes:,} nodes" for s in side.steps], "widest floor (step)"])
+                         ["figure", *step_names(side), "widest floor (step)"])
     lines += table(side, floor)
     lines += ["", "Each step's floor is what `loadtest compare` weighs a single-run change at that step of this plan "
               "against, and the widest over the steps where that step gave none (loadtests/data/noise_floor.json, "
