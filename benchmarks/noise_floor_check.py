@@ -14,7 +14,7 @@ recorded runs behind each plan's floor (benchmarks/results/raw/noise_floor/<plan
 
 Writes benchmarks/results/noise_floor_check.md and raw/noise_floor_check.json.gz. No control plane: a minute.
 
-    .venv/bin/python benchmarks/noise_floor_check.py [--plan default --plan smoke]
+    .venv/bin/python benchmarks/noise_floor_check.py [--plan default --plan smoke]   # default: every plan recorded
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from loadtests.results import RESULTS_FILE  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "noise_floor_check.md"
 FACTORS = (1.5, 2.0, 3.0)
-PLANS = ("default", "smoke")
 Edit = Callable[[dict[str, Any]], None]
 
 
@@ -153,9 +152,11 @@ def table(found: list[dict[str, Any]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plan", action="append", help=f"plans with recorded noise runs (default: {PLANS})")
+    parser.add_argument("--plan", action="append",
+                        help="a plan with recorded noise runs (default: every plan in raw/noise_floor/)")
     args = parser.parse_args(argv)
-    plans = args.plan or list(PLANS)
+    recorded = sorted(p.name for p in (RAW_DIR / "noise_floor").iterdir() if p.is_dir())
+    plans = args.plan or ["default", *[p for p in recorded if p != "default"]]
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         found = [check_plan(plan, Path(tmp)) for plan in plans]
