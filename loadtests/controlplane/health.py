@@ -74,7 +74,8 @@ def endpoint_check(component: str, record: ProcessRecord | None, url: str, what:
     return HealthCheck(component, probe)
 
 
-STOPPED_TOGETHER_S = 2.0  # after the first component is seen gone, how long the others are watched for
+STOPPED_TOGETHER_S = 8.0  # after the first component is seen gone, how long the others are watched for: etcd
+# took 4.3-4.5 s to end on SIGTERM in two runs of the faults test's kill case, a scheduler or kwok under a millisecond
 OUTSIDE = "the control plane was stopped from outside"
 
 
