@@ -26,6 +26,13 @@ def test_defaults_are_filled_in() -> None:
     assert plan.steps[0].name == "10 nodes" and plan.gate is True
 
 
+def test_kubelet_watchers_ask_in_json_unless_the_plan_says_protobuf() -> None:
+    default = plan_mod.parse({**GOOD, "load": {"scenarios": {"kubelet_watchers": {}}}}, "t.yaml")
+    assert default.load["kubelet_watchers"]["encoding"] == "json"
+    protobuf = {"scenarios": {"kubelet_watchers": {"encoding": "protobuf"}}}
+    assert plan_mod.parse({**GOOD, "load": protobuf}, "t.yaml").load["kubelet_watchers"]["encoding"] == "protobuf"
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -37,6 +44,8 @@ def test_defaults_are_filled_in() -> None:
         ({"load": {"scenarios": {"pod_chrun": {}}}}, "load.scenarios.pod_chrun: unknown scenario"),
         ({"load": {"scenarios": {"pod_churn": {"rate": -1}}}}, "load.scenarios.pod_churn.rate: must be a number >= 0"),
         ({"load": {"scenarios": {"list_pollers": {"resource": "widgets"}}}}, "list_pollers.resource: must be one of"),
+        ({"load": {"scenarios": {"kubelet_watchers": {"encoding": "proto"}}}},
+         "t.yaml: load.scenarios.kubelet_watchers.encoding: must be one of: json, protobuf"),
         ({"target": {"kube_version": "1.37"}}, "target.kube_version: Kubernetes version '1.37' is not of the form"),
         ({"target": {"kind": "remote"}}, "target.kind: must be 'local' or 'cluster'"),
         ({"target": {"kind": "cluster"}}, "target.kubeconfig: required when target.kind is 'cluster'"),

@@ -16,7 +16,6 @@ path `k8s.io.api.core.v1`); this package keeps them flat instead, so the imports
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import subprocess
@@ -51,11 +50,12 @@ def generated_module(name: str) -> str:
 
 
 def module_cache() -> Path:
-    """Go's module cache: GOMODCACHE, else `go env GOMODCACHE`, else GOPATH's (or ~/go's) pkg/mod."""
-    given = os.environ.get("GOMODCACHE")
-    if not given and shutil.which("go"):
-        given = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True).stdout.strip()
-    return Path(given or Path(os.environ.get("GOPATH") or Path.home() / "go") / "pkg" / "mod")
+    """Go's module cache, as `go env GOMODCACHE` says (go reads GOMODCACHE and GOPATH itself); ~/go/pkg/mod
+    without go."""
+    found = ""
+    if shutil.which("go"):
+        found = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True).stdout.strip()
+    return Path(found) if found else Path.home() / "go" / "pkg" / "mod"
 
 
 def source_file(cache: Path, name: str) -> Path:

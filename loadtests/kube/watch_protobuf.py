@@ -1,0 +1,281 @@
+"""Watch streams and bodies in Kubernetes's protobuf encoding, which kubelets and kube-proxy ask for (Accept
+application/vnd.kubernetes.protobuf): decoded by the `protobuf` library with Kubernetes's own messages
+(loadtests/kube/pb), into the WatchEvent objects the JSON path makes. Like watch.py, nothing here does I/O:
+every transport feeds the bytes it read.
+
+The wire, as the apiserver writes it (paths in k8s.io/apimachinery@v0.37.2 unless another module is named):
+- A body (GET, LIST, a Status) is the 4 bytes `k8s\\x00` and a runtime.Unknown message: typeMeta (apiVersion,
+  kind), raw (the object's own message), contentEncoding, contentType (pkg/runtime/serializer/protobuf/
+  protobuf.go: protoEncodingPrefix, Serializer.doEncode).
+- A watch is answered `application/vnd.kubernetes.protobuf;stream=watch`: the protobuf media type's stream
+  serializer is the RawSerializer (no prefix, no Unknown) with LengthDelimitedFramer
+  (pkg/runtime/serializer/codec_factory.go), so the body is frames, each a 4-byte big-endian length and that
+  many bytes (pkg/util/framer/framer.go: lengthDelimitedFrameWriter.Write), each one metav1.WatchEvent. Its
+  object is a RawExtension whose raw bytes the embedded encoder, the negotiated (prefixed) serializer, wrote:
+  `k8s\\x00` + Unknown again (k8s.io/apiserver@v0.37.2 pkg/endpoints/handlers/response.go:
+  watchEncoder.doEncode; handlers/watch.go: serveWatchHandler's embeddedEncoder).
+
+Objects become dicts in the JSON form's field names. By default only what the harness reads of an event is
+converted: kind, apiVersion and metadata (less managedFields) of any kind, and for the kinds in SUMMARY_FIELDS
+those fields too (a Pod's node, phase, conditions); `full=True` converts every field the message carries
+(benchmarks/protobuf_decode.py measures both against json.loads).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf.message import DecodeError, Message
+
+from loadtests.kube.errors import WatchError
+from loadtests.kube.pb import core_v1_pb2, meta_v1_pb2, runtime_pb2
+from loadtests.kube.watch import WatchDecoder, WatchEvent, is_protobuf
+
+MAGIC = b"k8s\x00"
+FRAME_HEADER = 4
+# a frame longer than this is not a watch event (etcd's request limit is 1.5 MiB): the body is not protobuf frames
+MAX_FRAME = 64 << 20
+
+META = "k8s.io.apimachinery.pkg.apis.meta.v1."
+# messages whose JSON form is not their fields (the types with their own MarshalJSON)
+TIME, MICRO_TIME, DURATION = META + "Time", META + "MicroTime", META + "Duration"
+FIELDS_V1 = META + "FieldsV1"
+QUANTITY = "k8s.io.apimachinery.pkg.api.resource.Quantity"
+INT_OR_STRING = "k8s.io.apimachinery.pkg.util.intstr.IntOrString"
+RAW_EXTENSION = "k8s.io.apimachinery.pkg.runtime.RawExtension"
+
+# (apiVersion, kind) -> message, for the kinds whose .proto is generated: core/v1's, and meta/v1's Status
+MESSAGES: dict[tuple[str, str], type[Message]] = {
+    **{("v1", name): getattr(core_v1_pb2, name) for name in core_v1_pb2.DESCRIPTOR.message_types_by_name},
+    ("v1", "Status"): meta_v1_pb2.Status,
+}
+# what of a kind the harness reads besides metadata (a watcher's view of a Pod: where it runs, how it is doing)
+SUMMARY_FIELDS: dict[str, tuple[str, ...]] = {
+    "Pod": ("spec.nodeName", "status.phase", "status.conditions", "status.podIP", "status.startTime"),
+    "Status": ("status", "message", "reason", "code", "details"),
+}
+
+
+def _time(message: Any, micro: bool) -> str | None:
+    if not message.HasField("seconds"):
+        return None  # a zero time is sent empty; its JSON is null
+    moment = datetime.fromtimestamp(message.seconds, UTC)
+    if micro:
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{message.nanos // 1000:06d}Z"
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def go_duration(nanoseconds: int) -> str:
+    """A duration as Go's time.Duration.String writes it (metav1.Duration's JSON): "1h2m3.5s", "1.5ms", "0s"."""
+    sign, ns = ("-" if nanoseconds < 0 else ""), abs(nanoseconds)
+    if ns < 1_000_000_000:
+        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if ns >= size or unit == "ns":
+                return f"{sign}{ns / size:.9g}{unit}" if ns else "0s"
+    hours, rest = divmod(ns, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    seconds = f"{rest / 1e9:.9f}".rstrip("0").rstrip(".") + "s"
+    return sign + (f"{hours}h" if hours else "") + (f"{minutes}m" if hours or minutes else "") + seconds
+
+
+def _special(message: Any, name: str) -> Any:
+    """The JSON value of the messages that marshal themselves (their Go types' MarshalJSON)."""
+    if name in (TIME, MICRO_TIME):
+        return _time(message, name == MICRO_TIME)
+    if name == QUANTITY:
+        return message.string
+    if name == INT_OR_STRING:
+        return message.strVal if message.type == 1 else message.intVal
+    if name == DURATION:
+        return go_duration(message.duration)
+    raw = message.Raw if name == FIELDS_V1 else message.raw
+    if raw.startswith(MAGIC):
+        return decode_object(raw, full=True)
+    return json.loads(raw) if raw else None
+
+
+SPECIAL = frozenset({TIME, MICRO_TIME, QUANTITY, INT_OR_STRING, DURATION, FIELDS_V1, RAW_EXTENSION})
+# Go's embedded structs: a field of their own in protobuf, their fields inlined in JSON (every `json:""` field of
+# k8s.io/api@v0.37.2/core/v1/types.go), as (field name, its message)
+INLINE = frozenset({("volumeSource", "VolumeSource"), ("persistentVolumeSource", "PersistentVolumeSource"),
+                    ("handler", "ProbeHandler"), ("localObjectReference", "LocalObjectReference"),
+                    ("ephemeralContainerCommon", "EphemeralContainerCommon")})
+
+
+def _value(field: Any, value: Any) -> Any:
+    if field.message_type is None:
+        return base64.b64encode(value).decode() if field.type == field.TYPE_BYTES else value
+    name = field.message_type.full_name
+    return _special(value, name) if name in SPECIAL else message_dict(value)
+
+
+def message_dict(message: Any, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Every field the message carries, in the JSON form's names and values (the generated .proto keeps the
+    JSON names; times, quantities, int-or-strings and raw extensions as their Go types marshal them; embedded
+    structs inlined)."""
+    found: dict[str, Any] = {}
+    for field, value in message.ListFields():
+        if field.name in skip:
+            continue
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            entry = field.message_type.fields_by_name["value"]
+            found[field.name] = {k: _value(entry, v) for k, v in value.items()}
+        elif field.message_type is not None and (field.name, field.message_type.name) in INLINE:
+            found.update(message_dict(value))
+        elif field.is_repeated:
+            found[field.name] = [_value(field, v) for v in value]
+        else:
+            found[field.name] = _value(field, value)
+    return found
+
+
+def _path(message: Any, path: str) -> tuple[bool, Any]:
+    """(whether it is there, its JSON value) of a dotted field path of a message."""
+    *parents, last = path.split(".")
+    for name in parents:
+        if not message.HasField(name):
+            return False, None
+        message = getattr(message, name)
+    field = message.DESCRIPTOR.fields_by_name[last]
+    if field.is_repeated:
+        values = getattr(message, last)
+        return bool(values), [_value(field, v) for v in values]
+    if not message.HasField(last):
+        return False, None
+    return True, _value(field, getattr(message, last))
+
+
+def _summary(message: Any, kind: str) -> dict[str, Any]:
+    """The fields of SUMMARY_FIELDS, nested as in the JSON form."""
+    found: dict[str, Any] = {}
+    for path in SUMMARY_FIELDS.get(kind, ()):
+        present, value = _path(message, path)
+        if not present:
+            continue
+        *parents, last = path.split(".")
+        into = found
+        for name in parents:
+            into = into.setdefault(name, {})
+        into[last] = value
+    return found
+
+
+def unknown_dict(unknown: Any, full: bool = False) -> dict[str, Any]:
+    """The object a runtime.Unknown carries, as a dict: the kinds of MESSAGES decoded as themselves, any
+    other kind as its metadata only (every API object's field 1 is its ObjectMeta, every list's its ListMeta,
+    and a list's items are field 2)."""
+    api_version, kind = unknown.typeMeta.apiVersion, unknown.typeMeta.kind
+    cls = MESSAGES.get((api_version, kind))
+    try:
+        if cls is None or not (full or kind in SUMMARY_FIELDS):  # metadata only: the rest is skipped, not decoded
+            cls = meta_v1_pb2.PartialObjectMetadataList if kind.endswith("List") else meta_v1_pb2.PartialObjectMetadata
+        message = cls.FromString(unknown.raw)
+    except DecodeError as error:
+        raise WatchError(f"not a protobuf {kind or 'object'} ({error})") from None
+    found: dict[str, Any] = {"apiVersion": api_version, "kind": kind}
+    if full:
+        return {**found, **message_dict(message)}
+    if "metadata" in message.DESCRIPTOR.fields_by_name and message.HasField("metadata"):
+        found["metadata"] = message_dict(message.metadata, skip=frozenset({"managedFields"}))
+    return {**found, **_summary(message, kind)}
+
+
+def decode_object(data: bytes, full: bool = False) -> dict[str, Any]:
+    """A protobuf body (a GET's, a LIST's, an error's Status, a watch event's object): `k8s\\x00` + Unknown."""
+    if not data.startswith(MAGIC):
+        raise WatchError(f"not a Kubernetes protobuf object (no k8s\\x00 prefix): {bytes(data[:16])!r}")
+    try:
+        unknown = runtime_pb2.Unknown.FromString(data[len(MAGIC):])
+    except DecodeError as error:
+        raise WatchError(f"not a Kubernetes protobuf object ({error})") from None
+    return unknown_dict(unknown, full)
+
+
+def decode_status(body: bytes) -> dict[str, Any]:
+    """The Status of a protobuf error answer as a dict ({} when the body is not one)."""
+    try:
+        return decode_object(body)
+    except WatchError:
+        return {}
+
+
+def list_metadata(body: bytes) -> dict[str, Any]:
+    """A protobuf LIST's metadata (resourceVersion, continue) without converting its items."""
+    return decode_object(body).get("metadata") or {}
+
+
+def decode_event(frame: bytes, received_at: float, size: int, full: bool = False) -> WatchEvent:
+    """One frame's metav1.WatchEvent, its object decoded."""
+    try:
+        event = meta_v1_pb2.WatchEvent.FromString(frame)
+    except DecodeError as error:
+        raise WatchError(f"not a protobuf watch event ({error}): {frame[:32]!r}") from None
+    if not event.type:
+        raise WatchError(f"not a protobuf watch event (no type): {frame[:32]!r}")
+    return WatchEvent(event.type, decode_object(event.object.raw, full), received_at, size)
+
+
+class ProtobufWatchDecoder:
+    """Splits a protobuf watch body into events whatever the chunking: length-prefixed frames, the partial
+    last one kept for the next chunk. `wanted` says how many bytes end the frame being read, so a transport
+    can read exactly that and hand each event on the moment its last byte arrives."""
+
+    def __init__(self, full: bool = False) -> None:
+        self.full = full
+        self._pending = bytearray()
+
+    def _frame_length(self) -> int | None:
+        if len(self._pending) < FRAME_HEADER:
+            return None
+        length = int.from_bytes(self._pending[:FRAME_HEADER], "big")
+        if length > MAX_FRAME:
+            raise WatchError(f"not a protobuf watch stream (a frame of {length} bytes): "
+                             f"{bytes(self._pending[:16])!r}")
+        return length
+
+    def wanted(self) -> int:
+        """The bytes that complete the frame being read (its header first): at least 1."""
+        length = self._frame_length()
+        if length is None:
+            return FRAME_HEADER - len(self._pending)
+        return max(1, FRAME_HEADER + length - len(self._pending))
+
+    def feed(self, chunk: bytes, received_at: float) -> list[WatchEvent]:
+        self._pending += chunk
+        events: list[WatchEvent] = []
+        while (length := self._frame_length()) is not None and len(self._pending) >= FRAME_HEADER + length:
+            end = FRAME_HEADER + length
+            frame = bytes(self._pending[FRAME_HEADER:end])
+            del self._pending[:end]  # cheap: a bytearray drops its head without moving the rest
+            events.append(decode_event(frame, received_at, end, self.full))
+        return events
+
+    def finish(self, received_at: float) -> list[WatchEvent]:
+        """A stream that ended mid-frame (the connection broke, which the stream reports itself): the
+        truncated frame is dropped, as the JSON path drops a truncated line."""
+        self._pending = bytearray()
+        return []
+
+
+def decoder_for(content_type: str | None, full: bool = False) -> WatchDecoder | ProtobufWatchDecoder:
+    """The decoder of a watch answered with this Content-Type: protobuf frames, or JSON lines (what the
+    apiserver sends for kinds without protobuf, custom resources, whatever the Accept asked)."""
+    return ProtobufWatchDecoder(full) if is_protobuf(content_type) else WatchDecoder()
+
+
+def encode_object(message: Message, api_version: str, kind: str) -> bytes:
+    """An object as the apiserver writes it in protobuf (`k8s\\x00` + Unknown): for recorded payloads and tests."""
+    unknown = runtime_pb2.Unknown(raw=message.SerializeToString(), contentEncoding="", contentType="")
+    unknown.typeMeta.apiVersion, unknown.typeMeta.kind = api_version, kind
+    return MAGIC + unknown.SerializeToString()
+
+
+def encode_frame(event_type: str, message: Message, api_version: str, kind: str) -> bytes:
+    """One watch event as the apiserver frames it: a 4-byte big-endian length and a metav1.WatchEvent."""
+    event = meta_v1_pb2.WatchEvent(type=event_type)
+    event.object.raw = encode_object(message, api_version, kind)
+    data = event.SerializeToString()
+    return len(data).to_bytes(FRAME_HEADER, "big") + data
