@@ -24,8 +24,10 @@ those fields too (a Pod's node, phase, conditions); `full=True` converts every f
 from __future__ import annotations
 
 import base64
+import functools
 import json
-from datetime import UTC, datetime
+import time
+from collections.abc import Callable
 from typing import Any
 
 from google.protobuf.message import DecodeError, Message
@@ -59,13 +61,21 @@ SUMMARY_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _time(message: Any, micro: bool) -> str | None:
+@functools.lru_cache(maxsize=4096)
+def _seconds_text(seconds: int) -> str:
+    """RFC 3339 in UTC, as metav1.Time's JSON; cached: the times of one object's changes repeat."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def _time(message: Any) -> str | None:
+    # a zero time is sent empty: its JSON is null
+    return _seconds_text(message.seconds) if message.HasField("seconds") else None
+
+
+def _micro_time(message: Any) -> str | None:
     if not message.HasField("seconds"):
-        return None  # a zero time is sent empty; its JSON is null
-    moment = datetime.fromtimestamp(message.seconds, UTC)
-    if micro:
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{message.nanos // 1000:06d}Z"
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return None
+    return f"{_seconds_text(message.seconds)[:-1]}.{message.nanos // 1000:06d}Z"
 
 
 def go_duration(nanoseconds: int) -> str:
@@ -81,23 +91,23 @@ def go_duration(nanoseconds: int) -> str:
     return sign + (f"{hours}h" if hours else "") + (f"{minutes}m" if hours or minutes else "") + seconds
 
 
-def _special(message: Any, name: str) -> Any:
-    """The JSON value of the messages that marshal themselves (their Go types' MarshalJSON)."""
-    if name in (TIME, MICRO_TIME):
-        return _time(message, name == MICRO_TIME)
-    if name == QUANTITY:
-        return message.string
-    if name == INT_OR_STRING:
-        return message.strVal if message.type == 1 else message.intVal
-    if name == DURATION:
-        return go_duration(message.duration)
-    raw = message.Raw if name == FIELDS_V1 else message.raw
+def _raw(raw: bytes) -> Any:
+    """A RawExtension's or FieldsV1's bytes: JSON, or a protobuf object of its own."""
     if raw.startswith(MAGIC):
         return decode_object(raw, full=True)
     return json.loads(raw) if raw else None
 
 
-SPECIAL = frozenset({TIME, MICRO_TIME, QUANTITY, INT_OR_STRING, DURATION, FIELDS_V1, RAW_EXTENSION})
+# the messages that marshal themselves (their Go types' MarshalJSON) -> their JSON value
+SPECIAL: dict[str, Callable[[Any], Any]] = {
+    TIME: _time,
+    MICRO_TIME: _micro_time,
+    QUANTITY: lambda message: message.string,
+    INT_OR_STRING: lambda message: message.strVal if message.type == 1 else message.intVal,
+    DURATION: lambda message: go_duration(message.duration),
+    FIELDS_V1: lambda message: _raw(message.Raw),
+    RAW_EXTENSION: lambda message: _raw(message.raw),
+}
 # Go's embedded structs: a field of their own in protobuf, their fields inlined in JSON (every `json:""` field of
 # k8s.io/api@v0.37.2/core/v1/types.go), as (field name, its message)
 INLINE = frozenset({("volumeSource", "VolumeSource"), ("persistentVolumeSource", "PersistentVolumeSource"),
@@ -105,30 +115,84 @@ INLINE = frozenset({("volumeSource", "VolumeSource"), ("persistentVolumeSource",
                     ("ephemeralContainerCommon", "EphemeralContainerCommon")})
 
 
-def _value(field: Any, value: Any) -> Any:
+def _bytes(value: bytes) -> str:
+    return base64.b64encode(value).decode()
+
+
+def _element(field: Any) -> Callable[[Any], Any] | None:
+    """How one value of a field becomes JSON (None: as it is)."""
     if field.message_type is None:
-        return base64.b64encode(value).decode() if field.type == field.TYPE_BYTES else value
-    name = field.message_type.full_name
-    return _special(value, name) if name in SPECIAL else message_dict(value)
+        return _bytes if field.type == field.TYPE_BYTES else None
+    return SPECIAL.get(field.message_type.full_name, message_dict)
+
+
+def _make_converter(field: Any) -> tuple[bool, Callable[[Any], Any] | None]:
+    """(inlined, the function that makes a field's value JSON; None: as it is)."""
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        entry = _element(field.message_type.fields_by_name["value"])
+        return False, (lambda value: dict(value)) if entry is None else (
+            lambda value: {k: entry(v) for k, v in value.items()})
+    element = _element(field)
+    if field.is_repeated:
+        return False, (lambda value: list(value)) if element is None else (lambda value: [element(v) for v in value])
+    inline = field.message_type is not None and (field.name, field.message_type.name) in INLINE
+    return inline, element
+
+
+_CONVERTERS: dict[Any, tuple[bool, Callable[[Any], Any] | None]] = {}
+
+
+def _converter(field: Any) -> tuple[bool, Callable[[Any], Any] | None]:
+    """_make_converter's answer, once per field: asking a descriptor is what a conversion would spend most on."""
+    found = _CONVERTERS.get(field)
+    if found is None:
+        found = _CONVERTERS[field] = _make_converter(field)
+    return found
 
 
 def message_dict(message: Any, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Every field the message carries, in the JSON form's names and values (the generated .proto keeps the
     JSON names; times, quantities, int-or-strings and raw extensions as their Go types marshal them; embedded
-    structs inlined)."""
+    structs inlined), but the repeated fields in `skip`."""
+    fields = message.DESCRIPTOR.fields_by_name
+    if skip and any(name in fields and getattr(message, name) for name in skip):
+        return _some_fields(message, skip)
     found: dict[str, Any] = {}
     for field, value in message.ListFields():
         if field.name in skip:
             continue
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            entry = field.message_type.fields_by_name["value"]
-            found[field.name] = {k: _value(entry, v) for k, v in value.items()}
-        elif field.message_type is not None and (field.name, field.message_type.name) in INLINE:
+        inline, convert = _converter(field)
+        if inline:
             found.update(message_dict(value))
-        elif field.is_repeated:
-            found[field.name] = [_value(field, v) for v in value]
         else:
-            found[field.name] = _value(field, value)
+            found[field.name] = value if convert is None else convert(value)
+    return found
+
+
+@functools.lru_cache(maxsize=64)
+def _fields_but(descriptor: Any, skip: frozenset[str]) -> tuple[Any, ...]:
+    return tuple(field for field in descriptor.fields if field.name not in skip)
+
+
+def _some_fields(message: Any, skip: frozenset[str]) -> dict[str, Any]:
+    """message_dict's answer without touching the skipped fields: ListFields would build every value it lists,
+    and an object's managedFields cost more to build than the rest of its metadata."""
+    found: dict[str, Any] = {}
+    for field in _fields_but(message.DESCRIPTOR, skip):
+        name = field.name
+        if field.is_repeated:
+            value = getattr(message, name)
+            if not value:
+                continue
+        elif message.HasField(name):
+            value = getattr(message, name)
+        else:
+            continue
+        inline, convert = _converter(field)
+        if inline:
+            found.update(message_dict(value))
+        else:
+            found[name] = value if convert is None else convert(value)
     return found
 
 
@@ -140,12 +204,14 @@ def _path(message: Any, path: str) -> tuple[bool, Any]:
             return False, None
         message = getattr(message, name)
     field = message.DESCRIPTOR.fields_by_name[last]
+    value = getattr(message, last)
     if field.is_repeated:
-        values = getattr(message, last)
-        return bool(values), [_value(field, v) for v in values]
-    if not message.HasField(last):
+        if not value:
+            return False, None
+    elif not message.HasField(last):
         return False, None
-    return True, _value(field, getattr(message, last))
+    convert = _converter(field)[1]
+    return True, value if convert is None else convert(value)
 
 
 def _summary(message: Any, kind: str) -> dict[str, Any]:
@@ -163,15 +229,16 @@ def _summary(message: Any, kind: str) -> dict[str, Any]:
     return found
 
 
-def unknown_dict(unknown: Any, full: bool = False) -> dict[str, Any]:
+def unknown_dict(unknown: Any, full: bool = False, metadata_only: bool = False) -> dict[str, Any]:
     """The object a runtime.Unknown carries, as a dict: the kinds of MESSAGES decoded as themselves, any
-    other kind as its metadata only (every API object's field 1 is its ObjectMeta, every list's its ListMeta,
-    and a list's items are field 2)."""
+    other kind (or any, with `metadata_only`) as its metadata only (every API object's field 1 is its
+    ObjectMeta, every list's its ListMeta, and a list's items are field 2)."""
     api_version, kind = unknown.typeMeta.apiVersion, unknown.typeMeta.kind
     cls = MESSAGES.get((api_version, kind))
+    typed = cls is not None and not metadata_only and (full or kind in SUMMARY_FIELDS)
+    if not typed:  # metadata only: the rest is skipped, not decoded
+        cls = meta_v1_pb2.PartialObjectMetadataList if kind.endswith("List") else meta_v1_pb2.PartialObjectMetadata
     try:
-        if cls is None or not (full or kind in SUMMARY_FIELDS):  # metadata only: the rest is skipped, not decoded
-            cls = meta_v1_pb2.PartialObjectMetadataList if kind.endswith("List") else meta_v1_pb2.PartialObjectMetadata
         message = cls.FromString(unknown.raw)
     except DecodeError as error:
         raise WatchError(f"not a protobuf {kind or 'object'} ({error})") from None
@@ -180,10 +247,10 @@ def unknown_dict(unknown: Any, full: bool = False) -> dict[str, Any]:
         return {**found, **message_dict(message)}
     if "metadata" in message.DESCRIPTOR.fields_by_name and message.HasField("metadata"):
         found["metadata"] = message_dict(message.metadata, skip=frozenset({"managedFields"}))
-    return {**found, **_summary(message, kind)}
+    return {**found, **_summary(message, kind)} if typed else found
 
 
-def decode_object(data: bytes, full: bool = False) -> dict[str, Any]:
+def decode_object(data: bytes, full: bool = False, metadata_only: bool = False) -> dict[str, Any]:
     """A protobuf body (a GET's, a LIST's, an error's Status, a watch event's object): `k8s\\x00` + Unknown."""
     if not data.startswith(MAGIC):
         raise WatchError(f"not a Kubernetes protobuf object (no k8s\\x00 prefix): {bytes(data[:16])!r}")
@@ -191,7 +258,7 @@ def decode_object(data: bytes, full: bool = False) -> dict[str, Any]:
         unknown = runtime_pb2.Unknown.FromString(data[len(MAGIC):])
     except DecodeError as error:
         raise WatchError(f"not a Kubernetes protobuf object ({error})") from None
-    return unknown_dict(unknown, full)
+    return unknown_dict(unknown, full, metadata_only)
 
 
 def decode_status(body: bytes) -> dict[str, Any]:
@@ -215,7 +282,9 @@ def decode_event(frame: bytes, received_at: float, size: int, full: bool = False
         raise WatchError(f"not a protobuf watch event ({error}): {frame[:32]!r}") from None
     if not event.type:
         raise WatchError(f"not a protobuf watch event (no type): {frame[:32]!r}")
-    return WatchEvent(event.type, decode_object(event.object.raw, full), received_at, size)
+    # a BOOKMARK carries only metadata (its resourceVersion, and the end of the initial events)
+    return WatchEvent(event.type, decode_object(event.object.raw, full, metadata_only=event.type == "BOOKMARK"),
+                      received_at, size)
 
 
 class ProtobufWatchDecoder:
