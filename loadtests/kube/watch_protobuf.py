@@ -18,7 +18,9 @@ The wire, as the apiserver writes it (paths in k8s.io/apimachinery@v0.37.2 unles
 Objects become dicts in the JSON form's field names. By default only what the harness reads of an event is
 converted: kind, apiVersion and metadata (less managedFields) of any kind, and for the kinds in SUMMARY_FIELDS
 those fields too (a Pod's node, phase, conditions); `full=True` converts every field the message carries
-(benchmarks/protobuf_decode.py measures both against json.loads).
+(benchmarks/protobuf_decode.py measures both against json.loads). Metadata comes out as its JSON; elsewhere
+Go writes every plain string and number to protobuf, so a full object may hold an empty string or a zero where
+the JSON form leaves an omitempty field out.
 """
 
 from __future__ import annotations
@@ -119,11 +121,21 @@ def _bytes(value: bytes) -> str:
     return base64.b64encode(value).decode()
 
 
+def object_meta(message: Any, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """An ObjectMeta or ListMeta as its JSON: Go writes every string and number of it in protobuf, empty or
+    not, and leaves the empty ones out of JSON (all are omitempty), so they are left out here too."""
+    return {k: v for k, v in message_dict(message, skip).items() if v != "" and v != 0}
+
+
+OMIT_EMPTY = frozenset({META + "ObjectMeta", META + "ListMeta"})
+
+
 def _element(field: Any) -> Callable[[Any], Any] | None:
     """How one value of a field becomes JSON (None: as it is)."""
     if field.message_type is None:
         return _bytes if field.type == field.TYPE_BYTES else None
-    return SPECIAL.get(field.message_type.full_name, message_dict)
+    name = field.message_type.full_name
+    return object_meta if name in OMIT_EMPTY else SPECIAL.get(name, message_dict)
 
 
 def _make_converter(field: Any) -> tuple[bool, Callable[[Any], Any] | None]:
@@ -246,7 +258,7 @@ def unknown_dict(unknown: Any, full: bool = False, metadata_only: bool = False) 
     if full:
         return {**found, **message_dict(message)}
     if "metadata" in message.DESCRIPTOR.fields_by_name and message.HasField("metadata"):
-        found["metadata"] = message_dict(message.metadata, skip=frozenset({"managedFields"}))
+        found["metadata"] = object_meta(message.metadata, skip=frozenset({"managedFields"}))
     return {**found, **_summary(message, kind)} if typed else found
 
 

@@ -45,6 +45,7 @@ def pod(rv: str = "101", phase: str = "Pending", node: str = "kwok-node-00001") 
     meta = found.metadata
     meta.name, meta.namespace, meta.uid, meta.resourceVersion = "churn-1", "loadtest-churn", "u-1", rv
     meta.creationTimestamp.seconds = STAMP
+    meta.generateName, meta.selfLink, meta.generation = "", "", 0  # Go writes them empty; JSON leaves them out
     meta.labels["app"] = "churn"
     meta.annotations["k8s-loadtest/run"] = "r1"
     managed = meta.managedFields.add(manager="k8s-loadtest", operation="Update", fieldsType="FieldsV1")
