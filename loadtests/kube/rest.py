@@ -226,8 +226,12 @@ class RestClient:
             return self.get(path, **query)
         url = f"{self.access.server}{path}?{urlencode(query)}"
         self._count("GET", f"{path}?{urlencode(query)}")
+        headers = {**self.headers, "Accept": accept(encoding)}
         try:
-            response = self._send("GET", url, {**self.headers, "Accept": accept(encoding)})
+            try:
+                response = self._send("GET", url, headers)
+            except RESET_ERRORS:  # a pooled connection the apiserver closed: sent once more, as request() does
+                response = self._send("GET", url, headers)
         except TRANSPORT_ERRORS as error:
             raise ApiError(0, short_error(error), "GET", path) from None
         if response.status != 200:
