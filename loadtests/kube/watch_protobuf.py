@@ -121,10 +121,10 @@ def _bytes(value: bytes) -> str:
     return base64.b64encode(value).decode()
 
 
-def object_meta(message: Any, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+def object_meta(message: Any) -> dict[str, Any]:
     """An ObjectMeta or ListMeta as its JSON: Go writes every string and number of it in protobuf, empty or
     not, and leaves the empty ones out of JSON (all are omitempty), so they are left out here too."""
-    return {k: v for k, v in message_dict(message, skip).items() if v != "" and v != 0}
+    return {k: v for k, v in message_dict(message).items() if v != "" and v != 0}
 
 
 OMIT_EMPTY = frozenset({META + "ObjectMeta", META + "ListMeta"})
@@ -162,49 +162,17 @@ def _converter(field: Any) -> tuple[bool, Callable[[Any], Any] | None]:
     return found
 
 
-def message_dict(message: Any, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+def message_dict(message: Any) -> dict[str, Any]:
     """Every field the message carries, in the JSON form's names and values (the generated .proto keeps the
     JSON names; times, quantities, int-or-strings and raw extensions as their Go types marshal them; embedded
-    structs inlined), but the repeated fields in `skip`."""
-    fields = message.DESCRIPTOR.fields_by_name
-    if skip and any(name in fields and getattr(message, name) for name in skip):
-        return _some_fields(message, skip)
+    structs inlined)."""
     found: dict[str, Any] = {}
     for field, value in message.ListFields():
-        if field.name in skip:
-            continue
         inline, convert = _converter(field)
         if inline:
             found.update(message_dict(value))
         else:
             found[field.name] = value if convert is None else convert(value)
-    return found
-
-
-@functools.lru_cache(maxsize=64)
-def _fields_but(descriptor: Any, skip: frozenset[str]) -> tuple[Any, ...]:
-    return tuple(field for field in descriptor.fields if field.name not in skip)
-
-
-def _some_fields(message: Any, skip: frozenset[str]) -> dict[str, Any]:
-    """message_dict's answer without touching the skipped fields: ListFields would build every value it lists,
-    and an object's managedFields cost more to build than the rest of its metadata."""
-    found: dict[str, Any] = {}
-    for field in _fields_but(message.DESCRIPTOR, skip):
-        name = field.name
-        if field.is_repeated:
-            value = getattr(message, name)
-            if not value:
-                continue
-        elif message.HasField(name):
-            value = getattr(message, name)
-        else:
-            continue
-        inline, convert = _converter(field)
-        if inline:
-            found.update(message_dict(value))
-        else:
-            found[name] = value if convert is None else convert(value)
     return found
 
 
@@ -258,7 +226,10 @@ def unknown_dict(unknown: Any, full: bool = False, metadata_only: bool = False) 
     if full:
         return {**found, **message_dict(message)}
     if "metadata" in message.DESCRIPTOR.fields_by_name and message.HasField("metadata"):
-        found["metadata"] = object_meta(message.metadata, skip=frozenset({"managedFields"}))
+        meta = message.metadata
+        if "managedFields" in meta.DESCRIPTOR.fields_by_name:
+            meta.ClearField("managedFields")  # not read by watchers, and dearer to build than the rest of metadata
+        found["metadata"] = object_meta(meta)
     return {**found, **_summary(message, kind)} if typed else found
 
 
