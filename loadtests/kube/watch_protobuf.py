@@ -56,7 +56,8 @@ MESSAGES: dict[tuple[str, str], type[Message]] = {
     **{("v1", name): getattr(core_v1_pb2, name) for name in core_v1_pb2.DESCRIPTOR.message_types_by_name},
     ("v1", "Status"): meta_v1_pb2.Status,
 }
-# what of a kind the harness reads besides metadata (a watcher's view of a Pod: where it runs, how it is doing)
+# what of a kind the harness reads besides metadata (a watcher's view of a Pod: where it runs, how it is doing);
+# all are omitempty in JSON, so their empty strings and zeros are left out, as in metadata
 SUMMARY_FIELDS: dict[str, tuple[str, ...]] = {
     "Pod": ("spec.nodeName", "status.phase", "status.conditions", "status.podIP", "status.startTime"),
     "Status": ("status", "message", "reason", "code", "details"),
@@ -199,14 +200,24 @@ def _summary(message: Any, kind: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for path in SUMMARY_FIELDS.get(kind, ()):
         present, value = _path(message, path)
-        if not present:
+        if not present or (value == "" or value == 0):
             continue
         *parents, last = path.split(".")
         into = found
         for name in parents:
             into = into.setdefault(name, {})
-        into[last] = value
+        into[last] = _omit_empty(value)
     return found
+
+
+def _omit_empty(value: Any) -> Any:
+    """A value without the empty strings and zeros inside it (Go's omitempty fields, which it writes to
+    protobuf all the same); a null time stays."""
+    if isinstance(value, dict):
+        return {k: _omit_empty(v) for k, v in value.items() if v != "" and v != 0}
+    if isinstance(value, list):
+        return [_omit_empty(v) for v in value]
+    return value
 
 
 def unknown_dict(unknown: Any, full: bool = False, metadata_only: bool = False) -> dict[str, Any]:

@@ -5,9 +5,11 @@ generated modules themselves (their protobuf version, their sources)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
@@ -37,6 +39,8 @@ from loadtests.kube.watch_protobuf import (
 
 ROOT = Path(__file__).resolve().parents[2]
 PB = ROOT / "loadtests" / "kube" / "pb"
+# a Running pod (kwok's) as a local kube-apiserver v1.37.2 answered a GET of it in JSON and in protobuf
+RECORDED = Path(__file__).resolve().parent / "data" / "kube-apiserver_v1.37.2_pod"
 STAMP = 1_700_000_000  # 2023-11-14T22:13:20Z
 
 
@@ -222,6 +226,40 @@ class TestFrames:
         watch = WatchStream(read, lambda: None, decoder=decoder, clock=lambda: 0.0)
         assert summary(list(watch)) == EXPECTED
         assert (watch.resource_version, watch.bookmarks, watch.bytes) == ("103", 1, len(body))
+
+
+def leaves(value: Any, path: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in leaves(item, f"{path}.{key}").items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in leaves(item, f"{path}[{i}]").items()}
+    return {path: value}
+
+
+class TestRecorded:
+    def test_a_recorded_protobuf_pod_is_its_recorded_json(self) -> None:
+        """Every value of the apiserver's JSON, of the same type; what protobuf adds are the empty values of
+        omitempty fields, which Go writes to protobuf."""
+        as_json = json.loads(Path(f"{RECORDED}.json").read_bytes())
+        body = Path(f"{RECORDED}.pb").read_bytes()
+        assert body.startswith(b"k8s\x00")
+        full, json_form = leaves(decode_object(body, full=True)), leaves(as_json)
+        assert {k: (type(full.get(k)), full.get(k)) for k in json_form} == {
+            k: (type(v), v) for k, v in json_form.items()}
+        added = {k: v for k, v in full.items() if k not in json_form}
+        assert added and not any(added.values()), added
+
+    def test_a_watcher_gets_the_recorded_pods_metadata_and_state(self) -> None:
+        as_json = json.loads(Path(f"{RECORDED}.json").read_bytes())
+        event = meta_v1_pb2.WatchEvent(type="MODIFIED")
+        event.object.raw = Path(f"{RECORDED}.pb").read_bytes()
+        frame = event.SerializeToString()
+        (found,) = ProtobufWatchDecoder().feed(len(frame).to_bytes(4, "big") + frame, 0.0)
+        meta = {k: v for k, v in as_json["metadata"].items() if k != "managedFields"}
+        assert found.object["metadata"] == meta
+        assert found.object["spec"] == {"nodeName": as_json["spec"]["nodeName"]}
+        assert found.object["status"] == {k: as_json["status"][k] for k in ("phase", "conditions", "podIP",
+                                                                            "startTime")}
 
 
 class TestBodies:
