@@ -17,7 +17,7 @@ BASELINE ?=
 GATE_REPEAT = $$($(BIN)/python -c 'from loadtests.config.plan import REGRESSION_DEFAULTS as d; from loadtests.analysis.stats import samples_needed; print(samples_needed(d["alpha"]))')
 RUN_FLAGS := $(if $(OUT),--out $(OUT),) $(if $(REPEAT),--repeat $(REPEAT),$(if $(BASELINE),--repeat $(GATE_REPEAT),)) $(if $(BASELINE),--baseline $(BASELINE),)
 
-.PHONY: setup venv lock binaries browser loadbalancer load-test capacity lessons test unit-test quick-test lint benchmark upgrade-rehearsal report clean-clusters
+.PHONY: setup venv lock protos binaries browser loadbalancer load-test capacity lessons test unit-test quick-test lint benchmark upgrade-rehearsal report clean-clusters
 
 venv: $(VENV)/.installed
 
@@ -66,6 +66,16 @@ lock:
 	  else echo "$$f: pins changed (- before, + now)"; diff "$$tmp/before" "$$tmp/after" | sed -n 's/^< /  - /p; s/^> /  + /p'; fi; \
 	  cp "$$tmp/$$f" "$$f"; \
 	done
+
+# `make protos`: Python modules of Kubernetes's own .proto definitions (meta/v1, runtime, schema, intstr, resource,
+# core/v1) at the pinned release, from Go's module cache, into loadtests/kube/pb/ (committed: a fresh clone needs
+# neither). The protoc that writes them comes with the grpcio-tools that loadtests/kube/pb/generate.py names,
+# installed in a throw-away venv, so the project's own venv and locks are untouched.
+protos:
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	tools=$$(sed -n 's/^GRPCIO_TOOLS = "\(.*\)".*/\1/p' loadtests/kube/pb/generate.py); \
+	$(PYTHON) -m venv "$$tmp/venv"; "$$tmp/venv/bin/pip" install --quiet --disable-pip-version-check "$$tools"; \
+	PYTHONPATH=. "$$tmp/venv/bin/python" -m loadtests.kube.pb.generate
 
 binaries: venv
 	$(BIN)/loadtest setup $(KUBE_FLAG)

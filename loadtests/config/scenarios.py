@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from loadtests.kube.names import ListNames, WatchNames, request_name
 from loadtests.kube.objects import NS_CHURN, NS_FLEET, NS_OBJECTS_PREFIX
+from loadtests.kube.watch import ENCODINGS
 from loadtests.results.loadgen import ClientStat, RateResult
 
 # resources a LIST or WATCH scenario may name (each has a path in loadtests.kube.paths)
@@ -219,8 +220,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         _pod_churn, {"namespace": SERVICE_NAMESPACES}),
     Scenario(
         "kubelet_watchers", "one WATCH on pods with fieldSelector=spec.nodeName=<node> per fake node (times "
-        "`per_node`), like kubelets; at most `max_watchers`",
-        {"per_node": 1.0, "max_watchers": 2000}, _kubelet_watchers),
+        "`per_node`), like kubelets; at most `max_watchers`; `encoding`: json, or protobuf as a real kubelet asks "
+        "(Accept application/vnd.kubernetes.protobuf, events in length-prefixed frames)",
+        {"per_node": 1.0, "max_watchers": 2000, "encoding": "json"}, _kubelet_watchers,
+        {"encoding": frozenset(ENCODINGS)}),
     Scenario(
         "service_watchers", "a ClusterIP Service `service` selecting the harness's pods of `namespace`, and one "
         "LIST+WATCH of its `resource` (endpoints: the object named like it; endpointslices: its slices) per "

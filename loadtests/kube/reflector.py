@@ -27,11 +27,11 @@ FAILURES = (ApiError, WatchError)
 class ListWatchApi(Protocol):
     def list_all(self, resource: str, namespace: str, names: ListNames, *, resource_version: str = "0",
                  limit: int = 0, field_selector: str = "", label_selector: str = "",
-                 all_pages: bool = True) -> ListPage | None: ...
+                 all_pages: bool = True, encoding: str = "json") -> ListPage | None: ...
 
     def watch(self, resource: str, namespace: str, name: str, *, resource_version: str = "",
               field_selector: str = "", label_selector: str = "", timeout_s: float = WATCH_TIMEOUT_MIN_S,
-              bookmarks: bool = True, initial_events: bool = False) -> WatchStream | None: ...
+              bookmarks: bool = True, initial_events: bool = False, encoding: str = "json") -> WatchStream | None: ...
 
 
 class Backoff:
@@ -100,7 +100,9 @@ class Reflector:
     `watch_list`: the state comes from one WATCH with sendInitialEvents (API streaming) instead of a LIST
     (it needs a watcher with LIST names, i.e. an informer). `relist_on_cut`: a watch cut early starts over
     from nothing (a LIST, or a watch-list stream), as the informers of a client that restarts with its
-    apiserver, or whose resourceVersion the restarted apiserver no longer serves; otherwise it resumes."""
+    apiserver, or whose resourceVersion the restarted apiserver no longer serves; otherwise it resumes.
+    `encoding`: what its LISTs and WATCHes ask for, JSON or protobuf (as kubelets and kube-proxy do); the
+    events are the same WatchEvents either way."""
 
     def __init__(self, api: ListWatchApi, resource: str, names: WatchNames, *, namespace: str = "",
                  field_selector: str = "", label_selector: str = "", page_limit: int = 500,
@@ -109,8 +111,9 @@ class Reflector:
                  on_list: Callable[[ListPage], None] | None = None, backoff: Backoff | None = None,
                  clock: Callable[[], float] = time.time, rng: random.Random | None = None,
                  reconnect_spread_s: float = 0.0, watch_list: bool = False, relist_on_cut: bool = False,
-                 on_synced: Callable[[float, float, int], None] | None = None) -> None:
+                 on_synced: Callable[[float, float, int], None] | None = None, encoding: str = "json") -> None:
         self.api, self.resource, self.names = api, resource, names
+        self.encoding = encoding
         self.watch_list = watch_list and names.initial_list is not None
         self.relist_on_cut = relist_on_cut
         self.on_synced = on_synced
@@ -146,7 +149,8 @@ class Reflector:
         assert names is not None, "a watcher without LIST names watches from now"
         page = self.api.list_all(self.resource, self.namespace, names, resource_version="" if self.lists else "0",
                                  limit=self.page_limit, field_selector=self.field_selector,
-                                 label_selector=self.label_selector, all_pages=self.all_pages)
+                                 label_selector=self.label_selector, all_pages=self.all_pages,
+                                 encoding=self.encoding)
         if page is None:
             return False
         self.lists += 1
@@ -193,7 +197,7 @@ class Reflector:
         timeout_s = self._watch_timeout()
         stream = self.api.watch(self.resource, self.namespace, name, resource_version=self.resource_version or "",
                                 field_selector=self.field_selector, label_selector=self.label_selector,
-                                timeout_s=timeout_s, initial_events=streaming)
+                                timeout_s=timeout_s, initial_events=streaming, encoding=self.encoding)
         if stream is None:
             self._failed(None)
             return

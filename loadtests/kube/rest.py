@@ -27,7 +27,16 @@ from loadtests.kube.access import ClusterAccess
 from loadtests.kube.errors import ApiError, Gone, status_message
 from loadtests.kube.names import ListNames
 from loadtests.kube.paths import resource_path
-from loadtests.kube.watch import WATCH_READ_TIMEOUT_S, WATCH_TIMEOUT_MIN_S, ListPage, WatchStream, watch_query
+from loadtests.kube.watch import (
+    WATCH_READ_TIMEOUT_S,
+    WATCH_TIMEOUT_MIN_S,
+    Decoder,
+    ListPage,
+    WatchStream,
+    accept,
+    is_protobuf,
+    watch_query,
+)
 
 USER_AGENT = "k8s-loadtest"
 TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
@@ -79,6 +88,26 @@ def pool_manager(access: ClusterAccess, **pool_options: Any) -> urllib3.PoolMana
     if access.proxy_url:
         return urllib3.ProxyManager(access.proxy_url, ssl_context=access.ssl_context(), **pool_options)
     return urllib3.PoolManager(ssl_context=access.ssl_context(), **pool_options)
+
+
+def watch_decoder(content_type: str | None) -> Decoder | None:
+    """The decoder of a watch answered with this Content-Type: None for JSON lines (WatchStream's default);
+    the protobuf runtime is imported only when the answer is protobuf."""
+    if not is_protobuf(content_type):
+        return None
+    from loadtests.kube.watch_protobuf import ProtobufWatchDecoder
+
+    return ProtobufWatchDecoder()
+
+
+def answer_status(body: bytes, content_type: str | None) -> str:
+    """The message of an answer that is not the one asked for: a Status in JSON or, to a protobuf request,
+    in protobuf."""
+    if is_protobuf(content_type):
+        from loadtests.kube.watch_protobuf import decode_status
+
+        return status_message(decode_status(body) or body[:300])
+    return status_message(body)
 
 
 class RestClient:
@@ -167,9 +196,10 @@ class RestClient:
 
     def list_all(self, resource: str, namespace: str = "", names: ListNames | None = None, *,
                  resource_version: str | None = None, limit: int = 500, field_selector: str = "",
-                 label_selector: str = "", all_pages: bool = True) -> ListPage:
+                 label_selector: str = "", all_pages: bool = True, encoding: str = "json") -> ListPage:
         """A LIST with its items, followed through all its pages unless all_pages is False; the result
-        carries the list's resourceVersion (to WATCH from)."""
+        carries the list's resourceVersion (to WATCH from). `encoding` protobuf asks as a kubelet does; the
+        items come as dicts either way."""
         query: dict[str, Any] = {"limit": limit} if limit else {}
         if resource_version is not None:
             query["resourceVersion"] = resource_version
@@ -178,33 +208,58 @@ class RestClient:
         if label_selector:
             query["labelSelector"] = label_selector
         path = resource_path(resource, namespace)
-        result = self.get(path, **query)
+        result = self._list(path, query, encoding)
         meta = result.get("metadata", {})
         page = ListPage(str(meta.get("resourceVersion", "")), str(meta.get("continue", "")), 0,
                         items=list(result.get("items", [])))
         while all_pages and page.continue_token:
             more = {k: v for k, v in query.items() if k != "resourceVersion"}
-            result = self.get(path, **more, **{"continue": page.continue_token})
+            result = self._list(path, {**more, "continue": page.continue_token}, encoding)
             page.items = [*(page.items or []), *result.get("items", [])]
             page.continue_token = str(result.get("metadata", {}).get("continue", ""))
             page.pages += 1
         return page
+
+    def _list(self, path: str, query: dict[str, Any], encoding: str) -> dict[str, Any]:
+        """One LIST page as a dict, asked for in `encoding`."""
+        if encoding == "json":
+            return self.get(path, **query)
+        url = f"{self.access.server}{path}?{urlencode(query)}"
+        self._count("GET", f"{path}?{urlencode(query)}")
+        headers = {**self.headers, "Accept": accept(encoding)}
+        try:
+            try:
+                response = self._send("GET", url, headers)
+            except RESET_ERRORS:  # a pooled connection the apiserver closed: sent once more, as request() does
+                response = self._send("GET", url, headers)
+        except TRANSPORT_ERRORS as error:
+            raise ApiError(0, short_error(error), "GET", path) from None
+        if response.status != 200:
+            raise ApiError(response.status, answer_status(response.data, response.headers.get("Content-Type")),
+                           "GET", path)
+        if not is_protobuf(response.headers.get("Content-Type")):
+            return json.loads(response.data)  # a kind without protobuf (a custom resource) comes as JSON
+        from loadtests.kube.watch_protobuf import decode_object  # the protobuf runtime only where it is used
+
+        return decode_object(response.data, full=True)
 
     def list_items(self, resource: str, namespace: str = "", *, label_selector: str = "") -> list[dict[str, Any]]:
         return self.list_all(resource, namespace, label_selector=label_selector).items or []
 
     def watch(self, resource: str, namespace: str = "", name: str = "", *, resource_version: str = "",
               field_selector: str = "", label_selector: str = "", timeout_s: float = WATCH_TIMEOUT_MIN_S,
-              bookmarks: bool = True, initial_events: bool = False) -> WatchStream:
-        """Open a watch (with `initial_events`, one that first sends the collection's state: see watch_query);
-        raises Gone on 410 and ApiError when it cannot be established."""
+              bookmarks: bool = True, initial_events: bool = False, encoding: str = "json") -> WatchStream:
+        """Open a watch (with `initial_events`, one that first sends the collection's state: see watch_query)
+        in `encoding` (protobuf: as a kubelet asks, decoded by the answer's Content-Type); raises Gone on 410
+        and ApiError when it cannot be established."""
         query = watch_query(timeout_s=timeout_s, resource_version=resource_version, bookmarks=bookmarks,
                             field_selector=field_selector, label_selector=label_selector,
                             initial_events=initial_events)
         path = resource_path(resource, namespace, query=query)
         self._count("GET", path)
         try:
-            response = self._send("GET", self.access.server + path, self.headers, preload_content=False,
+            response = self._send("GET", self.access.server + path, {**self.headers, "Accept": accept(encoding)},
+                                  preload_content=False,
                                   timeout=urllib3.Timeout(connect=5.0, read=min(WATCH_READ_TIMEOUT_S,
                                                                                 timeout_s + 60)))
         except TRANSPORT_ERRORS as error:
@@ -212,9 +267,10 @@ class RestClient:
         if response.status != 200:
             body = response.read()
             response.release_conn()
+            message = answer_status(body, response.headers.get("Content-Type"))
             if response.status == 410:
-                raise Gone(status_message(body))
-            raise ApiError(response.status, status_message(body), "WATCH", path)
+                raise Gone(message)
+            raise ApiError(response.status, message, "WATCH", path)
         chunks = response.stream(65536, decode_content=True)
         connection = response.connection
 
@@ -231,7 +287,7 @@ class RestClient:
             response.release_conn()
 
         return WatchStream(lambda: next(chunks, b""), release, broken_errors=TRANSPORT_ERRORS, abort=abort,
-                           clock=time.monotonic)
+                           clock=time.monotonic, decoder=watch_decoder(response.headers.get("Content-Type")))
 
     def close(self) -> None:
         self.pool.clear()

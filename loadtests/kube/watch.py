@@ -1,4 +1,5 @@
-"""Watch streams and LIST results as the apiserver sends them: newline-delimited JSON events, list metadata.
+"""Watch streams and LIST results as the apiserver sends them: newline-delimited JSON events, list metadata
+(protobuf's frames: watch_protobuf.py, behind the same decoder interface).
 
 Nothing here does I/O: every transport (the load's gevent client, the harness's thread client) feeds the
 bytes it read, so decoding and its edge cases (events split across chunks, a truncated last event, ERROR
@@ -11,7 +12,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from loadtests.kube.errors import Gone, WatchError
 
@@ -21,6 +22,26 @@ WATCH_TIMEOUT_MIN_S = 300.0
 WATCH_READ_TIMEOUT_S = 2 * WATCH_TIMEOUT_MIN_S + 60.0
 # API streaming (WatchList, KEP-3157): the BOOKMARK that ends a watch's initial events carries this annotation
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+JSON = "application/json"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+# how a watch or LIST asks for its answer: JSON, or protobuf as kubelets and kube-proxy do (watch_protobuf.py)
+ENCODINGS = ("json", "protobuf")
+# protobuf's Accept is a kubelet's (setContentTypeForClient: protobuf first, JSON for the kinds without protobuf,
+# custom resources); the answer's Content-Type says which one came
+ACCEPT = {"json": JSON, "protobuf": f"{PROTOBUF},{JSON}"}
+
+
+def accept(encoding: str) -> str:
+    """The Accept header of a request in `encoding` (one of ENCODINGS)."""
+    if encoding not in ACCEPT:
+        raise ValueError(f"unknown encoding {encoding!r}; expected one of: {', '.join(ENCODINGS)}")
+    return ACCEPT[encoding]
+
+
+def is_protobuf(content_type: str | None) -> bool:
+    """Whether a response's Content-Type is Kubernetes's protobuf (a watch's carries `;stream=watch`)."""
+    return (content_type or "").split(";", 1)[0].strip().lower() == PROTOBUF
 
 
 def watch_query(*, timeout_s: float, resource_version: str = "", bookmarks: bool = True, field_selector: str = "",
@@ -80,8 +101,17 @@ def _parse_event(line: bytes, received_at: float, size: int) -> WatchEvent:
         raise WatchError(f"not a watch event ({error}): {line[:120]!r}") from None
 
 
+class Decoder(Protocol):
+    """What a watch body is split into events by, whatever its encoding."""
+
+    def feed(self, chunk: bytes, received_at: float) -> list[WatchEvent]: ...
+
+    def finish(self, received_at: float) -> list[WatchEvent]: ...
+
+
 class WatchDecoder:
-    """Splits a watch body into events whatever the chunking: keeps the partial last line for the next chunk."""
+    """Splits a JSON watch body into events whatever the chunking: keeps the partial last line for the next
+    chunk."""
 
     def __init__(self) -> None:
         self._pending = bytearray()
@@ -105,9 +135,11 @@ class WatchDecoder:
             return []
 
 
-def iter_watch_events(chunks: Iterable[bytes], clock: Callable[[], float] = time.time) -> Iterator[WatchEvent]:
-    """Events of a watch body as they arrive; an ERROR event raises Gone (410) or WatchError instead."""
-    decoder = WatchDecoder()
+def iter_watch_events(chunks: Iterable[bytes], clock: Callable[[], float] = time.time,
+                      decoder: Decoder | None = None) -> Iterator[WatchEvent]:
+    """Events of a watch body as they arrive (JSON lines unless another decoder is given); an ERROR event
+    raises Gone (410) or WatchError instead."""
+    decoder = decoder or WatchDecoder()
     for chunk in chunks:
         for event in decoder.feed(chunk, clock()):
             if event.type == "ERROR":
@@ -126,14 +158,16 @@ class WatchStream:
 
     The transport gives `read` (the next bytes of the body; b"" when the server ended the watch), the
     errors that mean the connection broke or stalled (recorded in `broken` and passed to `on_broken`, once;
-    a normal end after timeoutSeconds is not one), `release` (drop the connection) and `abort` (from another
-    thread: make a blocked read return now).
+    a normal end after timeoutSeconds is not one), `release` (drop the connection), `abort` (from another
+    thread: make a blocked read return now) and the `decoder` of its body's encoding (JSON lines by default).
     """
 
     def __init__(self, read: Callable[[], bytes], release: Callable[[], None], *,
                  broken_errors: tuple[type[BaseException], ...] = (OSError,),
                  on_broken: Callable[[WatchStream, BaseException], None] | None = None,
-                 abort: Callable[[], None] | None = None, clock: Callable[[], float] = time.time) -> None:
+                 abort: Callable[[], None] | None = None, clock: Callable[[], float] = time.time,
+                 decoder: Decoder | None = None) -> None:
+        self.decoder = decoder or WatchDecoder()
         self._read = read
         self._release = release
         self._broken_errors = broken_errors
@@ -163,7 +197,7 @@ class WatchStream:
 
     def __iter__(self) -> Iterator[WatchEvent]:
         try:
-            for event in iter_watch_events(self._chunks(), self._clock):
+            for event in iter_watch_events(self._chunks(), self._clock, self.decoder):
                 if event.type == "BOOKMARK":
                     self.bookmarks += 1
                 self.events += 1

@@ -205,16 +205,19 @@ class FakeApi:
         self.watches = watches
         self.calls: list[tuple[str, str, str]] = []
         self.initial_events: list[bool] = []  # each watch: whether it asked for the state first (WatchList)
+        self.encodings: list[str] = []  # each call's encoding
 
     def list_all(self, resource: str, namespace: str, names: Any, *, resource_version: str, limit: int,
-                 field_selector: str, label_selector: str, all_pages: bool) -> ListPage:
+                 field_selector: str, label_selector: str, all_pages: bool, encoding: str = "json") -> ListPage:
         self.calls.append(("LIST", names.first, resource_version))
+        self.encodings.append(encoding)
         return ListPage(resource_version="100", continue_token="", size_bytes=10, items=[{"metadata": {}}])
 
     def watch(self, resource: str, namespace: str, name: str, *, resource_version: str, field_selector: str,
-              label_selector: str, timeout_s: float, initial_events: bool = False) -> Any:
+              label_selector: str, timeout_s: float, initial_events: bool = False, encoding: str = "json") -> Any:
         self.calls.append(("WATCH", name, resource_version))
         self.initial_events.append(initial_events)
+        self.encodings.append(encoding)
         assert timeout_s >= 1
         answer = self.watches.pop(0)
         if isinstance(answer, Exception):
@@ -261,6 +264,17 @@ class TestReflector:
             reflector.step()
         assert api.calls == [("WATCH", "WATCH pods (node)", ""), ("WATCH", "WATCH pods (node, rewatch)", "7"),
                              ("WATCH", "WATCH pods (node, rewatch)", "")]
+        assert api.encodings == ["json"] * 3  # what the load's kubelets did before a plan could ask for protobuf
+
+    def test_every_list_and_watch_of_a_reflector_asks_in_its_encoding(self) -> None:
+        names = WatchNames.of("pods", "", "informer", list_rv="0")
+        api = FakeApi([FakeStream([event("ADDED", "101")], end=Gone("410"), rv="101"), FakeStream([], rv="")])
+        reflector = Reflector(api, "pods", names, backoff=Backoff(sleep=lambda _s: None),  # type: ignore[arg-type]
+                              encoding="protobuf")
+        for _ in range(2):
+            reflector.step()
+        assert [verb for verb, _, _ in api.calls] == ["LIST", "WATCH", "LIST", "WATCH"]
+        assert api.encodings == ["protobuf"] * 4
 
     def test_failed_watch_backs_off_and_a_quick_empty_end_too(self) -> None:
         slept: list[float] = []

@@ -8,7 +8,9 @@ import pytest
 import yaml
 
 from loadtests.config import plan as plan_mod
+from loadtests.config.scenarios import SCENARIOS
 from loadtests.errors import PlanError
+from loadtests.results import DIGEST_NEUTRAL, plan_digest
 
 GOOD = {
     "name": "t",
@@ -26,6 +28,25 @@ def test_defaults_are_filled_in() -> None:
     assert plan.steps[0].name == "10 nodes" and plan.gate is True
 
 
+def test_kubelet_watchers_ask_in_json_unless_the_plan_says_protobuf() -> None:
+    default = plan_mod.parse({**GOOD, "load": {"scenarios": {"kubelet_watchers": {}}}}, "t.yaml")
+    assert default.load["kubelet_watchers"]["encoding"] == "json"
+    protobuf = {"scenarios": {"kubelet_watchers": {"encoding": "protobuf"}}}
+    assert plan_mod.parse({**GOOD, "load": protobuf}, "t.yaml").load["kubelet_watchers"]["encoding"] == "protobuf"
+
+
+def test_a_parameter_added_at_what_runs_did_before_leaves_their_digest_as_it_was() -> None:
+    """A run recorded before kubelet_watchers had `encoding` compares with one after (same digest), but not
+    with one that asks for protobuf; every such parameter's neutral value is its declared default."""
+    for scenario, params in DIGEST_NEUTRAL.items():
+        assert {k: SCENARIOS[scenario].defaults[k] for k in params} == params, scenario
+    now = plan_mod.parse({**GOOD, "load": {"scenarios": {"kubelet_watchers": {}}}}, "t.yaml").to_dict()
+    before = {**now, "load": {"kubelet_watchers": {"per_node": 1.0, "max_watchers": 2000}}}
+    assert plan_digest(now) == plan_digest(before)
+    protobuf = {**now, "load": {"kubelet_watchers": {**now["load"]["kubelet_watchers"], "encoding": "protobuf"}}}
+    assert plan_digest(protobuf) != plan_digest(now)
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -37,6 +58,8 @@ def test_defaults_are_filled_in() -> None:
         ({"load": {"scenarios": {"pod_chrun": {}}}}, "load.scenarios.pod_chrun: unknown scenario"),
         ({"load": {"scenarios": {"pod_churn": {"rate": -1}}}}, "load.scenarios.pod_churn.rate: must be a number >= 0"),
         ({"load": {"scenarios": {"list_pollers": {"resource": "widgets"}}}}, "list_pollers.resource: must be one of"),
+        ({"load": {"scenarios": {"kubelet_watchers": {"encoding": "proto"}}}},
+         "t.yaml: load.scenarios.kubelet_watchers.encoding: must be one of: json, protobuf"),
         ({"target": {"kube_version": "1.37"}}, "target.kube_version: Kubernetes version '1.37' is not of the form"),
         ({"target": {"kind": "remote"}}, "target.kind: must be 'local' or 'cluster'"),
         ({"target": {"kind": "cluster"}}, "target.kubeconfig: required when target.kind is 'cluster'"),

@@ -1,10 +1,12 @@
-"""The load's transport: raw JSON over geventhttpclient, on Locust's FastHttpSession.
+"""The load's transport: raw JSON (or protobuf, where a scenario asks as kubelets do) over geventhttpclient,
+on Locust's FastHttpSession.
 
 Every call fires a Locust request event (one stats row per request kind, named by the caller). The
 kubernetes client's model classes are far too slow for this path. A watch fires one event when its response
-headers arrive (the time to establish it); its events are then read line by line as they come and decoded
-by loadtests.kube.watch, each stamped with its receive time. Paths, names, decoding and the LIST+WATCH loop
-are the shared ones of loadtests.kube; only the gevent I/O is here.
+headers arrive (the time to establish it); its events are then read one by one as they come (JSON lines, or
+protobuf frames) and decoded by loadtests.kube.watch or watch_protobuf, each stamped with its receive time.
+Paths, names, decoding and the LIST+WATCH loop are the shared ones of loadtests.kube; only the gevent I/O is
+here.
 
 Nothing here imports Locust (the session is handed in): importing Locust monkey-patches the whole process
 for gevent, which tests and the runner must not suffer.
@@ -20,10 +22,18 @@ from typing import TYPE_CHECKING, Any
 from geventhttpclient._parser import HTTPParseError
 
 from loadtests.kube.access import ClusterAccess
-from loadtests.kube.errors import Gone
+from loadtests.kube.errors import Gone, WatchError
 from loadtests.kube.names import ListNames
 from loadtests.kube.paths import resource_path
-from loadtests.kube.watch import WATCH_TIMEOUT_MIN_S, ListPage, WatchStream, list_metadata, watch_query
+from loadtests.kube.watch import (
+    WATCH_TIMEOUT_MIN_S,
+    ListPage,
+    WatchStream,
+    accept,
+    is_protobuf,
+    list_metadata,
+    watch_query,
+)
 
 if TYPE_CHECKING:
     from locust.contrib.fasthttp import FastHttpSession, ResponseContextManager
@@ -43,11 +53,33 @@ def describe_failure(response: Any) -> str:
         return _URL.sub("<url>", f"{type(error).__name__}: {error}")[:200]
     reason = ""
     try:
-        data = json.loads(response.content or b"{}")
+        data = _answer(response.content or b"{}", _content_type(response))
         reason = str(data.get("reason") or "") if isinstance(data, dict) else ""
     except (ValueError, TypeError):
         pass
     return f"HTTP {status} {reason}".strip()
+
+
+def _content_type(response: Any) -> str | None:
+    headers = getattr(response, "headers", None)  # none on a response that never came
+    return headers.get("Content-Type") if headers else None
+
+
+def _answer(body: bytes, content_type: str | None) -> Any:
+    """A body as a dict (a protobuf one too: the Status of a request that asked for protobuf)."""
+    if is_protobuf(content_type):
+        from loadtests.kube.watch_protobuf import decode_status  # the protobuf runtime only where it is used
+
+        return decode_status(body)
+    return json.loads(body)
+
+
+def _list_metadata(body: bytes, content_type: str | None) -> dict[str, Any]:
+    if is_protobuf(content_type):
+        from loadtests.kube.watch_protobuf import list_metadata as protobuf_list_metadata
+
+        return protobuf_list_metadata(body)
+    return list_metadata(body)
 
 
 class KubeApi:
@@ -110,7 +142,7 @@ class KubeApi:
 
     def list_page(self, resource: str, namespace: str, name: str, *, resource_version: str | None = None,
                   limit: int = 0, continue_token: str = "", field_selector: str = "",
-                  label_selector: str = "") -> ListPage | None:
+                  label_selector: str = "", encoding: str = "json") -> ListPage | None:
         query: dict[str, Any] = {}
         if continue_token:
             query["continue"] = continue_token  # a continuation carries its own resourceVersion
@@ -119,27 +151,29 @@ class KubeApi:
         if limit:
             query["limit"] = limit
         query.update(_selectors(field_selector, label_selector))
-        response = self.call("LIST", "GET", resource_path(resource, namespace, query=query), name)
+        response = self.call("LIST", "GET", resource_path(resource, namespace, query=query), name,
+                             headers={"Accept": accept(encoding)})
         if response.status_code != 200:
             return None
         body = response.content or b""
         try:
-            meta = list_metadata(body)
-        except ValueError:
+            meta = _list_metadata(body, _content_type(response))
+        except (ValueError, WatchError):
             return None
         return ListPage(str(meta.get("resourceVersion") or ""), str(meta.get("continue") or ""), len(body))
 
     def list_all(self, resource: str, namespace: str, names: ListNames, *, resource_version: str = "0",
                  limit: int = 0, field_selector: str = "", label_selector: str = "",
-                 all_pages: bool = True) -> ListPage | None:
+                 all_pages: bool = True, encoding: str = "json") -> ListPage | None:
         """A LIST followed through all its pages (unless all_pages is False); the result carries the first
         page's resourceVersion (the list's) and the total size. None when any page failed."""
         first = self.list_page(resource, namespace, names.first, resource_version=resource_version,
-                               limit=limit, field_selector=field_selector, label_selector=label_selector)
+                               limit=limit, field_selector=field_selector, label_selector=label_selector,
+                               encoding=encoding)
         page = first
         while all_pages and first is not None and page is not None and page.continue_token:
             page = self.list_page(resource, namespace, names.more, limit=limit, continue_token=page.continue_token,
-                                  field_selector=field_selector, label_selector=label_selector)
+                                  field_selector=field_selector, label_selector=label_selector, encoding=encoding)
             if page is None:
                 return None
             first.size_bytes += page.size_bytes
@@ -148,17 +182,18 @@ class KubeApi:
 
     def watch(self, resource: str, namespace: str, name: str, *, resource_version: str = "",
               field_selector: str = "", label_selector: str = "", timeout_s: float = WATCH_TIMEOUT_MIN_S,
-              bookmarks: bool = True, initial_events: bool = False) -> WatchStream | None:
-        """Open a watch (with `initial_events`, one that first sends the collection's state: see watch_query);
-        None when it could not be established, Gone when the server answers 410. A connection that breaks or
-        stalls past the read timeout later is reported once, as a failure named `<name> stream` (a normal end
-        after timeoutSeconds is not a failure)."""
+              bookmarks: bool = True, initial_events: bool = False, encoding: str = "json") -> WatchStream | None:
+        """Open a watch (with `initial_events`, one that first sends the collection's state: see watch_query)
+        in `encoding` (protobuf: as a kubelet asks, decoded by the answer's Content-Type); None when it could
+        not be established, Gone when the server answers 410. A connection that breaks or stalls past the read
+        timeout later is reported once, as a failure named `<name> stream` (a normal end after timeoutSeconds
+        is not a failure)."""
         query = watch_query(timeout_s=timeout_s, resource_version=resource_version, bookmarks=bookmarks,
                             field_selector=field_selector, label_selector=label_selector,
                             initial_events=initial_events)
-        # identity: the stream is read line by line as it arrives
+        # identity: the stream is read event by event as it arrives
         response = self.call("WATCH", "GET", resource_path(resource, namespace, query=query), name,
-                             stream=True, headers={"Accept-Encoding": "identity"})
+                             stream=True, headers={"Accept-Encoding": "identity", "Accept": accept(encoding)})
         if response.status_code == 410:
             raise Gone(describe_failure(response))
         if response.status_code != 200:
@@ -171,6 +206,13 @@ class KubeApi:
                                response_time=stream.age_s() * 1000,
                                response_length=stream.bytes, exception=error)
 
+        if is_protobuf(_content_type(response)):
+            from loadtests.kube.watch_protobuf import ProtobufWatchDecoder  # the protobuf runtime only if used
+
+            decoder = ProtobufWatchDecoder()
+            # exactly the rest of the frame being read: each event is handed on as soon as it is complete
+            return WatchStream(lambda: raw.read(decoder.wanted()), raw.release, on_broken=report_broken,
+                               broken_errors=(OSError, HTTPParseError), decoder=decoder)
         # readline returns as soon as one event is complete
         return WatchStream(lambda: raw.readline(b"\n"), raw.release, broken_errors=(OSError, HTTPParseError),
                            on_broken=report_broken)

@@ -1,5 +1,6 @@
 """Kubelet-like watchers: one WATCH per fake node on the pods bound to it (all namespaces), as every kubelet
-keeps one. Their number grows with the cluster, which is the load this scenario exists to show."""
+keeps one. Their number grows with the cluster, which is the load this scenario exists to show. A plan's
+`encoding: protobuf` makes them ask as a real kubelet does (docs/node-agents.md), JSON by default."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from loadtests.load.locust.scenarios.base import KubeUser, user_class
 
 class KubeletWatcherUser(KubeUser):
     """Watches pods with fieldSelector=spec.nodeName=<its node>, bookmarks on, resuming from the last
-    resourceVersion each time a watch ends (timeoutSeconds 5-10 min, jittered like client-go)."""
+    resourceVersion each time a watch ends (timeoutSeconds 5-10 min, jittered like client-go), in the plan's
+    encoding."""
 
     abstract = True
     scenario = "kubelet_watchers"
@@ -36,7 +38,7 @@ class KubeletWatcherUser(KubeUser):
     def watch(self) -> None:
         self.stop_if_past_deadline()
         Reflector(self.api, "pods", KUBELET_WATCH, field_selector=f"spec.nodeName={self.node}",
-                  deadline=self.config.stop_at).run()
+                  deadline=self.config.stop_at, encoding=str(self.params["encoding"])).run()
         raise StopUser()
 
 
