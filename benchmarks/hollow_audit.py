@@ -71,8 +71,13 @@ class Request:
     def query(self) -> dict[str, str]:
         return {k: v[-1] for k, v in parse_qs(urlsplit(self.uri).query, keep_blank_values=True).items()}
 
+    @property
+    def refused(self) -> bool:
+        """Answered with an error (a watch refused by authorization still has a ResponseStarted stage)."""
+        return self.code is not None and self.code >= 300
+
     def held_at(self, moment: float) -> bool:
-        return self.verb == "WATCH" and self.started and self.received <= moment and (
+        return self.verb == "WATCH" and self.started and not self.refused and self.received <= moment and (
             self.ended is None or self.ended > moment)
 
 
@@ -160,9 +165,25 @@ def per_minute(requests: Iterable[Request], opened: float, closed: float) -> dic
 
 
 def codes(requests: Iterable[Request], opened: float, closed: float) -> Counter[tuple[str, Key, int | None]]:
-    """Responses other than 2xx of the agents' requests in the window (an established watch counts as 2xx)."""
+    """Responses other than 2xx of the agents' requests that arrived in [opened, closed)."""
     return Counter((r.agent or "", r.key, r.code) for r in agents_requests(requests)
-                   if opened <= r.received < closed and not r.started and (r.code is None or r.code >= 300))
+                   if opened <= r.received < closed and r.refused)
+
+
+def fallbacks(requests: list[Request]) -> list[tuple[Request, Request | None]]:
+    """Each LIST of an agent, with the refused streaming WATCH of the same node, collection and selectors just
+    before it, if any: client-go's reflector lists (and then watches from the list's resourceVersion) when its
+    streaming list fails."""
+    found = []
+    for r in agents_requests(requests):
+        if r.verb != "LIST":
+            continue
+        selectors = (r.query().get("fieldSelector"), r.query().get("labelSelector"))
+        before = [w for w in agents_requests(requests) if w.verb == "WATCH" and w.refused and w.node == r.node
+                  and w.resource == r.resource and w.namespace == r.namespace and w.received <= r.received
+                  and (w.query().get("fieldSelector"), w.query().get("labelSelector")) == selectors]
+        found.append((r, before[-1] if before else None))
+    return found
 
 
 # --- watches ----------------------------------------------------------------------------------------------------

@@ -32,6 +32,8 @@ benchmarks/results/raw/hollow_node/.
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -49,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import hollow_audit as ha  # noqa: E402
 from benchmarks import hollow_report  # noqa: E402
+from benchmarks.markdown import RAW_DIR  # noqa: E402
 from loadtests.analysis.metrics import Snapshot  # noqa: E402
 from loadtests.binaries import cache as binaries  # noqa: E402
 from loadtests.binaries.provide import provide_hollow_node  # noqa: E402
@@ -103,6 +106,9 @@ class Measured:
     ready_at_end: bool = False  # every node still Ready when the window closed
     logs: dict[str, str] = field(default_factory=dict)  # process -> its log's text
     argv: dict[str, list[str]] = field(default_factory=dict)
+    headers: dict[str, Any] = field(default_factory=dict)  # per agent: what its client sent and was answered
+    check: list[list[Any]] = field(default_factory=list)  # the audit log against apiserver_request_total
+    completed: str = ""  # what of this record was not kept by its run and was added afterwards, and from where
 
 
 # --- the hollow nodes -------------------------------------------------------------------------------------------
@@ -332,13 +338,30 @@ def audit_files(directory: Path) -> list[Path]:
     return sorted((p for p in directory.glob("audit*.log") if p != live), key=lambda p: p.name) + [live]
 
 
+def from_raw(out: Path) -> int:
+    """The results file written again from its raw record (benchmarks/results/raw/hollow_node/): the agents'
+    audit events and what else the run measured; nothing is started."""
+    summary = json.loads(gzip.decompress((RAW_DIR / hollow_report.RAW / "summary.json.gz").read_bytes()))
+    events = [json.loads(line) for line in gzip.decompress(
+        (RAW_DIR / hollow_report.RAW / "agents-audit-events.jsonl.gz").read_bytes()).splitlines()]
+    measured = Measured(**summary["measured"])
+    reference = yaml.safe_load(REFERENCE.read_text())
+    hollow_report.write(out, summary["command"], summary["version"], summary["build_s"], measured,
+                        ha.requests_of(events), reference)
+    return 1 if measured.failure else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=3, help="hollow nodes (a kubelet and a proxy process each)")
     parser.add_argument("--steady-min", type=float, default=5.0, help="minutes of the steady window")
     parser.add_argument("--pods-per-node", type=int, default=3, help="pods pinned to each node")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "hollow_node.md")
+    parser.add_argument("--from-raw", action="store_true",
+                        help="write the results file again from its raw record, starting nothing")
     args = parser.parse_args()
+    if args.from_raw:
+        return from_raw(args.out)
     SHUTDOWN.install()
     version = os.environ.get("KUBE_VERSION") or versions.DEFAULT_KUBE_VERSION
     command = (f".venv/bin/python benchmarks/hollow_node.py --nodes {args.nodes} --steady-min {args.steady_min:g} "
@@ -361,6 +384,8 @@ def main() -> int:
         print(f"hollow_node: {interrupt_reason(interrupt)}; everything it started is stopped", file=sys.stderr)
         return 130
     requests = ha.requests_of(events)
+    measured.headers = hollow_report.headers_of(requests, measured.logs)
+    measured.check = hollow_report.check_rows(requests, measured)
     hollow_report.keep_events([e for e in events if ha.is_agents(e)])
     reference = yaml.safe_load(REFERENCE.read_text())
     hollow_report.write(args.out, command, version, build_s, measured, requests, reference)

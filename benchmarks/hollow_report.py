@@ -72,8 +72,21 @@ def steady_lines(rows: list[dict[str, Any]], nodes: list[str]) -> list[str]:
     return lines
 
 
-def differences(rows: list[dict[str, Any]]) -> list[str]:
-    """Each row whose measured rate is not the hollow reference's, named with what this window could show."""
+def _last_before(requests: list[ha.Request], agent: str, key: ha.Key, moment: float) -> str:
+    """How long before `moment` each node's agent last sent `key` ("never" where it did not)."""
+    last: dict[str, float] = {}
+    for r in ha.agents_requests(requests):
+        if r.agent == agent and r.key == key and r.received < moment and not r.refused:
+            last[r.node] = r.received
+    if not last:
+        return "never sent before the window closed"
+    return "each node's last one " + ", ".join(f"{moment - at:.0f} s" for _, at in sorted(last.items())) + \
+        " before the window closed"
+
+
+def differences(rows: list[dict[str, Any]], requests: list[ha.Request], closed: float) -> list[str]:
+    """Each row whose measured rate is not the hollow reference's, named with what this window could show; and
+    the LISTs, which the reference says an agent never sends."""
     said, as_due = [], []
     for row in rows:
         name = f"{row['agent']} {' '.join(p for p in row['key'] if p)}"
@@ -90,12 +103,19 @@ def differences(rows: list[dict[str, Any]]) -> list[str]:
         elif due is not None and abs(mean - hollow) > max(SAME * hollow, 0.01):
             as_due.append(f"{row['agent']} {row['key'][1]} ({_num(mean)} against {_num(hollow)})")
         elif due is None and abs(mean - hollow) > max(SAME * hollow, 0.01):
-            said.append(f"- {name}: {_num(mean)} a minute measured against {_num(hollow)} in the reference.")
+            said.append(f"- {name}: {_num(mean)} a minute measured against {_num(hollow)} in the reference "
+                        f"(a long-run rate; {_last_before(requests, row['agent'], row['key'], closed)}).")
     if as_due:
         said.append("- WATCH renewals as due in this window, not at the long-run rate: " + "; ".join(as_due)
                     + ". Each watch renews at its own timeoutSeconds (300-600 s; the per-object ones 1,800-3,600 s), "
                     "so a window of a few minutes holds the renewals of the watches whose time falls in it; the "
                     "long-run rate needs a window of many timeouts.")
+    listed = ha.fallbacks(requests)
+    if listed:
+        after = sum(1 for _, watch in listed if watch is not None)
+        said.append(f"- LIST: the reference has none (every reflector starts with a streaming list); {len(listed)} "
+                    f"LIST requests over the run, {after} of them right after the same reflector's streaming list was "
+                    "refused: client-go's fallback (see Refused requests).")
     return said or ["- none beyond the reference's tolerance (a quarter of its rate)."]
 
 
@@ -132,11 +152,40 @@ def opening_lines(requests: list[ha.Request]) -> list[str]:
     opened = ha.opened_by_shape(requests)
     streaming = sum(n for s, n in opened.items() if s.initial_events == "true")
     matched = sum(n for s, n in opened.items() if s.initial_events == "true" and s.rv_match == "NotOlderThan")
+    refused = sum(1 for r in ha.agents_requests(requests) if r.verb == "WATCH" and r.refused)
     lists = Counter((r.agent, r.resource) for r in ha.agents_requests(requests) if r.verb == "LIST")
     listed = ", ".join(f"{a} {res} {n}" for (a, res), n in sorted(lists.items())) or "none"
     return [f"Watch requests over the whole run: {sum(opened.values())}, of them {streaming} streaming lists "
-            f"(sendInitialEvents=true; {matched} with resourceVersionMatch=NotOlderThan), the rest renewals from "
-            f"a resourceVersion. LIST requests: {listed}."]
+            f"(sendInitialEvents=true; {matched} with resourceVersionMatch=NotOlderThan), the rest from a "
+            f"resourceVersion (renewals, and watches after a LIST); {refused} refused. LIST requests: {listed}."]
+
+
+def refused_lines(requests: list[ha.Request], measured: Any) -> list[str]:
+    """Every request of the agents answered with an error, when (seconds after the nodes started), and the LISTs
+    a refused streaming list was followed by."""
+    start = measured.timeline.get("nodes_started", 0.0)
+    refused: dict[tuple[Any, ...], list[float]] = {}
+    for r in ha.agents_requests(requests):
+        if r.refused:
+            refused.setdefault((r.agent, r.verb, r.resource, r.subresource, r.code), []).append(r.received - start)
+    lines = ["| agent | verb | resource | subresource | code | requests | seconds after the nodes started |",
+             "|---|---|---|---|---|---|---|"]
+    for (agent, verb, resource, subresource, code), seconds in sorted(refused.items(), key=lambda i: min(i[1])):
+        low, high = f"{min(seconds):.1f}", f"{max(seconds):.1f}"
+        span = low if low == high else f"{low}-{high}"
+        lines.append(f"| {agent} | {verb} | {resource} | {subresource} | {code} | {len(seconds)} | {span} |")
+    if len(lines) == 2:
+        lines = ["None."]
+    listed = ha.fallbacks(requests)
+    if listed:
+        lines.append("")
+    for request, watch in listed:
+        query = request.query()
+        after = (f"after its streaming list was refused ({watch.code}, {request.received - watch.received:.2f} s "
+                 "before)") if watch else "with no refused streaming list before it"
+        lines.append(f"- {request.agent} on {request.node}: LIST {request.resource} `{query.get('fieldSelector', '')}` "
+                     f"(resourceVersion={query.get('resourceVersion', '')}) {after}.")
+    return lines
 
 
 def identity_lines(requests: list[ha.Request]) -> list[str]:
@@ -146,27 +195,40 @@ def identity_lines(requests: list[ha.Request]) -> list[str]:
     return lines
 
 
-def content_lines(requests: list[ha.Request], logs: dict[str, str]) -> tuple[list[str], dict[str, Any]]:
-    """What each agent's client sent (Accept, Content-Type) and was answered, from its own log."""
-    lines = ["| agent | requests logged | Accept sent | Content-Type sent (verb) | answered with (audited requests "
-             "matched by Audit-Id) |", "|---|---|---|---|---|"]
-    raw: dict[str, Any] = {}
+def headers_of(requests: list[ha.Request], logs: dict[str, str]) -> dict[str, Any]:
+    """Per agent, what its client logged it sent ([verb, Accept, Content-Type, count]) and the Content-Type each
+    audited request was answered with, matched by Audit-Id ([agent, verb, resource, Content-Type, count])."""
+    found: dict[str, Any] = {}
     for agent, suffix in ((ha.KUBELET, "-kubelet"), (ha.PROXY, "-proxy")):
         sent: Counter[tuple[str, str, str]] = Counter()
         responses: dict[str, str] = {}
         for name, text in logs.items():
             if name.endswith(suffix):
-                found = ha.client_headers(text)
-                sent.update(found.requests)
-                responses.update(found.responses)
+                logged = ha.client_headers(text)
+                sent.update(logged.requests)
+                responses.update(logged.responses)
         matched = ha.answered([r for r in requests if r.agent == agent], responses)
-        accept = Counter(a for (_, a, _), n in sent.items() for _ in range(n))
-        bodies = Counter(f"{c} ({v})" for (v, _, c), n in sent.items() if c for _ in range(n))
-        answers = Counter(c for (_, _, _, c), n in matched.items() for _ in range(n))
-        lines.append(f"| {agent} | {sum(sent.values())} | {_counted(accept)} | {_counted(bodies)} | "
+        found[agent] = {"sent": [[*k, n] for k, n in sent.items()], "answered": [[*k, n] for k, n in matched.items()]}
+    return found
+
+
+def content_lines(headers: dict[str, Any]) -> list[str]:
+    """What each agent's client sent (Accept, Content-Type) and was answered, from its own log."""
+    lines = ["| agent | requests logged | Accept sent | Content-Type sent (verb) | answered with (audited requests "
+             "matched by Audit-Id) |", "|---|---|---|---|---|"]
+    for agent, found in headers.items():
+        accept: Counter[str] = Counter()
+        bodies: Counter[str] = Counter()
+        answers: Counter[str] = Counter()
+        for verb, sent_accept, content_type, n in found["sent"]:
+            accept[sent_accept] += n
+            if content_type:
+                bodies[f"{content_type} ({verb})"] += n
+        for *_, content_type, n in found["answered"]:
+            answers[content_type] += n
+        lines.append(f"| {agent} | {sum(accept.values())} | {_counted(accept)} | {_counted(bodies)} | "
                      f"{_counted(answers)} |")
-        raw[agent] = {"sent": [[*k, n] for k, n in sent.items()], "answered": [[*k, n] for k, n in matched.items()]}
-    return lines, raw
+    return lines
 
 
 def _code(text: str) -> str:
@@ -184,7 +246,7 @@ def phase_lines(requests: list[ha.Request], measured: Any) -> list[str]:
     """Requests per node in the two phases before the window: start to Ready, then the pods' start and settle."""
     t = measured.timeline
     phases = (("start to Ready", t["nodes_started"], t["nodes_ready"]),
-              ("pods start, settle", t["nodes_ready"], t["window_opened"]))
+              ("after Ready: the rest of the start, the pods start, the settle", t["nodes_ready"], t["window_opened"]))
     counted = [ha.counts(requests, start, end) for _, start, end in phases]
     keys = sorted({(agent, key) for c in counted for agent, _, key in c})
     lines = ["| agent | verb | resource | subresource | scope | " + " | ".join(p[0] for p in phases) + " |",
@@ -196,19 +258,24 @@ def phase_lines(requests: list[ha.Request], measured: Any) -> list[str]:
     return lines
 
 
-def check_lines(requests: list[ha.Request], measured: Any, rows: list[dict[str, Any]]) -> list[str]:
-    """The audit log against the apiserver's own counter over the window, for the agents' keys (not WATCH: the
-    counter counts a watch when it ends)."""
-    if not measured.metric_before or not measured.metric_after:
-        return ["apiserver_request_total could not be read at both ends of the window: no cross-check."]
+def check_rows(requests: list[ha.Request], measured: Any) -> list[list[Any]]:
+    """The audit log against the apiserver's own counter over the window, for the keys the agents sent in it (not
+    WATCH: the counter counts a watch when it ends): [verb, resource, subresource, scope, audit, counter]."""
+    if not measured.metric_before or not measured.metric_after or "window_closed" not in measured.timeline:
+        return []
+    opened, closed = measured.timeline["window_opened"], measured.timeline["window_closed"]
     before, after = ha.metric_totals(measured.metric_before), ha.metric_totals(measured.metric_after)
-    audit = ha.audit_totals(requests, measured.timeline["window_opened"], measured.timeline["window_closed"])
-    keys = sorted({row["key"] for row in rows if row["key"][0] != "WATCH" and row["mean"] > 0})
+    audit = ha.audit_totals(requests, opened, closed)
+    keys = sorted({r.key for r in ha.agents_requests(requests) if r.verb != "WATCH" and opened <= r.received < closed})
+    return [[*key, audit.get(key, 0), after.get(key, 0) - before.get(key, 0)] for key in keys]
+
+
+def check_lines(rows: list[list[Any]]) -> list[str]:
+    if not rows:
+        return ["apiserver_request_total was not read at both ends of the window: no cross-check."]
     lines = ["| verb | resource | subresource | scope | audit log (2xx, every client) | apiserver_request_total "
              "(2xx, delta) |", "|---|---|---|---|---|---|"]
-    for key in keys:
-        lines.append(f"| {_key_cells(key)} | {audit.get(key, 0)} | {after.get(key, 0) - before.get(key, 0)} |")
-    return lines
+    return lines + [f"| {_key_cells(tuple(row[:4]))} | {row[4]} | {row[5]} |" for row in rows]
 
 
 def process_lines(measured: Any) -> list[str]:
@@ -277,25 +344,31 @@ def write(out: Path, command: str, version: str, build_s: float | None, measured
         f"{measured.pods_per_node}, C = {CONFIGMAPS_PER_NODE}, S = {SECRETS_PER_NODE}, per agent: kubemark's agents "
         "and a real kubelet / kube-proxy.", ""]
     lines += steady_lines(rows, measured.nodes)
-    lines += ["", "Differences from the reference:", "", *differences(rows)]
-    content, content_raw = content_lines(requests, measured.logs)
+    lines += ["", "Differences from the reference:", "",
+              *differences(rows, requests, measured.timeline["window_closed"])]
     lines += ["", "## Watches held at the window's end", "", *watch_lines(requests, measured), "",
-              *opening_lines(requests), "", "## Who they are", "", *identity_lines(requests), "",
+              *opening_lines(requests), "", "## Refused requests", "",
+              "Every request of the agents answered with an error (whole run), and each LIST they sent:", "",
+              *refused_lines(requests, measured), "", "## Who they are", "", *identity_lines(requests), "",
               "## What they send and are answered", "",
               "From each agent's own client-go log (`--vmodule=round_trippers=8`: every request's headers, every "
               "response's), the responses matched to the audited requests by their `Audit-Id` header. The setting "
               "behind it: kubemark's `--kube-api-content-type`, default `application/vnd.kubernetes.protobuf`, for "
-              "both morphs (`cmd/kubemark/app/hollow_node.go`).", "", *content,
+              "both morphs (`cmd/kubemark/app/hollow_node.go`).", "", *content_lines(measured.headers),
               "", "## Before the window (requests per node)", "", *phase_lines(requests, measured),
-              "", "## The audit log against apiserver_request_total", "", *check_lines(requests, measured, rows),
+              "", "## The audit log against apiserver_request_total", "", *check_lines(measured.check),
               "", "## What each process used", "", *process_lines(measured), "", timeline_line(measured), "",
               f"Raw: the agents' audit events and the aggregated counts in benchmarks/results/raw/{RAW}/."]
+    if measured.completed:
+        lines += ["", f"This run's record was completed by hand: {measured.completed}."]
     write_results(out, lines, also=f", raw in benchmarks/results/raw/{RAW}/")
-    _keep(command, measured, requests, rows, content_raw)
+    _keep(command, version, build_s, measured, requests, rows)
 
 
-def _keep(command: str, measured: Any, requests: list[ha.Request], rows: list[dict[str, Any]],
-          content: dict[str, Any]) -> None:
+def _keep(command: str, version: str, build_s: float | None, measured: Any, requests: list[ha.Request],
+          rows: list[dict[str, Any]]) -> None:
+    """The aggregated counts, and everything the results file was written from besides the agents' audit events
+    (`measured`, without the processes' logs): `hollow_node.py --from-raw` writes the file again from these."""
     t = measured.timeline
     opened, closed = t.get("window_opened", 0.0), t.get("window_closed", 0.0)
     summary = {
@@ -305,8 +378,9 @@ def _keep(command: str, measured: Any, requests: list[ha.Request], rows: list[di
         "held_at_end": [[*shape.__dict__.values(), dict(count)]
                         for shape, count in ha.held_by_shape(requests, closed - 0.001).items()] if closed else [],
         "identities": [[*k[:2], list(k[2]), k[3], n] for k, n in ha.identities(requests).items()],
-        "content": content, "cpu": measured.cpu, "argv": measured.argv,
         "non_2xx": [[a, list(k), c, n] for (a, k, c), n in ha.codes(requests, 0, float("inf")).items()],
+        "version": version, "build_s": build_s,
+        "measured": {k: v for k, v in measured.__dict__.items() if k != "logs"},
     }
     keep_raw(f"{RAW}/summary.json.gz", summary)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ def request_events(audit_id: str, second: float, *, user: str, agent: str, verb:
             "objectRef": {"resource": resource, "namespace": namespace, "name": name, "subresource": subresource,
                           "apiGroup": group}}
     events = []
-    if verb == "watch" and code == 200:
+    if verb == "watch":  # a watch refused by authorization has its ResponseStarted stage too
         events.append({**base, "stage": "ResponseStarted", "stageTimestamp": at(second)})
     if ends is not None:
         events.append({**base, "stage": "ResponseComplete", "stageTimestamp": at(second + ends),
@@ -72,6 +73,13 @@ def recorded() -> list[dict[str, Any]]:
                                      "=%21service.kubernetes.io%2Fheadless&timeoutSeconds=400&watch=true")
     events += request_events("svc-x", 70, user=PROXY_USER, agent="hollow-proxy", verb="watch", resource="services",
                              code=403, groups=("system:serviceaccounts",), uri="/api/v1/services?watch=true")
+    # node 0's Secret watch refused (the Node authorizer had not seen its pod yet): the reflector lists, then watches
+    secret = "/api/v1/namespaces/w/secrets?fieldSelector=metadata.name%3Ds"
+    events += request_events("sec-0", 20, user=NODE0, agent="hollow-kubelet", verb="watch", resource="secrets",
+                             namespace="w", name="s", code=403,
+                             uri=f"{secret}&sendInitialEvents=true&timeoutSeconds=2000&watch=true")
+    events += request_events("sec-0-list", 20.01, user=NODE0, agent="hollow-kubelet", verb="list",
+                             resource="secrets", namespace="w", name="s", uri=f"{secret}&limit=500&resourceVersion=0")
     # someone else's request is no agent's
     events += request_events("admin", 70, user="kubernetes-admin", agent="k8s-loadtest/benchmark", verb="list",
                              resource="nodes", uri="/api/v1/nodes", groups=("system:masters",))
@@ -85,12 +93,12 @@ def requests() -> list[ha.Request]:
 
 def test_requests_are_audit_ids_with_their_start_end_and_code(requests: list[ha.Request]) -> None:
     by_id = {r.audit_id: r for r in requests}
-    assert len(by_id) == 24 + 2 + 1 + 2 + 1 + 1
+    assert len(by_id) == 24 + 2 + 1 + 2 + 1 + 2 + 1
     watch = by_id["pods-0"]
     assert watch.key == ("WATCH", "pods", "", "cluster") and watch.started and watch.ended == pytest.approx(T0 + 100)
     assert by_id["hollow-node-0-lease-0"].key == ("PUT", "leases", "", "resource")
     assert by_id["cm-1"].key == ("WATCH", "configmaps", "", "namespace")  # one name: still its collection
-    assert by_id["svc-x"].code == 403 and not by_id["svc-x"].started
+    assert by_id["svc-x"].code == 403 and by_id["svc-x"].refused and not by_id["svc-x"].held_at(T0 + 70)
     assert by_id["admin"].agent is None and by_id["eps-0"].agent == ha.PROXY and by_id["eps-0"].node == ha.EVERY_NODE
 
 
@@ -120,11 +128,18 @@ def test_watches_held_renewals_due_and_shapes(requests: list[ha.Request]) -> Non
     due = ha.renewals_due(requests, T0 + 60, T0 + 180)
     assert due == {(ha.KUBELET, "hollow-node-0", ("WATCH", "pods", "", "cluster")): 1}
     assert ha.timeouts(requests)["kubelet pods"] == (100, 500)
+    assert not any(r.resource == "secrets" for r in ha.held(requests, T0 + 21))  # the refused one is not held
+
+
+def test_a_list_after_a_refused_streaming_list_is_its_fallback(requests: list[ha.Request]) -> None:
+    ((listed, refused),) = ha.fallbacks(requests)
+    assert (listed.audit_id, refused.audit_id if refused else None) == ("sec-0-list", "sec-0")
+    assert ha.codes(requests, T0, T0 + 60) == {(ha.KUBELET, ("WATCH", "secrets", "", "namespace"), 403): 1}
 
 
 def test_identities_name_the_node_as_a_placeholder(requests: list[ha.Request]) -> None:
     found = ha.identities(requests)
-    assert found[(ha.KUBELET, "system:node:<node>", ("system:nodes", "system:authenticated"), "hollow-kubelet")] == 27
+    assert found[(ha.KUBELET, "system:node:<node>", ("system:nodes", "system:authenticated"), "hollow-kubelet")] == 29
     assert sum(n for (agent, user, _, _), n in found.items() if agent == ha.PROXY and user == PROXY_USER) == 3
 
 
@@ -206,7 +221,15 @@ def test_the_results_file_has_every_section(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(hollow_report, "keep_raw", lambda name, data: kept.setdefault(name, data))
     reference = yaml.safe_load(REFERENCE.read_text())
     out = tmp_path / "hollow_node.md"
-    hollow_report.write(out, "cmd", "v1.37.2", None, _measured(), requests, reference)
+    measured = _measured()
+    measured.headers = hollow_report.headers_of(requests, measured.logs)
+    measured.metric_before = [({"verb": "PUT", "resource": "leases", "subresource": "", "scope": "resource",
+                                "code": "200"}, 10.0)]
+    measured.metric_after = [({"verb": "PUT", "resource": "leases", "subresource": "", "scope": "resource",
+                               "code": "200"}, 34.0)]
+    measured.check = hollow_report.check_rows(requests, measured)
+    assert measured.check == [["PUT", "leases", "", "resource", 24, 24]]
+    hollow_report.write(out, "cmd", "v1.37.2", None, measured, requests, reference)
     text = out.read_text()
     for section in ("## Watches held at the window's end", "## Who they are", "## What they send and are answered",
                     "## Before the window", "## The audit log against apiserver_request_total",
@@ -216,6 +239,9 @@ def test_the_results_file_has_every_section(tmp_path: Path, monkeypatch: pytest.
     assert "| kubelet | 6 | 6 | **6** |" in lease, lease
     assert "`application/vnd.kubernetes.protobuf` × 1" in text
     assert "hollow_node/summary.json.gz" in kept
+    assert "| kubelet | WATCH | secrets |  | 403 | 1 | 25.0 |" in text
+    assert "LIST secrets `metadata.name=s` (resourceVersion=0) after its streaming list was refused (403" in text
+    assert "logs" not in kept["hollow_node/summary.json.gz"]["measured"]
 
 
 def test_a_run_that_could_not_hold_its_nodes_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -229,3 +255,22 @@ def test_a_run_that_could_not_hold_its_nodes_says_why(tmp_path: Path, monkeypatc
     assert "could not be held here**: every hollow node Ready: hollow-node-0-proxy exited" in text
     assert "E1202 10:00:00.1 1 x.go:1] it broke" in text and "`kubemark --morph=kubelet`" in text
     assert "built in this run in 5.0 min" in text
+
+
+def test_the_results_file_is_written_again_from_its_raw_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               requests: list[ha.Request]) -> None:
+    from benchmarks import hollow_report
+    from benchmarks.hollow_node import Measured
+    from benchmarks.markdown import _plain
+
+    kept: dict[str, Any] = {}
+    monkeypatch.setattr(hollow_report, "keep_raw", lambda name, data: kept.__setitem__(name, data))
+    reference = yaml.safe_load(REFERENCE.read_text())
+    measured = _measured()
+    measured.headers = hollow_report.headers_of(requests, measured.logs)
+    first, again = tmp_path / "first.md", tmp_path / "again.md"
+    hollow_report.write(first, "cmd", "v1.37.2", 51.0, measured, requests, reference)
+    summary = json.loads(json.dumps(kept["hollow_node/summary.json.gz"], default=_plain))  # as keep_raw stores it
+    hollow_report.write(again, summary["command"], summary["version"], summary["build_s"],
+                        Measured(**summary["measured"]), requests, reference)
+    assert again.read_text() == first.read_text()
