@@ -28,10 +28,12 @@ from loadtests.config.versions import (
 from loadtests.errors import SetupError
 
 
-def require_go(binary_set: BinarySet, download_reason: object) -> None:
+def require_go(binary_set: BinarySet, why_build: str) -> None:
+    """A SetupError when there is no `go` to build a set with; `why_build` says why it is built ("the download
+    failed (...)")."""
     if shutil.which("go") is None:
         raise SetupError(
-            f"cannot provide {binary_set.name} {binary_set.version}: the download failed ({download_reason}) "
+            f"cannot provide {binary_set.name} {binary_set.version}: {why_build} "
             "and there is no Go toolchain to build it; install Go 1.26 or newer (https://go.dev/dl/) "
             f"or put the binaries in {binary_set.directory}"
         )
@@ -119,8 +121,11 @@ def _wrapper_module(directory: Path, name: str, requires: list[str], replaces: l
 
 
 def _build_kube(binary_set: BinarySet, dest: Path, log: Callable[[str], None]) -> None:
-    version = binary_set.version
-    work = cache_root() / "build" / f"kube-{version}"
+    """Commands of k8s.io/kubernetes (`cmd/<binary>` for each of the set's binaries) at the set's version: the
+    control plane ("kube") or kubemark. Each set has a wrapper module of its own (build/<name>-<version>); Go's
+    build cache is shared, so the packages an earlier set compiled are not compiled again."""
+    version, label = binary_set.version, f"{binary_set.name} {binary_set.version}"
+    work = cache_root() / "build" / f"{binary_set.name}-{version}"
     work.mkdir(parents=True, exist_ok=True)
     gomod = _module_gomod("k8s.io/kubernetes", version, work, log)
     staging_version = "v0." + version.removeprefix("v1.")
@@ -128,13 +133,21 @@ def _build_kube(binary_set: BinarySet, dest: Path, log: Callable[[str], None]) -
     packages = [f"k8s.io/kubernetes/cmd/{b}" for b in binary_set.binaries]
     _wrapper_module(
         work,
-        "kubebuild",
+        f"{binary_set.name}build",
         requires=[f"k8s.io/kubernetes {version}"],
         replaces=[f"{m} => {m} {staging_version}" for m in staging],
         tools=packages,
     )
-    log(f"kube {version}: resolving modules (go mod tidy)")
+    log(f"{label}: resolving modules (go mod tidy)")
     _go(["mod", "tidy"], work, log)
+    log(f"{label}: compiling {', '.join(binary_set.binaries)} (minutes on 2 cores; the progress lines "
+        "estimate what is left)")
+    _go_build(label, ["-trimpath", "-tags=notest", "-ldflags", " ".join(_kube_ldflags(version))], packages,
+              str(dest) + "/", work, log)
+
+
+def _kube_ldflags(version: str) -> list[str]:
+    """The version stamped into a Kubernetes build (what `--version` and the user agents say)."""
     major, minor = version.removeprefix("v").split(".")[:2]
     ldflags = ["-s", "-w"]
     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
@@ -144,10 +157,7 @@ def _build_kube(binary_set: BinarySet, dest: Path, log: Callable[[str], None]) -
             f"-X {pkg}.gitMinor={minor}",
             f"-X {pkg}.gitTreeState=clean",
         ]
-    log(f"kube {version}: compiling {', '.join(binary_set.binaries)} (minutes on 2 cores; the progress lines "
-        "estimate what is left)")
-    _go_build(f"kube {version}", ["-trimpath", "-tags=notest", "-ldflags", " ".join(ldflags)], packages,
-              str(dest) + "/", work, log)
+    return ldflags
 
 
 def _build_etcd(binary_set: BinarySet, dest: Path, log: Callable[[str], None]) -> None:
@@ -183,6 +193,7 @@ def _build_kwok(binary_set: BinarySet, dest: Path, log: Callable[[str], None]) -
 
 BUILDERS: dict[str, Callable[[BinarySet, Path, Callable[[str], None]], None]] = {
     "kube": _build_kube,
+    "kubemark": _build_kube,  # the same builder: another command of the same module at the same version
     "etcd": _build_etcd,
     "kwok": _build_kwok,
 }

@@ -28,6 +28,9 @@ ETCD_BINARIES = ("etcd",)
 KWOK_BINARIES = ("kwok", "kwokctl")
 
 
+KUBEMARK_BINARIES = ("kubemark",)
+
+
 COMPLETE_MARKER = ".provided.json"
 
 
@@ -61,7 +64,7 @@ def machine_arch() -> str:
 class BinarySet:
     """A group of binaries that is provided (downloaded or built) as one unit."""
 
-    name: str  # "kube", "etcd" or "kwok"
+    name: str  # "kube", "etcd", "kwok" or "kubemark"
     version: str
     binaries: tuple[str, ...]
 
@@ -106,6 +109,22 @@ def sets_for(kube_version: str) -> list[BinarySet]:
         BinarySet("kwok", KWOK_VERSION, KWOK_BINARIES),
         BinarySet("kube", kube_version, KUBE_BINARIES),
     ]
+
+
+def hollow_node_set(kube_version: str) -> BinarySet:
+    """kubemark (the hollow node: a real kubelet or kube-proxy on a fake runtime) at the kube version. Not one of
+    `sets_for`: a run does not need it; `loadtest setup --hollow-node` and benchmarks/hollow_node.py provide it."""
+    return BinarySet("kubemark", kube_version, KUBEMARK_BINARIES)
+
+
+def find_kubemark(kube_version: str = DEFAULT_KUBE_VERSION) -> Path:
+    """The cached kubemark binary for a version, or a SetupError that says how to provide it."""
+    check_kube_version(kube_version)
+    kubemark = hollow_node_set(kube_version)
+    if not kubemark.is_cached():
+        raise SetupError(f"kubemark {kube_version} missing from {cache_root()}/bin; run: .venv/bin/loadtest setup "
+                         f"--hollow-node --kube-version {kube_version}")
+    return kubemark.path("kubemark")
 
 
 def find(kube_version: str = DEFAULT_KUBE_VERSION) -> Binaries:

@@ -22,6 +22,11 @@ _RELEASE_BASE = {
 }
 
 
+def downloadable(binary_set: BinarySet) -> bool:
+    """Whether the set is published as release binaries (kubemark is not: it is only ever built)."""
+    return binary_set.name in _RELEASE_BASE
+
+
 def _fetch(url: str) -> bytes:
     with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response:  # noqa: S310 - fixed https bases
         return response.read()

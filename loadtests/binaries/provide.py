@@ -23,9 +23,11 @@ from loadtests.binaries.cache import (
     BinarySet,
     cache_folder,
     find,
+    find_kubemark,
+    hollow_node_set,
     sets_for,
 )
-from loadtests.binaries.download import download_set
+from loadtests.binaries.download import download_set, downloadable
 from loadtests.config.versions import (
     DEFAULT_KUBE_VERSION,
     check_kube_version,
@@ -42,36 +44,47 @@ def provide(
     """Make sure every binary for kube_version is in the cache: cache, then download, then build."""
     check_kube_version(kube_version)
     if not BinarySet("kube", kube_version, KUBE_BINARIES).is_cached():
-        known = known_kube_versions()
-        if known and kube_version not in known:
-            newest = ", ".join(known[-4:])
-            raise SetupError(f"Kubernetes {kube_version} is not a published release; the newest are: {newest}")
+        _check_published(kube_version)
     for binary_set in sets_for(kube_version):
-        if binary_set.is_cached():
-            log(f"{binary_set.name} {binary_set.version}: cached in {binary_set.directory}")
-            continue
-        started = time.monotonic()
-        source = _provide_set(binary_set, download_base or {}, log)
-        log(
-            f"{binary_set.name} {binary_set.version}: {source} into {binary_set.directory} "
-            f"in {time.monotonic() - started:.0f} s"
-        )
+        provide_set(binary_set, download_base or {}, log)
     return find(kube_version)
+
+
+def provide_hollow_node(kube_version: str = DEFAULT_KUBE_VERSION, *, log: Callable[[str], None] = print) -> Path:
+    """kubemark at kube_version, from the cache or built (it is no release download); its path."""
+    check_kube_version(kube_version)
+    kubemark = hollow_node_set(kube_version)
+    if not kubemark.is_cached():
+        _check_published(kube_version)
+    provide_set(kubemark, {}, log)
+    return find_kubemark(kube_version)
+
+
+def _check_published(kube_version: str) -> None:
+    known = known_kube_versions()
+    if known and kube_version not in known:
+        newest = ", ".join(known[-4:])
+        raise SetupError(f"Kubernetes {kube_version} is not a published release; the newest are: {newest}")
+
+
+def provide_set(binary_set: BinarySet, download_base: dict[str, str], log: Callable[[str], None]) -> None:
+    """One set into the cache unless it is there already, saying where from and how long it took."""
+    if binary_set.is_cached():
+        log(f"{binary_set.name} {binary_set.version}: cached in {binary_set.directory}")
+        return
+    started = time.monotonic()
+    source = _provide_set(binary_set, download_base, log)
+    log(
+        f"{binary_set.name} {binary_set.version}: {source} into {binary_set.directory} "
+        f"in {time.monotonic() - started:.0f} s"
+    )
 
 
 def _provide_set(binary_set: BinarySet, download_base: dict[str, str], log: Callable[[str], None]) -> str:
     cache_folder(binary_set.directory.parent)
     staging = Path(tempfile.mkdtemp(prefix=f".{binary_set.name}-", dir=binary_set.directory.parent))
     try:
-        try:
-            download_set(binary_set, staging, download_base.get(binary_set.name))
-            source = "download"
-        except (OSError, urllib.error.URLError, ValueError) as download_error:
-            reason = getattr(download_error, "reason", download_error)
-            log(f"{binary_set.name} {binary_set.version}: download not possible ({reason}); building from Go modules")
-            require_go(binary_set, reason)
-            BUILDERS[binary_set.name](binary_set, staging, log)
-            source = "build"
+        source = _download_or_build(binary_set, staging, download_base, log)
         for binary in binary_set.binaries:
             if not os.access(staging / binary, os.X_OK):
                 raise SetupError(f"{binary_set.name} {binary_set.version}: {binary} was not produced in {staging}")
@@ -85,3 +98,23 @@ def _provide_set(binary_set: BinarySet, download_base: dict[str, str], log: Call
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _download_or_build(binary_set: BinarySet, staging: Path, download_base: dict[str, str],
+                       log: Callable[[str], None]) -> str:
+    """The set's binaries into `staging`: "download", or "build" when there is none to download or it failed."""
+    label = f"{binary_set.name} {binary_set.version}"
+    if not downloadable(binary_set):
+        log(f"{label}: not published as a release download; building from Go modules")
+        require_go(binary_set, "it is not published as a release download")
+        BUILDERS[binary_set.name](binary_set, staging, log)
+        return "build"
+    try:
+        download_set(binary_set, staging, download_base.get(binary_set.name))
+        return "download"
+    except (OSError, urllib.error.URLError, ValueError) as download_error:
+        reason = getattr(download_error, "reason", download_error)
+        log(f"{label}: download not possible ({reason}); building from Go modules")
+        require_go(binary_set, f"the download failed ({reason})")
+        BUILDERS[binary_set.name](binary_set, staging, log)
+        return "build"

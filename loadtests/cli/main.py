@@ -56,13 +56,16 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
-    from loadtests.binaries.provide import provide
+    from loadtests.binaries.provide import provide, provide_hollow_node
 
     wanted = [args.kube_version] + ([versions.PREVIOUS_KUBE_VERSION] if args.previous else [])
     for version in dict.fromkeys(wanted):
         provide(version, log=say)
+    if args.hollow_node:
+        provide_hollow_node(args.kube_version, log=say)
+    hollow = f", kubemark {args.kube_version}" if args.hollow_node else ""
     say(f"ready: Kubernetes {', '.join(dict.fromkeys(wanted))}, etcd {versions.ETCD_VERSION}, "
-        f"kwok {versions.KWOK_VERSION} in {binaries.cache_root() / 'bin'}")
+        f"kwok {versions.KWOK_VERSION}{hollow} in {binaries.cache_root() / 'bin'}")
     return 0
 
 
@@ -185,6 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{versions.DEFAULT_KUBE_VERSION})")
     p.add_argument("--previous", action="store_true",
                    help=f"also provide {versions.PREVIOUS_KUBE_VERSION}, the other side of upgrade rehearsals")
+    p.add_argument("--hollow-node", action="store_true",
+                   help="also provide kubemark at --kube-version (the hollow node: a real kubelet or kube-proxy on a "
+                        "fake runtime), built from Go modules as it is no release download; a run does not need it, "
+                        "benchmarks/hollow_node.py does")
     p.set_defaults(func=cmd_setup)
 
     p = sub.add_parser("up", help="start a local control plane on 127.0.0.1 (TLS, client-cert auth)")
