@@ -30,11 +30,12 @@ from loadtests.kube.paths import resource_path
 from loadtests.kube.watch import (
     WATCH_READ_TIMEOUT_S,
     WATCH_TIMEOUT_MIN_S,
-    Decoder,
     ListPage,
     WatchStream,
     accept,
-    is_protobuf,
+    decoder_for,
+    object_of,
+    status_of,
     watch_query,
 )
 
@@ -90,24 +91,9 @@ def pool_manager(access: ClusterAccess, **pool_options: Any) -> urllib3.PoolMana
     return urllib3.PoolManager(ssl_context=access.ssl_context(), **pool_options)
 
 
-def watch_decoder(content_type: str | None) -> Decoder | None:
-    """The decoder of a watch answered with this Content-Type: None for JSON lines (WatchStream's default);
-    the protobuf runtime is imported only when the answer is protobuf."""
-    if not is_protobuf(content_type):
-        return None
-    from loadtests.kube.watch_protobuf import ProtobufWatchDecoder
-
-    return ProtobufWatchDecoder()
-
-
 def answer_status(body: bytes, content_type: str | None) -> str:
-    """The message of an answer that is not the one asked for: a Status in JSON or, to a protobuf request,
-    in protobuf."""
-    if is_protobuf(content_type):
-        from loadtests.kube.watch_protobuf import decode_status
-
-        return status_message(decode_status(body) or body[:300])
-    return status_message(body)
+    """The message of an answer that is not the one asked for: its Status, JSON or protobuf, or its start."""
+    return status_message(status_of(body, content_type) or body)
 
 
 class RestClient:
@@ -237,11 +223,7 @@ class RestClient:
         if response.status != 200:
             raise ApiError(response.status, answer_status(response.data, response.headers.get("Content-Type")),
                            "GET", path)
-        if not is_protobuf(response.headers.get("Content-Type")):
-            return json.loads(response.data)  # a kind without protobuf (a custom resource) comes as JSON
-        from loadtests.kube.watch_protobuf import decode_object  # the protobuf runtime only where it is used
-
-        return decode_object(response.data, full=True)
+        return object_of(response.data, response.headers.get("Content-Type"))  # a custom resource comes as JSON
 
     def list_items(self, resource: str, namespace: str = "", *, label_selector: str = "") -> list[dict[str, Any]]:
         return self.list_all(resource, namespace, label_selector=label_selector).items or []
@@ -287,7 +269,7 @@ class RestClient:
             response.release_conn()
 
         return WatchStream(lambda: next(chunks, b""), release, broken_errors=TRANSPORT_ERRORS, abort=abort,
-                           clock=time.monotonic, decoder=watch_decoder(response.headers.get("Content-Type")))
+                           clock=time.monotonic, decoder=decoder_for(response.headers.get("Content-Type")))
 
     def close(self) -> None:
         self.pool.clear()

@@ -36,7 +36,7 @@ from google.protobuf.message import DecodeError, Message
 
 from loadtests.kube.errors import WatchError
 from loadtests.kube.pb import core_v1_pb2, meta_v1_pb2, runtime_pb2
-from loadtests.kube.watch import WatchDecoder, WatchEvent, is_protobuf
+from loadtests.kube.watch import WatchEvent
 
 MAGIC = b"k8s\x00"
 FRAME_HEADER = 4
@@ -321,12 +321,6 @@ class ProtobufWatchDecoder:
         truncated frame is dropped, as the JSON path drops a truncated line."""
         self._pending = bytearray()
         return []
-
-
-def decoder_for(content_type: str | None, full: bool = False) -> WatchDecoder | ProtobufWatchDecoder:
-    """The decoder of a watch answered with this Content-Type: protobuf frames, or JSON lines (what the
-    apiserver sends for kinds without protobuf, custom resources, whatever the Accept asked)."""
-    return ProtobufWatchDecoder(full) if is_protobuf(content_type) else WatchDecoder()
 
 
 def encode_object(message: Message, api_version: str, kind: str) -> bytes:

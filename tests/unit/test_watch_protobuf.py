@@ -22,6 +22,7 @@ from loadtests.kube.watch import (
     WatchDecoder,
     WatchStream,
     accept,
+    decoder_for,
     ends_initial_events,
     iter_watch_events,
 )
@@ -30,7 +31,6 @@ from loadtests.kube.watch_protobuf import (
     MAX_FRAME,
     ProtobufWatchDecoder,
     decode_object,
-    decoder_for,
     encode_frame,
     encode_object,
     go_duration,

@@ -30,8 +30,10 @@ from loadtests.kube.watch import (
     ListPage,
     WatchStream,
     accept,
+    decoder_for,
     is_protobuf,
     list_metadata,
+    status_of,
     watch_query,
 )
 
@@ -51,35 +53,13 @@ def describe_failure(response: Any) -> str:
     if not status:
         error = getattr(response, "error", None)
         return _URL.sub("<url>", f"{type(error).__name__}: {error}")[:200]
-    reason = ""
-    try:
-        data = _answer(response.content or b"{}", _content_type(response))
-        reason = str(data.get("reason") or "") if isinstance(data, dict) else ""
-    except (ValueError, TypeError):
-        pass
+    reason = str(status_of(response.content or b"{}", _content_type(response)).get("reason") or "")
     return f"HTTP {status} {reason}".strip()
 
 
 def _content_type(response: Any) -> str | None:
     headers = getattr(response, "headers", None)  # none on a response that never came
     return headers.get("Content-Type") if headers else None
-
-
-def _answer(body: bytes, content_type: str | None) -> Any:
-    """A body as a dict (a protobuf one too: the Status of a request that asked for protobuf)."""
-    if is_protobuf(content_type):
-        from loadtests.kube.watch_protobuf import decode_status  # the protobuf runtime only where it is used
-
-        return decode_status(body)
-    return json.loads(body)
-
-
-def _list_metadata(body: bytes, content_type: str | None) -> dict[str, Any]:
-    if is_protobuf(content_type):
-        from loadtests.kube.watch_protobuf import list_metadata as protobuf_list_metadata
-
-        return protobuf_list_metadata(body)
-    return list_metadata(body)
 
 
 class KubeApi:
@@ -157,7 +137,7 @@ class KubeApi:
             return None
         body = response.content or b""
         try:
-            meta = _list_metadata(body, _content_type(response))
+            meta = list_metadata(body, _content_type(response))
         except (ValueError, WatchError):
             return None
         return ListPage(str(meta.get("resourceVersion") or ""), str(meta.get("continue") or ""), len(body))
@@ -207,9 +187,7 @@ class KubeApi:
                                response_length=stream.bytes, exception=error)
 
         if is_protobuf(_content_type(response)):
-            from loadtests.kube.watch_protobuf import ProtobufWatchDecoder  # the protobuf runtime only if used
-
-            decoder = ProtobufWatchDecoder()
+            decoder = decoder_for(_content_type(response))
             # exactly the rest of the frame being read: each event is handed on as soon as it is complete
             return WatchStream(lambda: raw.read(decoder.wanted()), raw.release, on_broken=report_broken,
                                broken_errors=(OSError, HTTPParseError), decoder=decoder)
