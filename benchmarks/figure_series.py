@@ -10,8 +10,6 @@ benchmarks/results/figure_series.md and its raw list. No control plane: under a 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -19,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
+from benchmarks.recorded import read_raw_run  # noqa: E402
 from loadtests import results  # noqa: E402
 from loadtests.analysis import figures  # noqa: E402
 from loadtests.analysis.history import Point, Track, tracks  # noqa: E402
@@ -29,8 +28,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "figure_series.md"
 
 def series(raw_run: Path) -> list[Track]:
     """The history's tracks of one recorded run (a plan benchmark's record holding its results.json)."""
-    record = json.loads(gzip.decompress(raw_run.read_bytes()))
-    run = results.from_dict(record.get("results", record))
+    run = results.from_dict(read_raw_run(raw_run))
     found, _ = tracks([Point(name=raw_run.name, runs=[run], path=raw_run)])
     return found
 

@@ -14,8 +14,6 @@ Writes benchmarks/results/history_check.md and its raw numbers. No control plane
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import random
 import sys
 import tempfile
@@ -25,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
+from benchmarks.recorded import raw_run_folder  # noqa: E402
 from loadtests.analysis.history import MIN_MAGNITUDE, History, change_points, history, load_points  # noqa: E402
-from loadtests.results import RESULTS_FILE  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "history_check.md"
 NOISE = 0.02
@@ -57,14 +55,8 @@ def synthetic(series: int, seed: int) -> list[dict[str, float]]:
 
 def _folders(raw: Path, names: list[str], tmp: Path) -> list[Path]:
     """Each raw run (results.json, gzipped; or a plan benchmark's record holding it) as a run folder."""
-    found = []
-    for name in names:
-        data = json.loads(gzip.decompress((raw / name).read_bytes()))
-        folder = tmp / raw.name / name.removesuffix(".gz").removesuffix(".json").removesuffix(".results")
-        folder.mkdir(parents=True)
-        (folder / RESULTS_FILE).write_text(json.dumps(data.get("results", data)))
-        found.append(folder)
-    return found
+    return [raw_run_folder(raw / name, tmp / raw.name / name.removesuffix(".gz").removesuffix(".json")
+                           .removesuffix(".results")) for name in names]
 
 
 def recorded(tmp: Path) -> dict[str, History]:

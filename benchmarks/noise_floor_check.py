@@ -20,57 +20,22 @@ Writes benchmarks/results/noise_floor_check.md and raw/noise_floor_check.json.gz
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
+from benchmarks.recorded import raw_run_folder, scale_latencies  # noqa: E402
 from loadtests.analysis import noise, stats  # noqa: E402
 from loadtests.analysis.judge import judge_sides  # noqa: E402
 from loadtests.analysis.samples import load_side  # noqa: E402
-from loadtests.results import RESULTS_FILE  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "noise_floor_check.md"
 FACTORS = (1.5, 2.0, 3.0)
-Edit = Callable[[dict[str, Any]], None]
-
-
-def scale_latencies(factor: float) -> Edit:
-    """Every latency of a run's results (server, client, pod startup and watch delay quantiles) times `factor`."""
-
-    def edit(data: dict[str, Any]) -> None:
-        for step in data["steps"]:
-            for entry in step.get("server") or []:
-                for q in ("p50", "p90", "p99"):
-                    entry[q] = None if entry.get(q) is None else entry[q] * factor
-            for stat in step.get("client") or []:
-                for q in ("p50_ms", "p90_ms", "p99_ms", "max_ms", "avg_ms"):
-                    stat[q] = None if stat.get(q) is None else stat[q] * factor
-            for name in ("pod_startup", "watch_delay"):
-                for q in ("p50", "p90", "p99", "max"):
-                    value = (step.get(name) or {}).get(q)
-                    if value is not None:
-                        step[name][q] = value * factor
-
-    return edit
-
-
-def as_folder(raw: Path, folder: Path, edit: Edit | None = None) -> Path:
-    """A raw run (results.json, gzipped) as a run folder, changed by `edit`."""
-    data = json.loads(gzip.decompress(raw.read_bytes()))
-    data = data.get("results", data)
-    if edit is not None:
-        edit(data)
-    folder.mkdir(parents=True)
-    (folder / RESULTS_FILE).write_text(json.dumps(data), encoding="utf-8")
-    return folder
 
 
 def regressions(a: Path, b: Path, floor: noise.NoiseFloor) -> list[str]:
@@ -104,7 +69,7 @@ def misses(raws: list[Path], folders: list[Path], floor: noise.NoiseFloor, tmp: 
     found = []
     for factor in FACTORS:
         for raw, folder in zip(raws, folders, strict=True):
-            slower = as_folder(raw, tmp / f"x{factor:g}" / folder.name, scale_latencies(factor))
+            slower = raw_run_folder(raw, tmp / f"x{factor:g}" / folder.name, scale_latencies(factor))
             found.append({"factor": factor, "a": folder.name, "regressions": regressions(folder, slower, floor)})
     return found
 
@@ -112,8 +77,8 @@ def misses(raws: list[Path], folders: list[Path], floor: noise.NoiseFloor, tmp: 
 def check_plan(plan: str, tmp: Path) -> dict[str, Any]:
     raw_dir = RAW_DIR / "noise_floor" / plan
     raws = sorted(raw_dir.glob("*.results.json.gz"))
-    folders = [as_folder(r, tmp / plan / r.name.split(".")[0]) for r in raws]
-    others = [as_folder(r, tmp / plan / "left-out" / r.name.split(".")[0])
+    folders = [raw_run_folder(r, tmp / plan / r.name.split(".")[0]) for r in raws]
+    others = [raw_run_folder(r, tmp / plan / "left-out" / r.name.split(".")[0])
               for r in sorted((raw_dir / "left-out").glob("*.results.json.gz"))]
     floor = noise.load().floors[plan]
     return {"plan": plan, "runs": len(folders), "leave_one_out": leave_one_out(folders),

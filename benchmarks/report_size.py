@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import re
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
+from benchmarks.recorded import raw_run_folder  # noqa: E402
 from loadtests import results  # noqa: E402
 from loadtests.report.html import write_report  # noqa: E402
 
@@ -33,11 +33,8 @@ PARTS = {  # part -> the element that holds it
 
 
 def measure(raw_run: Path) -> dict[str, int]:
-    run = json.loads(gzip.decompress(raw_run.read_bytes()))["results"]
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "run"
-        folder.mkdir()
-        (folder / results.RESULTS_FILE).write_text(json.dumps(run))
+        folder = raw_run_folder(raw_run, Path(tmp) / "run")
         html = write_report(folder).read_text(encoding="utf-8")
         sizes = {"results.json": len((folder / results.RESULTS_FILE).read_bytes())}
     sizes["page"] = len(html.encode())

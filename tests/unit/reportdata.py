@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.recorded import scale_latencies  # the edit the tests and the benchmarks share
+
 DATA = Path(__file__).parent / "data"
 SAMPLE = DATA / "results_sample"  # complete run: 100, 500, 1000 nodes
 ABORTED = DATA / "results_aborted"  # aborted during its second step, one step recorded
@@ -28,25 +30,6 @@ def edited_run(source: Path, folder: Path, edit: Callable[[dict[str, Any]], None
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "results.json").write_text(json.dumps(data, indent=1))
     return folder
-
-
-def scale_latencies(factor: float) -> Callable[[dict[str, Any]], None]:
-    """An edit multiplying every latency (server, client, pod startup, watch delay) by `factor`."""
-
-    def edit(data: dict[str, Any]) -> None:
-        for step in data["steps"]:
-            for entry in step["server"]:
-                for q in ("p50", "p90", "p99"):
-                    entry[q] = None if entry[q] is None else entry[q] * factor
-            for stat in step["client"]:
-                for q in ("p50_ms", "p90_ms", "p99_ms", "max_ms", "avg_ms"):
-                    stat[q] = None if stat[q] is None else stat[q] * factor
-            for name in ("pod_startup", "watch_delay"):
-                for q in ("p50", "p90", "p99", "max"):
-                    value = step[name][q]
-                    step[name][q] = None if value is None else value * factor
-
-    return edit
 
 
 def repeated_run(folder: Path, factors: tuple[float, ...],

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
-import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from benchmarks.recorded import raw_run_folder
 from loadtests.analysis.noise import NOISE_FLOOR_ENV
-from loadtests.results import RESULTS_FILE
 from tests.cli import REPO, error_lines, loadtest
 from tests.unit.noisedata import floor_file
 from tests.unit.reportdata import SAMPLE, copy_run, edited_run, scale_latencies
@@ -82,30 +79,19 @@ def test_a_run_folder_is_rebuilt_from_its_report_page(tmp_path: Path) -> None:
 RAW = REPO / "benchmarks" / "results" / "raw"
 
 
-def _recorded(raw: Path, folder: Path, edit: Callable[[dict[str, Any]], None] | None = None) -> Path:
-    """A run folder holding a recorded run's results (as a benchmark kept them), changed by `edit`."""
-    data = json.loads(gzip.decompress(raw.read_bytes()))
-    data = data.get("results", data)
-    if edit is not None:
-        edit(data)
-    folder.mkdir(parents=True)
-    (folder / RESULTS_FILE).write_text(json.dumps(data), encoding="utf-8")
-    return folder
-
-
 def test_single_runs_of_the_default_plan_are_gated_on_its_own_recorded_floor(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The plan `make load-test` runs: a copy with every latency tripled is a regression (exit 1) against the
     floor shipped for it, and another run of the same build, one the floor was not measured on (the noise runs'
     repeat-2, left out of it), is not (exit 0)."""
     monkeypatch.delenv(NOISE_FLOOR_ENV, raising=False)  # the floors shipped in loadtests/data
-    first = _recorded(RAW / "noise_floor" / "default" / "repeat-1.results.json.gz", tmp_path / "a")
-    another = _recorded(RAW / "noise_floor" / "default" / "left-out" / "repeat-2.results.json.gz", tmp_path / "b")
+    first = raw_run_folder(RAW / "noise_floor" / "default" / "repeat-1.results.json.gz", tmp_path / "a")
+    another = raw_run_folder(RAW / "noise_floor" / "default" / "left-out" / "repeat-2.results.json.gz", tmp_path / "b")
     same = loadtest("compare", str(first), str(another), "--out", str(tmp_path / "same"))
     assert same.returncode == 0, same.stdout + same.stderr
     assert "weighed against the recorded noise (single runs)" in same.stdout
     assert "runs of plan default" in same.stdout
-    tripled = _recorded(RAW / "noise_floor" / "default" / "repeat-1.results.json.gz", tmp_path / "c",
+    tripled = raw_run_folder(RAW / "noise_floor" / "default" / "repeat-1.results.json.gz", tmp_path / "c",
                         scale_latencies(3.0))
     worse = loadtest("compare", str(first), str(tripled), "--out", str(tmp_path / "worse"))
     assert worse.returncode == 1, worse.stdout + worse.stderr
