@@ -24,6 +24,7 @@ from urllib.parse import urlencode, urlsplit
 import urllib3
 
 from loadtests.kube.access import ClusterAccess
+from loadtests.kube.encoding import decoder_for, object_of, status_of
 from loadtests.kube.errors import ApiError, Gone, status_message
 from loadtests.kube.names import ListNames
 from loadtests.kube.paths import resource_path
@@ -33,9 +34,6 @@ from loadtests.kube.watch import (
     ListPage,
     WatchStream,
     accept,
-    decoder_for,
-    object_of,
-    status_of,
     watch_query,
 )
 

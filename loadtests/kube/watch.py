@@ -230,14 +230,9 @@ class ListPage:
     items: list[dict[str, Any]] | None = None  # None: the transport did not decode them (the load's LISTs)
 
 
-def list_metadata(body: bytes, content_type: str | None = None) -> dict[str, Any]:
+def list_metadata(body: bytes) -> dict[str, Any]:
     """The list's metadata without decoding its items: the apiserver writes kind, apiVersion and metadata
-    before items, so the head of the body is enough (a full decode of a big LIST costs the client dearly).
-    A protobuf answer (by its `content_type`) is read by watch_protobuf."""
-    if is_protobuf(content_type):
-        from loadtests.kube.watch_protobuf import list_metadata as protobuf_list_metadata
-
-        return protobuf_list_metadata(body)
+    before items, so the head of the body is enough (a full decode of a big LIST costs the client dearly)."""
     head = body[:16384].decode("utf-8", errors="ignore")
     start = head.find('"metadata":')
     if start >= 0:
@@ -248,39 +243,3 @@ def list_metadata(body: bytes, content_type: str | None = None) -> dict[str, Any
         except ValueError:
             pass
     return dict(json.loads(body).get("metadata") or {})
-
-
-# A body's encoding is told by its Content-Type here, once for every transport: the protobuf runtime
-# (watch_protobuf) is imported only when an answer is protobuf.
-
-
-def decoder_for(content_type: str | None, full: bool = False) -> Decoder:
-    """The decoder of a watch answered with this Content-Type: protobuf frames, or JSON lines (what the
-    apiserver sends for kinds without protobuf, custom resources, whatever the Accept asked)."""
-    if not is_protobuf(content_type):
-        return WatchDecoder()
-    from loadtests.kube.watch_protobuf import ProtobufWatchDecoder
-
-    return ProtobufWatchDecoder(full)
-
-
-def object_of(body: bytes, content_type: str | None) -> dict[str, Any]:
-    """A GET's or a LIST's answer as a dict, every field, whichever encoding came."""
-    if not is_protobuf(content_type):
-        return json.loads(body)
-    from loadtests.kube.watch_protobuf import decode_object
-
-    return decode_object(body, full=True)
-
-
-def status_of(body: bytes, content_type: str | None) -> dict[str, Any]:
-    """The Status an error answer carries, as a dict ({} when the body is not one), in JSON or protobuf."""
-    if is_protobuf(content_type):
-        from loadtests.kube.watch_protobuf import decode_status
-
-        return decode_status(body)
-    try:
-        data = json.loads(body or b"{}")
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}

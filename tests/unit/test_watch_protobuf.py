@@ -15,6 +15,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from loadtests.config.versions import DEFAULT_KUBE_VERSION
+from loadtests.kube.encoding import decoder_for
 from loadtests.kube.errors import Gone, WatchError
 from loadtests.kube.pb import core_v1_pb2, generate, meta_v1_pb2
 from loadtests.kube.watch import (
@@ -22,7 +23,6 @@ from loadtests.kube.watch import (
     WatchDecoder,
     WatchStream,
     accept,
-    decoder_for,
     ends_initial_events,
     iter_watch_events,
 )

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from geventhttpclient._parser import HTTPParseError
 
 from loadtests.kube.access import ClusterAccess
+from loadtests.kube.encoding import decoder_for, list_metadata, status_of
 from loadtests.kube.errors import Gone, WatchError
 from loadtests.kube.names import ListNames
 from loadtests.kube.paths import resource_path
@@ -30,10 +31,7 @@ from loadtests.kube.watch import (
     ListPage,
     WatchStream,
     accept,
-    decoder_for,
     is_protobuf,
-    list_metadata,
-    status_of,
     watch_query,
 )
 
