@@ -504,7 +504,7 @@ def _why_untested(a: Side, b: Side, alpha: float) -> str:
     return ""
 
 
-def floor_text(a: Side, b: Side, floors: NoiseFloors) -> str:
+def which_floor(a: Side, b: Side, floors: NoiseFloors) -> str:
     """Which recorded noise floor weighs a comparison of these sides, in one phrase."""
     return floors.describe({_plan_name(a), _plan_name(b)}, {a.plan_digest, b.plan_digest})
 
@@ -525,7 +525,7 @@ def _floor_text(floored: int, bare: int, floor: str, missing: str) -> str:
 
 def noise_line(a: Side, b: Side, found: list[Row], alpha: float, floor: NoiseFloors | NoiseFloor | None = None) -> str:
     """One line saying how the verdicts weighed run-to-run noise (which measurement), or that they could not."""
-    floor = floor_text(a, b, noise.as_floors(floor))
+    floor = which_floor(a, b, noise.as_floors(floor))
     need = stats.samples_needed(alpha)
     advice = f"repeat each side {need} or more times (loadtest run --repeat {need}) for a significance test"
     untested = [r for r in found if r.compared and r.unchecked]
@@ -570,7 +570,7 @@ def judge_sides(a: Side, b: Side, thresholds: dict[str, Any] | None = None, forc
     found = rows(a, b, limits, floor)
     return CompareResult(a_run_id=a.run_id, b_run_id=b.run_id, rows=found, thresholds=limits, notes=notes,
                          run_regressions=run_regressions(a, b), a_runs=a.n, b_runs=b.n,
-                         noise=noise_line(a, b, found, limits["alpha"], floor), noise_floor=floor_text(a, b, floor))
+                         noise=noise_line(a, b, found, limits["alpha"], floor), noise_floor=which_floor(a, b, floor))
 
 
 # ---- a lesson's effect: the warned setup against its fix ------------------------------------------------------

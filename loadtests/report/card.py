@@ -64,16 +64,13 @@ def card(run: RunResult, floor: NoiseFloors | NoiseFloor | None = None) -> Marku
         rule = rules[key]
         if rule is None:
             continue
-        record, missing = floors.lookup(key, {plan_name}, {run.plan_digest})
         unit = figures.CHARTS[key[0]].unit
         steps = {str(index): _card_step(got, unit, rule, limits,
                                         floors.lookup(key, {plan_name}, {run.plan_digest}, index))
                  for index, got in per_step.items()}
         figures_out.append({"chart": key[0], "name": key[1], "label": f"{figures.CHARTS[key[0]].short} {key[1]}",
                             "unit": unit,
-                            "rule": rule, "rule_text": rule_text(rule, limits),
-                            "floor": record.text if record is not None else "",
-                            "floor_missing": missing or "", "steps": steps})
+                            "rule": rule, "rule_text": rule_text(rule, limits), "steps": steps})
     data = {
         "format": CARD_FORMAT, "run_id": run.run_id, "status": run.status, "error": run.error or "",
         "started_at": run.started_at, "plan_name": plan_name, "plan_digest": run.plan_digest,
