@@ -9,7 +9,6 @@ benchmarks/results/figure_series.md and its raw list. No control plane: under a 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
-from benchmarks.recorded import read_raw_run  # noqa: E402
+from benchmarks.recorded import chosen_raw_run, read_raw_run  # noqa: E402
 from loadtests import results  # noqa: E402
 from loadtests.analysis import figures  # noqa: E402
 from loadtests.analysis.history import Point, Track, tracks  # noqa: E402
@@ -47,11 +46,7 @@ def table(found: list[Track]) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run", default=str(RAW_DIR / "plan_default" / "run-1.json.gz"),
-                        help="a raw run as the plan benchmarks keep it (wall_s, exit_code, results)")
-    args = parser.parse_args()
-    raw_run = Path(args.run)
+    raw_run = chosen_raw_run(__doc__.splitlines()[0], RAW_DIR / "plan_default" / "run-1.json.gz")
     found = series(raw_run)
     shown = raw_run.resolve().relative_to(ROOT)
     keep_raw("figure_series.json.gz", {"run": str(shown), "series": [

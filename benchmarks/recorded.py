@@ -4,6 +4,7 @@ judges recorded runs starts from, so none of them reads a raw file its own way."
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 from collections.abc import Callable
@@ -13,6 +14,14 @@ from typing import Any
 from loadtests.results import RESULTS_FILE
 
 Edit = Callable[[dict[str, Any]], None]
+
+
+def chosen_raw_run(description: str, default: Path) -> Path:
+    """The raw run a benchmark reads, from its command line (`--run FILE`; `default` when not given)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--run", default=str(default),
+                        help="a raw run as the plan benchmarks keep it (wall_s, exit_code, results)")
+    return Path(parser.parse_args().run)
 
 
 def read_raw_run(raw: Path) -> dict[str, Any]:

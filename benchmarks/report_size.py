@@ -9,7 +9,6 @@ benchmarks/results/report_size.md and its raw sizes.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import re
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
-from benchmarks.recorded import raw_run_folder  # noqa: E402
+from benchmarks.recorded import chosen_raw_run, raw_run_folder  # noqa: E402
 from loadtests import results  # noqa: E402
 from loadtests.report.html import write_report  # noqa: E402
 
@@ -47,11 +46,7 @@ def measure(raw_run: Path) -> dict[str, int]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run", default=str(RAW_DIR / "plan_default" / "run-1.json.gz"),
-                        help="a raw run as the plan benchmarks keep it (wall_s, exit_code, results)")
-    args = parser.parse_args()
-    raw_run = Path(args.run)
+    raw_run = chosen_raw_run(__doc__.splitlines()[0], RAW_DIR / "plan_default" / "run-1.json.gz")
     sizes = measure(raw_run)
     keep_raw("report_size.json.gz", {"run": str(raw_run), "sizes": sizes})
     shown = raw_run.resolve().relative_to(Path(__file__).resolve().parent.parent)
