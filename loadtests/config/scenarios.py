@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from loadtests.config.node_agents import KUBE_PROXY, KUBELET, AgentWatch, node_watches, object_watch
 from loadtests.kube.names import ListNames, WatchNames, request_name
 from loadtests.kube.objects import NS_CHURN, NS_FLEET, NS_OBJECTS_PREFIX
 from loadtests.kube.watch import ENCODINGS
@@ -122,6 +123,39 @@ def kubelet_watcher_count(params: dict[str, Any], nodes: int) -> int:
     return max(0, min(int(params["max_watchers"]), round(params["per_node"] * nodes)))
 
 
+def node_agent_received(watch: AgentWatch) -> str:
+    """The RECEIVED row of one kind of node-agent watch: its events and their bytes."""
+    return f"{watch.names.first} events"
+
+
+def node_agent_token_name() -> str:
+    return request_name("POST", "serviceaccounts/token", KUBELET)
+
+
+def node_agent_event_names() -> dict[str, str]:
+    """The kubelet's event rows, by the reason of the event (a container's start, its stop)."""
+    return {reason: request_name("POST", "events", KUBELET, reason) for reason in ("Pulled", "Created", "Started",
+                                                                                    "Killing")}
+
+
+def node_agent_count(params: dict[str, Any], nodes: int) -> int:
+    """The nodes given agents: every node (times per_node), at most max_nodes."""
+    return max(0, min(int(params["max_nodes"]), round(params["per_node"] * nodes)))
+
+
+def _node_agents(params: dict[str, Any], nodes: int) -> Demand:
+    count = node_agent_count(params, nodes)
+    agents = (KUBELET, KUBE_PROXY) if params["kube_proxy"] else (KUBELET,)
+    watches = [watch for agent in agents for watch in node_watches(agent)]
+    users = {"NodeKubelet": count, **({"NodeProxy": count} if params["kube_proxy"] else {})}
+    rows = [("WATCH", watch.names.first) for watch in watches]
+    received = [(RECEIVED, node_agent_received(watch)) for watch in (*watches, object_watch("configmaps"),
+                                                                       object_watch("secrets"))]
+    return Demand(users=users, asked=float(count * len(watches)), unit="watches", counted_by=rows[0],
+                  also_counted_by=tuple(rows[1:]), per_second=False, received_by=received[0],
+                  also_received_by=tuple(received[1:]))
+
+
 def _kubelet_watchers(params: dict[str, Any], nodes: int) -> Demand:
     count = kubelet_watcher_count(params, nodes)
     return Demand(users={"KubeletWatcher": count}, asked=float(count), unit="watches",
@@ -223,6 +257,17 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "`per_node`), like kubelets; at most `max_watchers`; `encoding`: json, or protobuf as a real kubelet asks "
         "(Accept application/vnd.kubernetes.protobuf, events in length-prefixed frames)",
         {"per_node": 1.0, "max_watchers": 2000, "encoding": "json"}, _kubelet_watchers,
+        {"encoding": frozenset(ENCODINGS)}),
+    Scenario(
+        "node_agents", "every fake node's kubelet and kube-proxy as the apiserver sees a real node's "
+        "(docs/node-agents.md): each agent's watches with their selectors (the kubelet's pods, Node, Services, "
+        "RuntimeClasses, CSIDrivers, PodCertificateRequests, and one per ConfigMap and Secret its pods reference; "
+        "kube-proxy's Services, EndpointSlices, ServiceCIDRs and Node), streaming lists, bookmarks and renewals "
+        "as client-go's reflectors; a token request and container events per pod start; on a local control "
+        "plane each kubelet as its node (system:node:<node>) and kube-proxy as kubeadm's ServiceAccount. "
+        "`per_node`: nodes given agents per node (at most `max_nodes`); `encoding`: protobuf as the real agents, "
+        "or json; `kube_proxy`: false leaves kube-proxy out",
+        {"per_node": 1.0, "max_nodes": 2000, "encoding": "protobuf", "kube_proxy": True}, _node_agents,
         {"encoding": frozenset(ENCODINGS)}),
     Scenario(
         "service_watchers", "a ClusterIP Service `service` selecting the harness's pods of `namespace`, and one "

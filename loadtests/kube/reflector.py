@@ -111,8 +111,15 @@ class Reflector:
                  on_list: Callable[[ListPage], None] | None = None, backoff: Backoff | None = None,
                  clock: Callable[[], float] = time.time, rng: random.Random | None = None,
                  reconnect_spread_s: float = 0.0, watch_list: bool = False, relist_on_cut: bool = False,
-                 on_synced: Callable[[float, float, int], None] | None = None, encoding: str = "json") -> None:
+                 on_synced: Callable[[float, float, int], None] | None = None, encoding: str = "json",
+                 watch_timeout_s: tuple[float, float] = (WATCH_TIMEOUT_MIN_S, 2 * WATCH_TIMEOUT_MIN_S),
+                 list_fallback: bool = False) -> None:
         self.api, self.resource, self.names = api, resource, names
+        self.watch_timeout_s = watch_timeout_s
+        # client-go's reflector: a streaming list that fails is followed at once by a LIST and a WATCH from it
+        # (ListAndWatchWithContext's fallbackToList); the next loss of state tries streaming again
+        self.list_fallback = list_fallback and names.initial_list is not None
+        self._list_next = False
         self.encoding = encoding
         self.watch_list = watch_list and names.initial_list is not None
         self.relist_on_cut = relist_on_cut
@@ -139,7 +146,8 @@ class Reflector:
         return float("inf") if self.deadline is None else self.deadline - self._clock()
 
     def _watch_timeout(self) -> float:
-        jittered = WATCH_TIMEOUT_MIN_S * (1.0 + self._rng.random())
+        low, high = self.watch_timeout_s
+        jittered = low + (high - low) * self._rng.random()
         return max(1.0, min(jittered, self._remaining()))
 
     def list_now(self) -> bool:
@@ -187,11 +195,12 @@ class Reflector:
 
     def _step(self) -> None:
         self.sync.attempt(self._clock())
-        streaming = self.watch_list and self.resource_version is None  # the state by a watch-list stream
+        streaming = self.watch_list and self.resource_version is None and not self._list_next  # state by a stream
         if self.resource_version is None and self.names.initial_list is not None and not streaming:
             if not self.list_now():
                 self._failed(None)
                 return
+            self._list_next = False
             self._synced()  # the LIST returned: the state is there (client-go's HasSynced), the watch follows
         name = self.names.again if self.watches else self.names.first
         timeout_s = self._watch_timeout()
@@ -199,6 +208,9 @@ class Reflector:
                                 field_selector=self.field_selector, label_selector=self.label_selector,
                                 timeout_s=timeout_s, initial_events=streaming, encoding=self.encoding)
         if stream is None:
+            if streaming and self.list_fallback:
+                self._list_next = True  # refused or failed: a LIST next, at once, as client-go falls back
+                return
             self._failed(None)
             return
         self.watches += 1

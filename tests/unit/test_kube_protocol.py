@@ -188,6 +188,7 @@ class FakeStream:
         self._events, self._end = events, end
         self.resource_version, self.events, self.broken, self.opened_at = rv, len(events), None, 0.0
         self.aborted = False
+        self.bytes = 0
 
     def __iter__(self) -> Any:
         yield from self._events
@@ -357,3 +358,51 @@ class TestBackgroundReflector:
         watch.stop()
         assert seen[0] == "ADDED" and release.is_set()
         assert watch._thread is None  # joined
+
+
+class TestNodeAgentReflector:
+    def test_a_refused_streaming_list_falls_back_to_a_list_at_once_and_streams_again_after_the_next_loss(
+            self) -> None:
+        """client-go's ListAndWatch: a failed watch-list is followed, without a backoff, by a LIST and a WATCH from
+        its resourceVersion; state lost again (410) tries streaming first again."""
+        slept: list[float] = []
+        names = WatchNames.of("configmaps", "ns", "kubelet", list_rv="0")
+        bookmark = WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": "120", "annotations": {
+            "k8s.io/initial-events-end": "true"}}}, 0.0)
+        api = FakeApi([None, FakeStream([event("MODIFIED", "110")], end=Gone("410"), rv="110"),
+                       FakeStream([bookmark], rv="120")])
+        reflector = Reflector(api, "configmaps", names, namespace="ns", watch_list=True,  # type: ignore[arg-type]
+                              list_fallback=True, backoff=Backoff(sleep=slept.append))
+        for _ in range(3):
+            reflector.step()
+        assert api.calls == [("WATCH", "WATCH configmaps (kubelet, ns)", ""),
+                             ("LIST", "LIST configmaps (kubelet, ns, rv=0)", "0"),
+                             ("WATCH", "WATCH configmaps (kubelet, ns)", "100"),
+                             ("WATCH", "WATCH configmaps (kubelet, ns, rewatch)", "")]
+        assert api.initial_events == [True, False, True]
+        assert slept == [] and reflector.resource_version == "120"
+
+    def test_without_the_fallback_a_refused_streaming_list_backs_off_and_streams_again(self) -> None:
+        slept: list[float] = []
+        names = WatchNames.of("pods", "", "informer", list_rv="0")
+        api = FakeApi([None, FakeStream([], rv="")])
+        reflector = Reflector(api, "pods", names, watch_list=True,  # type: ignore[arg-type]
+                              backoff=Backoff(sleep=slept.append))
+        reflector.step()
+        reflector.step()
+        assert [verb for verb, _, _ in api.calls] == ["WATCH", "WATCH"] and len(slept) >= 1
+
+    def test_each_watch_asks_a_timeout_drawn_from_its_own_range(self) -> None:
+        asked: list[float] = []
+        api = FakeApi([FakeStream([event("ADDED", str(i))], rv=str(i)) for i in range(1, 40)])
+
+        def watch(*args: Any, **kwargs: Any) -> Any:
+            asked.append(kwargs["timeout_s"])
+            return FakeApi.watch(api, *args, **kwargs)
+
+        api.watch = watch  # type: ignore[method-assign]
+        reflector = Reflector(api, "secrets", KUBELET_WATCH, watch_timeout_s=(1800.0, 3600.0),  # type: ignore[arg-type]
+                              backoff=Backoff(sleep=lambda _s: None))
+        for _ in range(39):
+            reflector.step()
+        assert all(1800.0 <= t <= 3600.0 for t in asked) and max(asked) - min(asked) > 600

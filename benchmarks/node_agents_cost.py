@@ -1,0 +1,161 @@
+"""What the old load left out of a node: the default plan's load at N nodes with the old node watchers (one JSON pod
+watch per node, as the load's user: `kubelet_watchers`) and with node agents like a real node's (`node_agents`:
+every watch of a kubelet and a kube-proxy, in protobuf, each kubelet as its node), side by side in pairs.
+
+Each run is `loadtest run` of one step on a fresh control plane; the pairs alternate their order (old-new,
+new-old, ...), so a steady drift of the machine falls on both sides. Per run, over the measured window:
+kube-apiserver's CPU (psutil) and its memory at the window's end (process_resident_memory_bytes), the watches open
+(apiserver_longrunning_requests, verb WATCH) and the watch events it sent (apiserver_watch_events_total), what the
+node watchers received (their RECEIVED rows: events and bytes), and the load generator's CPU. Each run's
+results.json is kept gzip-compressed in benchmarks/results/raw/node_agents_cost/.
+
+    .venv/bin/python benchmarks/node_agents_cost.py [--nodes 1000] [--pairs 3] [--duration-s 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
+from benchmarks.pairs import second_first, test_line  # noqa: E402
+from benchmarks.plan_runs import default_load_plan  # noqa: E402
+from loadtests import results  # noqa: E402
+from loadtests.config import plan as plan_mod  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+RAW = "node_agents_cost"  # under benchmarks/results/raw/
+OLD, NEW = "kubelet_watchers", "node_agents"
+Row = dict[str, Any]
+
+
+def load_of(side: str) -> dict[str, Any]:
+    """The default plan's load with its node watchers as `side` says (the rest unchanged)."""
+    load = {name: params for name, params in plan_mod.load("default").load.items() if name != OLD}
+    load[side] = {} if side == NEW else plan_mod.load("default").load[OLD]
+    return load
+
+
+def figures(step: Any, side: str, nodes: int) -> Row:
+    """One run's figures, per node where they grow with nodes."""
+    processes = {p.component: p for p in step.processes}
+    apiserver = processes["kube-apiserver"]
+    rate = next(r for r in step.rates if r.scenario == side)
+    loadgen = next((p for p in step.processes if p.component.startswith("load")), None)
+    scalars = step.apiserver
+    return {"side": side, "nodes": nodes, "cpu_percent": apiserver.cpu_percent,
+            "rss_mib": (scalars.get("resident_memory_bytes") or apiserver.rss_end_bytes) / 2**20,
+            "watchers": scalars.get("watchers"), "watch_events": scalars.get("watch_events"),
+            "received_events": rate.events, "received_bytes": rate.received_bytes, "asked": rate.asked_per_s,
+            "achieved": rate.achieved_per_s, "load_cpu_percent": loadgen.cpu_percent if loadgen else None,
+            "machine": step.health.summary.get("cpu_machine_avg"), "window_s": step.duration_s}
+
+
+def run_once(folder: Path, nodes: int, duration_s: float, side: str, index: int) -> Row:
+    out = folder / f"run-{index}-{side}"
+    plan = default_load_plan(folder, f"agents-{side}", nodes, duration_s,
+                             target={"kind": "local", "heartbeat_factor": 1}, load={"scenarios": load_of(side)})
+    subprocess.run([str(REPO / ".venv/bin/loadtest"), "run", "--plan", str(plan), "--out", str(out), "--no-gate"],
+                   check=True, stdout=subprocess.DEVNULL)
+    keep_raw(f"{RAW}/{out.name}.results.json.gz", (out / results.RESULTS_FILE).read_bytes())
+    return figures(results.load(out).steps[0], side, nodes)
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "not measured" if value is None else format(value, fmt)
+
+
+def table(rows: list[Row]) -> list[str]:
+    lines = []
+    for index, row in enumerate(rows, 1):
+        n = row["nodes"]
+        per_node_kib = row["received_bytes"] / n / 1024 if row["received_bytes"] is not None else None
+        lines.append(
+            f"| {index} | {'new: node agents' if row['side'] == NEW else 'old: one pod watch'} | "
+            f"{row['cpu_percent']:.1f} % | {row['rss_mib']:.0f} MiB | {_num(row['watchers'], ',.0f')} | "
+            f"{_num(row['watch_events'], ',.0f')} | {row['achieved']:,.0f} of {row['asked']:,.0f} | "
+            f"{_num(per_node_kib, ',.1f')} KiB | {_num(row['load_cpu_percent'], '.1f')} % | "
+            f"{_num(row['machine'], '.0f')} % |")
+    return lines
+
+
+def pairs_of(rows: list[Row]) -> list[tuple[Row, Row]]:
+    return [(a, b) if a["side"] == OLD else (b, a) for a, b in zip(rows[0::2], rows[1::2], strict=True)]
+
+
+def summary(rows: list[Row]) -> list[str]:
+    pairs = pairs_of(rows)
+    nodes = rows[0]["nodes"]
+
+    def per_node(key: str, scale: float = 1.0) -> list[float]:
+        return [(new[key] - old[key]) * scale / nodes for old, new in pairs
+                if new[key] is not None and old[key] is not None]
+
+    old = [o for o, _ in pairs]
+    new = [n for _, n in pairs]
+
+    def median(side: list[Row], key: str) -> float:
+        return statistics.median(r[key] for r in side if r[key] is not None)
+
+    lines = ["", f"Medians over the pairs, new / old: kube-apiserver CPU {median(new, 'cpu_percent'):.1f} % / "
+                 f"{median(old, 'cpu_percent'):.1f} % of a core; memory {median(new, 'rss_mib'):.0f} / "
+                 f"{median(old, 'rss_mib'):.0f} MiB; watches open {median(new, 'watchers'):,.0f} / "
+                 f"{median(old, 'watchers'):,.0f}; watch events sent {median(new, 'watch_events'):,.0f} / "
+                 f"{median(old, 'watch_events'):,.0f} in the window."]
+    lines += ["", "What the old load left out, per node (new − old of each pair, divided by the nodes):",
+              "- " + test_line(per_node("cpu_percent", 1000.0), "kube-apiserver CPU", "thousandths of a core per node",
+                               "the node agents cost the apiserver more CPU"),
+              "- " + test_line(per_node("rss_mib", 1024.0), "kube-apiserver memory", "KiB per node",
+                               "the node agents cost the apiserver more memory"),
+              "- " + test_line(per_node("watchers"), "watches open", "per node", "more watches"),
+              "- " + test_line(per_node("watch_events"), "watch events sent in the window", "per node",
+                               "more watch events"),
+              "- " + test_line(per_node("received_bytes", 1 / 1024), "bytes the node watchers received in the window",
+                               "KiB per node", "more watch traffic")]
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--duration-s", type=float, default=60.0)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "node_agents_cost.md")
+    args = parser.parse_args()
+    for old in (RAW_DIR / RAW).glob("*.results.json.gz"):  # an earlier measurement's runs
+        old.unlink()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="node-agents-cost-") as tmp:
+        for index in range(2 * args.pairs):
+            side = NEW if second_first(index) else OLD
+            row = run_once(Path(tmp), args.nodes, args.duration_s, side, index)
+            rows.append(row)
+            print(f"run {index + 1}: {side}: kube-apiserver {row['cpu_percent']:.1f} % of a core, "
+                  f"{row['rss_mib']:.0f} MiB, {row['watchers']} watches", flush=True)
+    lines = results_head(
+        f"Node agents against the old node watchers: the apiserver's cost per node, {args.nodes:,} nodes",
+        f"the default plan's load, one {args.duration_s:.0f} s step per run, its `kubelet_watchers` (old) or "
+        "`node_agents` (new) in pairs alternating old-new and new-old.",
+        f".venv/bin/python benchmarks/node_agents_cost.py --nodes {args.nodes} --pairs {args.pairs} "
+        f"--duration-s {args.duration_s:g}",
+        ["run", "node watchers", "kube-apiserver CPU", "kube-apiserver memory", "watches open", "watch events sent",
+         "watches established of asked", "received per node", "load generator CPU", "machine CPU"])
+    lines += table(rows) + summary(rows)
+    lines += ["", "CPU: psutil over the measured window, 100 % = one core. Memory: process_resident_memory_bytes at "
+                  "the window's end. Watches open: apiserver_longrunning_requests (WATCH) at the window's end, every "
+                  "client's. Watch events: apiserver_watch_events_total over the window, every watcher's. Received: "
+                  "the node watchers' own RECEIVED rows (bytes of the events they read).",
+              "", "Raw results (each run's results.json): benchmarks/results/raw/node_agents_cost/."]
+    write_results(args.out, lines)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
