@@ -2,17 +2,18 @@
 runtime) against a local control plane, read from the apiserver's audit log.
 
 The control plane starts as the harness starts one (LocalControlPlane: TLS, client certificates, Node and RBAC
-authorization), with its audit log on (Metadata for every resource request, a watch when it is established) and
-without kwok (the hollow nodes register their own Nodes; kwok manages only nodes it is told to). The cluster's CA
-signs a certificate per hollow kubelet (CN system:node:hollow-node-<k>, O system:nodes: the Node authorizer's
-user) and one for every hollow proxy: CN system:serviceaccount:kube-system:kube-proxy, O system:serviceaccounts and
-system:serviceaccounts:kube-system, the user and groups kubeadm's kube-proxy has (its ServiceAccount), bound to
-system:node-proxier as kubeadm binds it. Each kubemark process (`--morph=kubelet` and `--morph=proxy` per node)
-has a kubeconfig of its own and runs in a private mount namespace (unshare, as root): its own /tmp (the fake
-runtime's socket and the kubelet's root directory, under the node's folder) and an /etc/hosts and /etc/resolv.conf
-that answer the node name's lookups on this machine (the kubelet looks its own name up at every status cycle),
-so nothing the nodes send leaves 127.0.0.1. The kubelet's API server listens on 0.0.0.0 at its own port: kubemark
-forces that address; nothing here connects to it.
+authorization, NodeRestriction), with its audit log on (Metadata for every resource request, a watch when it is
+established) and without kwok (the hollow nodes register their own Nodes; kwok manages only nodes it is told to).
+Each hollow kubelet and every hollow proxy send as the harness's node agents do (the plane's node_identities,
+controlplane/pki.py): a certificate per kubelet (CN system:node:hollow-node-<k>, O system:nodes: the Node
+authorizer's user) and one for every proxy: CN system:serviceaccount:kube-system:kube-proxy, O
+system:serviceaccounts and system:serviceaccounts:kube-system, the user and groups kubeadm's kube-proxy has (its
+ServiceAccount), bound to system:node-proxier as kubeadm binds it (the plane does at up). Each kubemark process
+(`--morph=kubelet` and `--morph=proxy` per node) has a kubeconfig of its own and runs in a private mount namespace
+(unshare, as root): its own /tmp (the fake runtime's socket and the kubelet's root directory, under the node's
+folder) and an /etc/hosts and /etc/resolv.conf that answer the node name's lookups on this machine (the kubelet
+looks its own name up at every status cycle), so nothing the nodes send leaves 127.0.0.1. The kubelet's API server
+listens on 0.0.0.0 at its own port: kubemark forces that address; nothing here connects to it.
 
 Once every node is Ready: a Deployment per node (its pods pinned by nodeSelector; each pod mounts a ConfigMap and a
 Secret besides the default token volume) and a ClusterIP Service over them. Once every pod runs, and a settle, the
@@ -58,10 +59,12 @@ from loadtests.binaries.provide import provide_hollow_node  # noqa: E402
 from loadtests.config import versions  # noqa: E402
 from loadtests.controlplane.audit import AuditLog  # noqa: E402
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
-from loadtests.controlplane.pki import Authority, write_kubeconfig  # noqa: E402
 from loadtests.controlplane.processes import ProcessRecord, free_ports, wait_for  # noqa: E402
 from loadtests.errors import LoadTestError, TargetError  # noqa: E402
+from loadtests.kube import kubeconfig  # noqa: E402
+from loadtests.kube.access import ClusterAccess  # noqa: E402
 from loadtests.kube.errors import ApiError  # noqa: E402
+from loadtests.kube.node_identity import node_user  # noqa: E402
 from loadtests.kube.rest import RestClient, send_once  # noqa: E402
 from loadtests.shutdown import SHUTDOWN, interrupt_reason  # noqa: E402
 
@@ -69,9 +72,6 @@ CLUSTER = "hollow-node"
 NAMESPACE = "hollow-workload"
 CONFIGMAP, SECRET, SERVICE = "hollow-config", "hollow-secret", "hollow-pods"
 IMAGE = "registry.k8s.io/pause:3.10"
-PROXY_USER = "system:serviceaccount:kube-system:kube-proxy"
-PROXY_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:kube-system")
-PROXY_BINDING = "k8s-loadtest:node-proxier"  # kubeadm names its own "kubeadm:node-proxier"
 READY_TIMEOUT_S = 300.0
 SETTLE_S = 30.0
 CHECK_EVERY_S = 10.0
@@ -123,24 +123,28 @@ def namespace_problem() -> str | None:
     return None if probe.returncode == 0 else f"`unshare --mount` failed: {probe.stderr.strip()[:200]}"
 
 
-def prepare_nodes(cluster_dir: Path, server: str, count: int) -> list[HollowNode]:
-    """Certificates and kubeconfigs from the cluster's own CA, and each node's folder (its /tmp, hosts, resolver)."""
-    authority = Authority.load(cluster_dir / "pki")
-    ca = authority.pair.cert
-    proxy = authority.issue("hollow-proxy", PROXY_USER, organization=PROXY_GROUPS)
+def access_kubeconfig(path: Path, access: ClusterAccess, user: str) -> Path:
+    """A kubemark process's kubeconfig: the certificate and key of `access`."""
+    return kubeconfig.write_kubeconfig(path, access.server, user=user, ca=access.ca_file,
+                                       client_cert=access.cert_file, client_key=access.key_file)
+
+
+def prepare_nodes(plane: LocalControlPlane, count: int) -> list[HollowNode]:
+    """Each node's kubelet identity and the proxies' as the harness's node agents have them (the plane's
+    node_identities), a kubeconfig of each, and each node's folder (its /tmp, hosts, resolver)."""
+    names = [f"hollow-node-{k}" for k in range(count)]
+    identities = plane.node_identities(names)
     nodes = []
-    for k, port in enumerate(free_ports(count)):
-        name = f"hollow-node-{k}"
-        folder = cluster_dir / "hollow" / name
+    for name, port in zip(names, free_ports(count), strict=True):
+        folder = plane.directory / "hollow" / name
         (folder / "tmp").mkdir(parents=True)
         (folder / "tmp").chmod(0o1777)
-        kubelet = authority.issue(name, f"system:node:{name}", organization="system:nodes")
         (folder / "hosts").write_text(f"127.0.0.1 localhost\n127.0.0.1 {name}\n")
         (folder / "resolv.conf").write_text("nameserver 127.0.0.1\n")
         nodes.append(HollowNode(
             name, folder,
-            write_kubeconfig(folder / "kubelet.kubeconfig", server, ca, kubelet, f"system:node:{name}"),
-            write_kubeconfig(folder / "proxy.kubeconfig", server, ca, proxy, "kube-proxy"), port))
+            access_kubeconfig(folder / "kubelet.kubeconfig", identities.node_access(name), node_user(name)),
+            access_kubeconfig(folder / "proxy.kubeconfig", identities.proxy_access(), "kube-proxy"), port))
     return nodes
 
 
@@ -155,15 +159,6 @@ def kubemark_argv(kubemark: Path, node: HollowNode, morph: str) -> list[str]:
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", NAMESPACE_SCRIPT, f"hollow-{morph}",
             str(node.folder / "hosts"), str(node.folder / "resolv.conf"), str(node.folder / "tmp"), str(kubemark),
             *own]
-
-
-def grant_proxy(client: RestClient) -> None:
-    """The proxies' rights as kubeadm grants kube-proxy's ServiceAccount: the bootstrap role system:node-proxier."""
-    client.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": PROXY_BINDING},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node-proxier"},
-        "subjects": [{"kind": "ServiceAccount", "name": "kube-proxy", "namespace": "kube-system"}]})
 
 
 def start_nodes(plane: LocalControlPlane, kubemark: Path, nodes: list[HollowNode],
@@ -284,8 +279,7 @@ def drive(plane: LocalControlPlane, kubemark: Path, args: argparse.Namespace, me
     """Nodes up and Ready, pods running on them, a settle, the steady window."""
     client = RestClient(plane.access(), user_agent=USER_AGENT)
     try:
-        grant_proxy(client)
-        nodes = prepare_nodes(plane.directory, plane.access().server, args.nodes)
+        nodes = prepare_nodes(plane, args.nodes)
         measured.timeline["nodes_started"] = time.time()
         records = start_nodes(plane, kubemark, nodes, measured)
         wait_for(lambda: nodes_ready(client, measured.nodes), READY_TIMEOUT_S, "every hollow node Ready",

@@ -32,6 +32,9 @@ KUBELET_WATCH = WatchNames.of("pods", "", "node")
 # what a kube-proxy watches of a Service, and the namespaces whose harness pods a Service may select
 SERVICE_WATCH_RESOURCES = frozenset({"endpoints", "endpointslices"})
 SERVICE_NAMESPACES = frozenset({NS_CHURN, NS_FLEET})
+# scenarios whose users send as the fake nodes themselves (each kubelet as its node, their kube-proxy): the
+# target issues every step's node identities for them (kube/node_identity.py)
+NODE_IDENTITY_SCENARIOS = frozenset({"node_agents"})
 # the type of a client row that counts what watchers received: one per watch event, content_bytes its bytes
 RECEIVED = "RECV"
 # the type of the client rows in which informers say how they got back in sync after losing their state (a
@@ -316,6 +319,12 @@ def scenario_params(load: dict[str, Any]) -> dict[str, dict[str, Any]]:
     if unknown:
         raise ValueError(f"unknown load scenario {unknown[0]!r}; expected one of: {', '.join(sorted(SCENARIOS))}")
     return {name: {**SCENARIOS[name].defaults, **(params or {})} for name, params in scenarios.items()}
+
+
+def needs_node_identities(load: dict[str, Any]) -> bool:
+    """Whether a plan's load (as scenario_params takes it) has a scenario that sends as the fake nodes."""
+    scenarios = load["scenarios"] if isinstance(load.get("scenarios"), dict) else load
+    return not NODE_IDENTITY_SCENARIOS.isdisjoint(scenarios)
 
 
 def demands(load: dict[str, Any], nodes: int) -> dict[str, Demand]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from loadtests.controlplane.health import HealthCheck
 from loadtests.kube.access import ClusterAccess
+from loadtests.kube.node_identity import NodeIdentities
 
 
 @dataclass
@@ -53,6 +55,11 @@ class Target(Protocol):
 
     def dead_components(self) -> list[str]:
         """Components of ours that stopped running."""
+        ...
+
+    def node_identities(self, names: Sequence[str]) -> NodeIdentities | None:
+        """Credentials for the named nodes' agents, each kubelet as its node (system:node:<name>), and for their
+        kube-proxy; None where the harness cannot make them (it does not hold the cluster's CA)."""
         ...
 
     def health_checks(self) -> list[HealthCheck]:

@@ -13,7 +13,7 @@ import shlex
 import shutil
 import ssl
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +31,7 @@ from loadtests.kube.access import ClusterAccess
 from loadtests.kube.credentials import forget_tokens
 from loadtests.kube.errors import ApiError
 from loadtests.kube.kubeconfig import KubeContext, context_names, parse_context, read_kubeconfig
+from loadtests.kube.node_identity import NodeIdentities
 from loadtests.kube.paths import object_path, resource_path
 from loadtests.kube.rest import RestClient, short_error
 
@@ -314,6 +315,11 @@ class ExistingCluster:
     def dead_components(self) -> list[str]:
         """The local kwok, if ours died; an in-cluster kwok is restarted by its Deployment."""
         return ["kwok"] if self._kwok is not None and not self._kwok.alive() else []
+
+    def node_identities(self, names: Sequence[str]) -> NodeIdentities | None:
+        """None: we do not hold the cluster's CA, so no node's certificate can be made; the node agents then send
+        as the load's own identity."""
+        return None
 
     def stopped_from_outside(self) -> str | None:
         """Never known here: the cluster is someone else's, and its processes are not ours to watch."""

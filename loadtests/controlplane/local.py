@@ -40,7 +40,16 @@ from loadtests.controlplane import tenants as tenants_mod
 from loadtests.controlplane.audit import AuditLog
 from loadtests.controlplane.base import TargetInfo
 from loadtests.controlplane.health import OUTSIDE, STOPPED_TOGETHER_S, HealthCheck, endpoint_check, stopped_together
-from loadtests.controlplane.pki import KWOK_USER, LOAD_USER, ClusterPki, create_cluster_pki, write_kubeconfig
+from loadtests.controlplane.pki import (
+    KWOK_USER,
+    LOAD_USER,
+    NODES_FOLDER,
+    PROXY_STEM,
+    ClusterPki,
+    create_cluster_pki,
+    issue_node_certificates,
+    write_kubeconfig,
+)
 from loadtests.controlplane.processes import (
     LOOPBACK,
     ClusterState,
@@ -55,6 +64,7 @@ from loadtests.controlplane.processes import (
 )
 from loadtests.errors import ComponentFailed, TargetError, os_reason
 from loadtests.kube.access import ClusterAccess, unverified_context
+from loadtests.kube.node_identity import NODE_KEY, NodeIdentities
 from loadtests.kube.private import write_private
 from loadtests.polling import poll_until
 from loadtests.shutdown import SHUTDOWN
@@ -67,6 +77,7 @@ NODE_MONITOR_GRACE_S = 50  # kube-controller-manager default since 1.32
 CLIENT_QPS, CLIENT_BURST = 200, 400  # scheduler and controller-manager; their defaults throttle thousands of nodes
 
 HAPROXY_HEALTH = "haproxy_health"
+ADMISSION_FLAG = "--enable-admission-plugins"
 # an instance a rolling upgrade stops finishes its requests and closes its watches first (SIGKILL after this): an
 # apiserver holds its open watches until its own shutdown deadline, the 60 s request timeout, unless a plan sets
 # --shutdown-watch-termination-grace-period
@@ -115,21 +126,57 @@ def apiserver_port_key(topology: Topology, instance: str) -> str:
     return f"apiserver_{topology.instances(APISERVER).index(instance) + 1}"
 
 
-def grant_cluster_admin(access: ClusterAccess, users: tuple[str, ...]) -> None:
-    """Bind cluster-admin to users whose group does not give them their rights (identities "production")."""
+PROXY_BINDING = "k8s-loadtest:node-proxier"  # kubeadm names its own "kubeadm:node-proxier"
+
+
+def cluster_role_binding(name: str, role: str, subject: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [subject]}
+
+
+def grants(identities: str) -> list[dict[str, Any]]:
+    """The rights of the harness's users that their groups do not give them: every node's kube-proxy gets the
+    bootstrap role system:node-proxier as kubeadm grants kube-proxy's ServiceAccount; with identities
+    "production", kwok and the load get cluster-admin."""
+    found = [cluster_role_binding(PROXY_BINDING, "system:node-proxier",
+                                  {"kind": "ServiceAccount", "name": "kube-proxy", "namespace": "kube-system"})]
+    if identities == "production":
+        found += [cluster_role_binding(f"k8s-loadtest:{user}", "cluster-admin",
+                                       {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user})
+                  for user in (KWOK_USER, LOAD_USER)]
+    return found
+
+
+def create_bindings(access: ClusterAccess, bindings: list[dict[str, Any]]) -> None:
+    """Create ClusterRoleBindings as `access` (the admin); those already there are left as they are."""
     from loadtests.kube.rest import RestClient
 
     client = RestClient(access, timeout_s=30.0)
     try:
-        for user in users:
-            client.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                "metadata": {"name": f"k8s-loadtest:{user}"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-            }, exist_ok=True)
+        for binding in bindings:
+            client.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding, exist_ok=True)
     finally:
         client.close()
+
+
+def with_extra_flags(argv: list[str], extra: Sequence[str]) -> list[str]:
+    """A command line with a plan's extra flags last (Go's flag parsing keeps the last), except admission
+    plugins, which are merged so that the harness's own stay on: plugins the plan enables join the harness's
+    --enable-admission-plugins, and plugins it disables leave it (the apiserver refuses a plugin in both)."""
+    extra = list(extra)
+    own = next((i for i, flag in enumerate(argv) if flag.startswith(f"{ADMISSION_FLAG}=")), None)
+    if own is None:
+        return argv + extra
+    plugins = [p for p in argv[own].split("=", 1)[1].split(",") if p]
+    for flag in extra:
+        name, _, value = flag.partition("=")
+        if name == ADMISSION_FLAG:
+            plugins += [p for p in value.split(",") if p and p not in plugins]
+        elif name == "--disable-admission-plugins":
+            plugins = [p for p in plugins if p not in value.split(",")]
+    merged = [f"{ADMISSION_FLAG}={','.join(plugins)}"] if plugins else []
+    return argv[:own] + merged + argv[own + 1:] + [f for f in extra if f.split("=", 1)[0] != ADMISSION_FLAG]
 
 
 def clusters_root() -> Path:
@@ -268,8 +315,8 @@ class LocalControlPlane:
         return self.info()
 
     def _argv(self, component: str, argv: list[str]) -> list[str]:
-        """A component's command line with the plan's extra flags last (Go's flag parsing keeps the last)."""
-        return argv + list(self.options.component_args.get(component, []))
+        """A component's command line with the plan's extra flags last (with_extra_flags)."""
+        return with_extra_flags(argv, self.options.component_args.get(component, []))
 
     @property
     def memory_dir(self) -> Path:
@@ -341,8 +388,7 @@ class LocalControlPlane:
                      abort=lambda r=record: self.group.exited(r))
         if topology.load_balanced:
             self._start_load_balancer(pki, state, log)
-        if self.options.identities == "production":
-            grant_cluster_admin(self.access(), (KWOK_USER, LOAD_USER))
+        create_bindings(self.access(), grants(self.options.identities))
         tenants_mod.set_up(self.access(), self.directory, self.options.tenants, log)
 
         write_kubeconfig(self.directory / "scheduler.kubeconfig", state.server, pki.ca.cert, pki.scheduler,
@@ -500,6 +546,8 @@ class LocalControlPlane:
             f"--tls-cert-file={pki.apiserver.cert}", f"--tls-private-key-file={pki.apiserver.key}",
             f"--client-ca-file={pki.ca.cert}",
             "--authorization-mode=Node,RBAC",
+            # a node's kubelet may change only its own Node, Lease and pods (node agents send as their node)
+            f"{ADMISSION_FLAG}=NodeRestriction",
             "--anonymous-auth=false",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki.service_account_pub}",
@@ -551,6 +599,17 @@ class LocalControlPlane:
         pki = Path(state.directory) / "pki"
         return ClusterAccess(server=state.server, kubeconfig=state.kubeconfig, ca_file=str(pki / "ca.crt"),
                              cert_file=str(pki / f"{user}.crt"), key_file=str(pki / f"{user}.key"))
+
+    def node_identities(self, names: Sequence[str]) -> NodeIdentities:
+        """Every named node's kubelet identity, issued where missing (kept for later steps), and kube-proxy's."""
+        state = self._loaded_state()
+        pki = Path(state.directory) / "pki"
+        folder = pki / NODES_FOLDER
+        issue_node_certificates(pki, folder, names)
+        return NodeIdentities(server=state.server, kubeconfig=state.kubeconfig, ca_file=str(pki / "ca.crt"),
+                              folder=str(folder), key_file=str(folder / NODE_KEY),
+                              proxy_cert_file=str(pki / f"{PROXY_STEM}.crt"),
+                              proxy_key_file=str(pki / f"{PROXY_STEM}.key"))
 
     def info(self) -> TargetInfo:
         state = self._loaded_state()
@@ -728,6 +787,9 @@ class RunControlPlane:
 
     def dead_components(self) -> list[str]:
         return self.plane.dead_components()
+
+    def node_identities(self, names: Sequence[str]) -> NodeIdentities:
+        return self.plane.node_identities(names)
 
     def health_checks(self) -> list[HealthCheck]:
         return self.plane.health_checks()

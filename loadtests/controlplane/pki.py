@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from loadtests.kube import kubeconfig
+from loadtests.kube.node_identity import NODE_KEY, NODES_GROUP, PROXY_GROUPS, PROXY_USER, node_cert_file, node_user
 from loadtests.kube.private import write_private
 
 SERVICE_IP = "10.96.0.1"  # first address of the service range; only ever a name in a certificate
@@ -72,11 +75,11 @@ class Authority:
         found.key = key
         return found
 
-    def issue(self, stem: str, common_name: str, *, organization: str | tuple[str, ...] | None = None,
-              server_names: tuple[str, ...] = (), client: bool = True) -> CertPair:
-        """Sign a certificate; organization names its groups (one or several); server_names (DNS names or IPs)
-        make it a serving certificate too."""
-        key = ec.generate_private_key(ec.SECP256R1())
+    def sign(self, public_key: ec.EllipticCurvePublicKey, common_name: str, *,
+             organization: str | tuple[str, ...] | None = None, server_names: tuple[str, ...] = (),
+             client: bool = True) -> x509.Certificate:
+        """A certificate for `public_key`: CN the user, organization its groups (one or several); server_names
+        (DNS names or IPs) make it a serving certificate too."""
         attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
         groups = (organization,) if isinstance(organization, str) else organization or ()
         attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups if group]
@@ -85,7 +88,7 @@ class Authority:
         builder = (
             x509.CertificateBuilder()
             .subject_name(x509.Name(attributes)).issuer_name(self.cert.subject)
-            .public_key(key.public_key())
+            .public_key(public_key)
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + _VALIDITY)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
@@ -100,7 +103,14 @@ class Authority:
                     alt.append(x509.DNSName(entry))
             builder = builder.add_extension(x509.SubjectAlternativeName(alt), critical=False)
         builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-        cert = builder.sign(self.key, hashes.SHA256())
+        return builder.sign(self.key, hashes.SHA256())
+
+    def issue(self, stem: str, common_name: str, *, organization: str | tuple[str, ...] | None = None,
+              server_names: tuple[str, ...] = (), client: bool = True) -> CertPair:
+        """A new key and its certificate (see sign), written as <stem>.crt and <stem>.key (mode 0600)."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = self.sign(key.public_key(), common_name, organization=organization, server_names=server_names,
+                         client=client)
         pair = CertPair(self.directory / f"{stem}.crt", self.directory / f"{stem}.key")
         write_private(pair.cert, cert.public_bytes(serialization.Encoding.PEM))
         write_private(pair.key, _key_pem(key))
@@ -122,6 +132,7 @@ class ClusterPki:
     load: CertPair | None = None  # the load's own user (identities "production"), else the load is the admin
     # the load balancer's health checks of each apiserver's /readyz (an authenticated user, no other rights)
     health_checker: CertPair | None = None
+    kube_proxy: CertPair | None = None  # every node's kube-proxy (PROXY_USER), bound to system:node-proxier
 
 
 # Who the harness's clients are to the apiserver. "admin": kwok and the load in system:masters, which API
@@ -132,6 +143,8 @@ class ClusterPki:
 KWOK_USER = "kwok-controller"
 LOAD_USER = "loadtest-load"
 HEALTH_CHECK_USER = "k8s-loadtest-health-checker"
+PROXY_STEM = "kube-proxy"  # kube_proxy's files in the pki folder
+NODES_FOLDER = "nodes"  # the node certificates' folder in the pki folder
 
 
 def create_cluster_pki(directory: Path, identities: str = "admin") -> ClusterPki:
@@ -162,7 +175,44 @@ def create_cluster_pki(directory: Path, identities: str = "admin") -> ClusterPki
         service_account_pub=sa_pub_path,
         load=ca.issue("load", LOAD_USER) if identities == "production" else None,
         health_checker=ca.issue("health-checker", HEALTH_CHECK_USER),
+        kube_proxy=ca.issue(PROXY_STEM, PROXY_USER, organization=PROXY_GROUPS),
     )
+
+
+def node_key(folder: Path) -> ec.EllipticCurvePrivateKey:
+    """The one key of every node certificate in `folder`, made the first time (mode 0600, the folder 0700).
+
+    A real node has a key of its own; one shared key is what makes thousands of node identities cheap, and the
+    apiserver cannot tell: it checks only that a client certificate chains to its CA and that the client holds
+    the key in the TLS handshake, then takes the user from the certificate's subject."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    path = folder / NODE_KEY
+    if path.exists():
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{path}: not this harness's node key")
+        return key
+    key = ec.generate_private_key(ec.SECP256R1())
+    write_private(path, _key_pem(key))
+    return key
+
+
+def issue_node_certificates(pki_dir: Path, folder: Path, names: Iterable[str]) -> int:
+    """A client certificate per node not yet in `folder` (<node>.crt: CN system:node:<node>, O system:nodes,
+    signed by the CA in `pki_dir`, for the folder's shared key); those already there are kept, so the steps of
+    a growing run issue only their new nodes'. Returns how many were issued."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    present = {entry.name for entry in os.scandir(folder)}
+    missing = [name for name in dict.fromkeys(names) if node_cert_file(folder, name).name not in present]
+    if not missing:
+        return 0
+    authority = Authority.load(pki_dir)
+    public_key = node_key(folder).public_key()
+    for name in missing:
+        cert = authority.sign(public_key, node_user(name), organization=NODES_GROUP)
+        write_private(node_cert_file(folder, name), cert.public_bytes(serialization.Encoding.PEM))
+    return len(missing)
 
 
 def write_kubeconfig(path: Path, server: str, ca: Path, client: CertPair, user: str) -> Path:

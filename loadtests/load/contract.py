@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from loadtests.kube.access import ClusterAccess
+from loadtests.kube.node_identity import NodeIdentities
 from loadtests.kube.objects import node_name
 
 CONFIG_ENV = "LOADTEST_LOAD_CONFIG"
@@ -52,12 +53,16 @@ class LoadConfig:
     final_step: bool = False  # the run's last planned step: workers of other machines end after it
     # scenarios that send as a tenant of their own (target.tenants): scenario name -> that user's access
     scenario_access: dict[str, ClusterAccess] = field(default_factory=dict)
+    # each of the step's nodes' kubelet as that node, and their kube-proxy (node_identity.py), where a scenario
+    # needs them and the target can make them; None: node agents send as `access`
+    node_identities: NodeIdentities | None = None
 
     def without_access(self) -> dict[str, Any]:
         """The config as sent to a worker of another machine: credentials never leave this one."""
         data = self.to_dict()
         del data["access"]
         data.pop("scenario_access", None)
+        data.pop("node_identities", None)
         return data
 
     def access_for(self, scenario: str) -> ClusterAccess:
@@ -82,6 +87,8 @@ class LoadConfig:
         access = ClusterAccess(**data.pop("access"))
         data["scenario_access"] = {name: ClusterAccess(**found)
                                    for name, found in (data.pop("scenario_access", None) or {}).items()}
+        identities = data.pop("node_identities", None)
+        data["node_identities"] = NodeIdentities.from_dict(identities) if identities else None
         names = data.pop("node_names", None)
         if isinstance(names, dict):  # {"prefix": "kwok-node-", "count": N}: zero-padded like the fleet's
             names = [f"{names['prefix']}{i:05d}" for i in range(int(names["count"]))]

@@ -36,6 +36,8 @@ from loadtests.controlplane.processes import ended_text, exit_text, free_ports
 from loadtests.errors import LoadTestError, disk_full
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.identity import cluster_identity
+from loadtests.kube.node_identity import NodeIdentities
+from loadtests.kube.objects import node_name
 from loadtests.kube.private import write_private
 from loadtests.load.contract import (
     CONFIG_ENV,
@@ -192,6 +194,10 @@ class StepLoad:
     spawn_rate: float | None = None  # users started per second (None: from the user count)
     node_names: tuple[str, ...] | None = None  # the step's nodes, where a scenario needs their names
 
+    def all_node_names(self) -> list[str]:
+        """The step's nodes by name, as LoadConfig.node names them: node_names, else the fleet's first `nodes`."""
+        return list(self.node_names) if self.node_names is not None else [node_name(i) for i in range(self.nodes)]
+
     @property
     def run_time_s(self) -> int:
         """Locust's own run time: with a measured window only a cap (the window ends the run)."""
@@ -202,11 +208,13 @@ class LoadGenerator:
     """The Locust processes of one step. start() returns at once; wait() blocks until the run time is over."""
 
     def __init__(self, step: StepLoad, access: ClusterAccess, python: str = sys.executable, *,
-                 scenario_access: dict[str, ClusterAccess] | None = None) -> None:
+                 scenario_access: dict[str, ClusterAccess] | None = None,
+                 node_identities: NodeIdentities | None = None) -> None:
         self.step = step
         self.scenarios = scenario_params(step.scenarios)
         self.access = access
         self.scenario_access = dict(scenario_access or {})  # scenarios sent as a tenant of their own
+        self.node_identities = node_identities  # local processes only: workers of other machines never get them
         if self.scenario_access and step.master is not None:
             raise LoadGeneratorError("tenants (target.tenants) send from this machine only: workers of other "
                                      "machines have credentials of their own; drop the remote workers or the tenants")
@@ -242,7 +250,7 @@ class LoadGenerator:
                             window_close_file=str(self.window_close_file) if windowed else None,
                             cluster_uid=self.cluster_uid, remote_workers=self.master.workers if self.master else 0,
                             remote_wait_s=self.master.wait_s if self.master else 0.0, final_step=step.final_step,
-                            scenario_access=self.scenario_access)
+                            scenario_access=self.scenario_access, node_identities=self.node_identities)
         # it may hold a bearer token: kept in a private folder outside the results, removed when Locust is done
         self._config_dir = Path(tempfile.mkdtemp(prefix="loadtest-load-"))
         path = self._config_dir / "load-config.json"

@@ -24,7 +24,7 @@ import psutil
 from loadtests.analysis.restart import restart_notes
 from loadtests.binaries import cache as binaries_mod
 from loadtests.config.plan import Plan, Roll, Step
-from loadtests.config.scenarios import scenario_params
+from loadtests.config.scenarios import needs_node_identities, scenario_params
 from loadtests.controlplane.base import Target, TargetInfo
 from loadtests.controlplane.health import HealthWatch
 from loadtests.errors import Saturated, TargetError
@@ -264,8 +264,11 @@ class Load(_Part):
                          out_dir=ctx.step_dir, windowed=True, run_id=run.run_dir.name, workers=run.workers,
                          master=run.master, ui_port=run.ui_port,
                          final_step=run.final_run and run.steps_total == ctx.index + 1)
+        # each node's agents as that node, where a scenario sends as the nodes and the target can issue them
+        needed = needs_node_identities(asked.scenarios)
+        identities = run.target.node_identities(asked.all_node_names()) if needed else None
         self.load = LoadGenerator(asked, run.info.load_access or run.info.access,
-                                  scenario_access=run.info.scenario_access)
+                                  scenario_access=run.info.scenario_access, node_identities=identities)
 
     def start(self, ctx: StepContext) -> None:
         load = self._load()
