@@ -31,7 +31,7 @@ from typing import IO, Any
 
 import pandas as pd
 
-from loadtests.config.scenarios import achieved_rates, scenario_params, user_plan
+from loadtests.config.scenarios import achieved_rates, needs_node_identities, scenario_params, user_plan
 from loadtests.controlplane.processes import ended_text, exit_text, free_ports
 from loadtests.errors import LoadTestError, disk_full
 from loadtests.kube.access import ClusterAccess
@@ -465,9 +465,23 @@ class LoadGenerator:
         failures = read_failures_csv(self._csv(WINDOW_FAILURES_SUFFIX, FINAL_FAILURES_SUFFIX, "_failures.csv"))
         rates = achieved_rates(self.scenarios, self.step.nodes, self._window_s or self.step.duration_s, client)
         workers, worker_notes, _ = read_workers(self.out_dir / (CSV_PREFIX + WINDOW_WORKERS_SUFFIX))
-        notes = failure_note(total, failures) + worker_notes + self._log_notes()
+        notes = failure_note(total, failures) + worker_notes + self._log_notes() + self._identity_notes()
         return LoadOutcome(client=client, rates=rates, notes=notes, total=total, failures=failures,
                            users=dict(self.users.by_class), log=self.log_path, workers=workers)
+
+    def _identity_notes(self) -> list[str]:
+        """Who the node agents were where they could not be the nodes (an existing cluster, whose CA the harness does
+        not hold; workers of other machines, which get no credentials of this one)."""
+        if not needs_node_identities(self.scenarios):
+            return []
+        if self.node_identities is None:
+            return ["load: node agents sent as the load's own identity, not as their nodes (the harness holds no "
+                    "certificate authority of this cluster): the Node authorizer and NodeRestriction judged none "
+                    "of their requests, and API Priority and Fairness put them where it puts that user"]
+        if self.master is not None:
+            return ["load: node agents on workers of other machines sent as each worker's own identity, not as "
+                    "their nodes"]
+        return []
 
     def _log_notes(self) -> list[str]:
         """Locust's own warnings that it ran out of CPU: then its figures understate the target."""
