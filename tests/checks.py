@@ -13,6 +13,7 @@ from loadtests.binaries import cache as binaries
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions
 from loadtests.controlplane.processes import ProcessRecord, listening_ports
 from loadtests.kube.access import ClusterAccess
+from loadtests.kube.node_identity import NodeIdentities
 from loadtests.load.generator import LoadGenerator, LoadOutcome, StepLoad
 
 DATA = Path(__file__).parent / "unit" / "data"
@@ -68,10 +69,10 @@ def recorded(name: str, families: Collection[str] | None = None) -> Snapshot:
 
 
 def run_load(step: StepLoad, access: ClusterAccess, *, spawn_timeout_s: float = 60,
-             timeout_s: float = 120) -> LoadOutcome:
+             timeout_s: float = 120, node_identities: NodeIdentities | None = None) -> LoadOutcome:
     """One step's load as the runner runs it: started, every user spawned, waited for to its end; stopped
     whatever happens."""
-    gen = LoadGenerator(step, access)
+    gen = LoadGenerator(step, access, node_identities=node_identities)
     try:
         gen.start()
         assert gen.wait_spawned(spawn_timeout_s)

@@ -264,6 +264,13 @@ class Reflector:
         while not self._stopping and self._remaining() > 0:
             self.step()
 
+    def cut(self) -> None:
+        """From another thread: end the watch being read as a broken connection would, the loop going on (it
+        resumes from the last resourceVersion it saw, a bookmark's included)."""
+        stream = self._stream
+        if stream is not None:
+            stream.abort()
+
     def stop(self) -> None:
         """From another thread: end the loop, and the watch it is reading, now."""
         self._stopping = True

@@ -25,14 +25,14 @@ import gevent
 from locust import task
 from locust.exception import StopUser
 
-from loadtests.config.node_agents import KUBE_PROXY, KUBELET, AgentWatch, node_watches, object_watch
+from loadtests.config.node_agents import KUBE_PROXY, KUBELET, PER_OBJECT, AgentWatch, node_watches, object_watch
 from loadtests.config.scenarios import (
     RECEIVED,
     node_agent_event_names,
     node_agent_received,
     node_agent_token_name,
 )
-from loadtests.kube.objects import pod_references
+from loadtests.kube.pod_references import referenced_objects
 from loadtests.kube.reflector import Backoff, Reflector
 from loadtests.kube.watch import WatchEvent
 from loadtests.load.contract import LoadConfig
@@ -41,7 +41,7 @@ from loadtests.load.locust.transport import JSON
 
 # the kubelet drops a watch on an object only environment variables name 5 x syncFrequency after its last use,
 # checked every minute: 5-6 minutes (pkg/kubelet/util/manager/watch_based_manager.go); here the middle of that
-ENV_ONLY_KEEP_S = 330.0
+TRANSIENT_KEEP_S = 330.0
 # a per-object watch may stay silent for its whole timeoutSeconds (up to an hour): reads wait that long
 OBJECT_READ_TIMEOUT_S = 2 * 1800.0 + 60.0
 
@@ -51,7 +51,7 @@ class TrackedPod:
     """What the kubelet keeps of one of its pods: the objects it references, and whether its start was acted on."""
 
     kept: frozenset[tuple[str, str, str]]  # (resource, namespace, name) its volumes and image pull secrets name
-    env_only: frozenset[tuple[str, str, str]]
+    transient: frozenset[tuple[str, str, str]]
     started_at: float
     stopping: bool = False
 
@@ -120,7 +120,7 @@ class NodeAgentUser(KubeUser):
             self.spawn(self.reflector(watch, **handler))
         while self.config.stop_at is None or time.time() < self.config.stop_at:
             gevent.sleep(min(30.0, max(0.1, (self.config.stop_at or time.time() + 30) - time.time())))
-            self.release_env_only()
+            self.release_transient()
         raise StopUser()
 
     def on_stop(self) -> None:
@@ -145,8 +145,8 @@ class NodeAgentUser(KubeUser):
             if event.type == "DELETED":
                 self.pods.pop(uid, None)
         elif tracked is None:
-            kept, env_only = pod_references(pod)
-            self.pods[uid] = TrackedPod(frozenset(kept), frozenset(env_only), time.time())
+            kept, transient = pod_references(pod)
+            self.pods[uid] = TrackedPod(frozenset(kept), frozenset(transient), time.time())
             self._later(self.pod_started, pod)
         self.refresh_object_watches()
 
@@ -182,13 +182,13 @@ class NodeAgentUser(KubeUser):
     def refresh_object_watches(self) -> None:
         """A watch per object the node's pods reference (started at once, as the kubelet's first read starts its
         reflector), stopped when no pod of the node references it any more (an object only environment
-        variables name: ENV_ONLY_KEEP_S after its pod started)."""
+        variables name: TRANSIENT_KEEP_S after its pod started)."""
         now = time.time()
         wanted: set[tuple[str, str, str]] = set()
         for pod in self.pods.values():
             wanted |= pod.kept
-            if now < pod.started_at + ENV_ONLY_KEEP_S:
-                wanted |= pod.env_only
+            if now < pod.started_at + TRANSIENT_KEEP_S:
+                wanted |= pod.transient
         for key in set(self.objects) - wanted:
             reflector, _ = self.objects.pop(key)
             reflector.stop()
@@ -197,9 +197,21 @@ class NodeAgentUser(KubeUser):
             reflector = self.reflector(object_watch(resource), namespace=namespace, name=name)
             self.objects[key] = (reflector, self.spawn(reflector))
 
-    def release_env_only(self) -> None:
-        if self.agent == KUBELET and any(pod.env_only for pod in self.pods.values()):
+    def release_transient(self) -> None:
+        if self.agent == KUBELET and any(pod.transient for pod in self.pods.values()):
             self.refresh_object_watches()
+
+
+def pod_references(pod: dict[str, Any]) -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]:
+    """(kept, transient) (resource, namespace, name) of the ConfigMaps and Secrets a pod names, as its kubelet
+    watches them (kube/pod_references.py)."""
+    kept: set[tuple[str, str, str]] = set()
+    transient: set[tuple[str, str, str]] = set()
+    for resource in PER_OBJECT.values():
+        held, dropped = referenced_objects(pod, resource)
+        kept |= {(resource, namespace, name) for namespace, name in held}
+        transient |= {(resource, namespace, name) for namespace, name in dropped}
+    return kept, transient
 
 
 def _token_sources(spec: dict[str, Any]) -> list[dict[str, Any]]:
