@@ -40,6 +40,9 @@ RESOURCES: dict[str, ApiResource] = {
                                        namespaced=False),
     "selfsubjectaccessreviews": ApiResource("/apis/authorization.k8s.io/v1", "SelfSubjectAccessReview",
                                             namespaced=False),
+    "flowschemas": ApiResource("/apis/flowcontrol.apiserver.k8s.io/v1", "FlowSchema", namespaced=False),
+    "prioritylevelconfigurations": ApiResource("/apis/flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration",
+                                               namespaced=False),
 }
 _BY_KIND = {(r.api_version, r.kind): name for name, r in RESOURCES.items()}
 

@@ -18,6 +18,7 @@ import threading
 import time
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -94,6 +95,16 @@ def answer_status(body: bytes, content_type: str | None) -> str:
     return status_message(status_of(body, content_type) or body)
 
 
+@dataclass(frozen=True)
+class Answer:
+    """One answered request: its status, its JSON body ({} for none, or for a status asked to be taken) and its
+    headers (urllib3's, looked up without regard to case)."""
+
+    status: int
+    body: dict[str, Any]
+    headers: Mapping[str, str]
+
+
 class RestClient:
     def __init__(self, access: ClusterAccess, *, pool_size: int = 32, timeout_s: float = 30.0,
                  user_agent: str = USER_AGENT) -> None:
@@ -133,6 +144,12 @@ class RestClient:
     def request(self, method: str, path: str, body: Any = None, *, params: dict[str, Any] | None = None,
                 content_type: str = "application/json", ok: tuple[int, ...] = ()) -> dict[str, Any]:
         """Send one request; statuses in `ok` (besides 2xx) return {} instead of raising."""
+        return self.answer(method, path, body, params=params, content_type=content_type, ok=ok).body
+
+    def answer(self, method: str, path: str, body: Any = None, *, params: dict[str, Any] | None = None,
+               content_type: str = "application/json", ok: tuple[int, ...] = ()) -> Answer:
+        """request(), with the answer's status and headers too (what the apiserver says of the request beside
+        its body, such as the flow-control headers)."""
         url = self.access.server + path + (f"?{urlencode(params)}" if params else "")
         headers = dict(self.headers)
         data = None
@@ -150,9 +167,9 @@ class RestClient:
         except TRANSPORT_ERRORS as error:
             raise ApiError(0, short_error(error), method, path) from None
         if 200 <= response.status < 300:
-            return json.loads(response.data) if response.data else {}
+            return Answer(response.status, json.loads(response.data) if response.data else {}, response.headers)
         if response.status in ok:
-            return {}
+            return Answer(response.status, {}, response.headers)
         raise ApiError(response.status, status_message(response.data), method, path)
 
     def answers(self, path: str, timeout_s: float = 2.0) -> bool:

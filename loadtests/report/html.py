@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from loadtests.analysis import figures
+from loadtests.analysis.flow_control import ClientInStep, clients_in_step
 from loadtests.analysis.formats import first_few
 from loadtests.analysis.roll import run_verdicts
 from loadtests.analysis.slo import Verdict, classify, resource_label, thresholds, verdicts
@@ -23,6 +24,7 @@ from loadtests.report.profiles import StepProfiles, change_tables, step_profiles
 from loadtests.report.redact import REDACTED_NOTE, redact
 from loadtests.report.roll import RollView, roll_view
 from loadtests.results import RunResult, StepResult, load
+from loadtests.results.flow_control import ClientClass
 from loadtests.results.processes import CPU_BOUND_PERCENT
 
 REPORT_FILE = "report.html"
@@ -60,6 +62,7 @@ class StepView:
     client_costs: list[audit.ClientCost] = field(default_factory=list)  # empty: no audit log read
     roll: RollView | None = None  # a rolling upgrade in this step's window
     profiles: StepProfiles | None = None  # where the CPU went (pprof); None: not profiled
+    clients: list[ClientInStep] = field(default_factory=list)  # the run's client classes beside flow control's rows
 
 
 RECORDED_LOADGEN_NOTE = "load generator CPU-bound"
@@ -142,7 +145,7 @@ def object_rows(step: StepResult) -> list[tuple[str, str, str]]:
     return [(k, page.number(step.objects.get(k)), page.number(step.storage_objects.get(k))) for k in ordered]
 
 
-def step_view(step: StepResult, step_verdicts: list[Verdict]) -> StepView:
+def step_view(step: StepResult, step_verdicts: list[Verdict], clients: list[ClientClass] | None = None) -> StepView:
     by_slo = {v.slo: v for v in step_verdicts}
     rows = []
     for entry in step.server:
@@ -158,7 +161,8 @@ def step_view(step: StepResult, step_verdicts: list[Verdict]) -> StepView:
                     count_rows=count_rows(step),
                     health_cells=health_cells(step) if step.health.samples else [],
                     health_details=health_details(step), health_panel=health_panel(step),
-                    client_costs=audit.client_costs(step), roll=roll_view(step), profiles=step_profiles(step))
+                    client_costs=audit.client_costs(step), roll=roll_view(step), profiles=step_profiles(step),
+                    clients=clients_in_step(clients or [], step.flow_control))
 
 
 def verdict_matrix(run: RunResult, found: list[Verdict]) -> list[tuple[str, str, list[Verdict | None]]]:
@@ -246,6 +250,9 @@ def metadata(run: RunResult) -> dict[str, Any]:
         "versions": dict(flatten(versions)),
         "environment": flatten({"plan target": plan.get("target", {})}) + flatten(others),
         "elapsed_s": _elapsed(run.started_at, run.finished_at),
+        # who the harness's clients were meant to be (plan.IDENTITIES); plans from before it: the admin
+        "identities": (plan.get("target") or {}).get("identities", "admin") if isinstance(plan.get("target"), dict)
+        else "admin",
         "redacted_note": REDACTED_NOTE,
     }
 
@@ -258,7 +265,7 @@ def context(run: RunResult) -> dict[str, Any]:
         by_step.setdefault(v.step_index, []).append(v)
     nodes, labels = card.step_axis(run)
     panels = charts.run_panels(figures.series(run), nodes, labels, figures.chart_sources(run)) if run.steps else []
-    views = [step_view(step, by_step.get(step.index, [])) for step in run.steps]
+    views = [step_view(step, by_step.get(step.index, []), run.clients) for step in run.steps]
     projected = projection.view(run) if run.steps else None
     return {
         "run": run,

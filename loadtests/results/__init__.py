@@ -19,6 +19,8 @@ Schema (version 1), all times in seconds, sizes in bytes, rates per second:
     started_at, finished_at: ISO-8601 UTC
     plan: the validated plan as a mapping (see loadtests/config/plan.py); plan_digest: sha256 of its steps+load
     environment: versions (kubernetes, etcd, kwok, locust, python), target, machine (cpus, memory, platform)
+    clients: who the harness's clients were to the apiserver's flow control (ClientClass, results/flow_control.py;
+        [] where not measured, as in files written before it)
     steps: list of StepResult, in order: its frame, then each section's keys (results/sections.py):
         index, name, nodes, pods_per_node, started_at, duration_s (measured window)
         ramp: nodes_ready_s, pods_running_s (time to reach the step's scale), harness_cpu_s (the harness's CPU
@@ -46,6 +48,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loadtests.errors import UnreadableFile, text_of, unreadable
+from loadtests.results.flow_control import ClientClass
 from loadtests.results.schema import build
 from loadtests.results.sections import SECTIONS
 
@@ -160,6 +163,7 @@ class RunResult:
     finished_at: str | None = None
     status: str = "running"
     error: str | None = None
+    clients: list[ClientClass] = field(default_factory=list)  # measured once, after the target is up
     steps: list[StepResult] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 

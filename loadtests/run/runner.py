@@ -43,7 +43,9 @@ from loadtests.errors import (
 from loadtests.kube.rest import RestClient
 from loadtests.load.contract import run_label
 from loadtests.load.remote import MasterBind
+from loadtests.measure.client_classes import client_classes, run_clients
 from loadtests.results import RunResult, StepEvent, StepResult
+from loadtests.results.flow_control import ClientClass
 from loadtests.run.capacity import PlannedSteps, StepChooser, step_failures
 from loadtests.run.cl2 import Cl2Load
 from loadtests.run.fleet import FLEET_USER_AGENT, Fleet
@@ -135,6 +137,7 @@ class Runner:
                 self._target_up = True
                 run.environment["versions"].update(info.versions)
                 run.environment["server"] = "local 127.0.0.1" if info.kind == "local" else "existing cluster"
+                run.clients = self._clients(info)
                 self._save(run)
                 with HealthWatch(self.target.health_checks(), self._on_fault, on_event=self._on_event,
                                  unresponsive_s=plan.target.unresponsive_s) as watch:
@@ -226,6 +229,14 @@ class Runner:
                 self.target.down()
             except Exception as error:  # noqa: BLE001 - report, never mask the run's own outcome
                 self.say(f"warning: teardown: {error}")
+
+    def _clients(self, info: TargetInfo) -> list[ClientClass]:
+        """Who the run's clients are to the apiserver's flow control, asked once the target answers (before any
+        step, so outside every measured window), and said."""
+        found = client_classes(run_clients(info), info.access)
+        self.say("clients to flow control (flow schema / priority level): " + "; ".join(
+            f"{c.client} {c.flow_schema or '?'} / {c.priority_level or '?'}" for c in found))
+        return found
 
     def _workers(self) -> int:
         return self.plan.workers if self.options.workers is None else self.options.workers

@@ -198,6 +198,10 @@ def test_a_run_against_the_existing_cluster_leaves_it_as_it_was(their_plane: Loc
     assert run.steps[0].client and sum(c.count for c in run.steps[0].client) > 0
     assert run.environment["server"] == "existing cluster"
     assert run.environment["versions"]["kubernetes"] == versions.DEFAULT_KUBE_VERSION
+    # who its clients are to flow control, asked of the cluster at the start: every class sends as the
+    # kubeconfig's user here, an admin, so all are exempt
+    assert [c.client for c in run.clients] == ["harness", "load", "nodes joining"], run.clients
+    assert all((c.flow_schema, c.priority_level, c.exempt) == ("exempt", "exempt", True) for c in run.clients)
     # profiled where it can be: the apiserver's /debug/pprof answers the kubeconfig's user, etcd is out of reach
     step = run.steps[0]
     cpu = profiles.find(step.profiles, "kube-apiserver", "cpu")

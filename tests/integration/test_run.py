@@ -17,6 +17,9 @@ def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     run = results.load(out)
     assert run.status == "complete" and [s.nodes for s in run.steps] == [10, 20]
+    # who its clients were to flow control, asked once at the start: every class the admin (identities admin)
+    assert [(c.client, c.priority_level, c.exempt) for c in run.clients] == [
+        ("harness", "exempt", True), ("load", "exempt", True), ("nodes joining", "exempt", True)], run.clients
     assert (out / "report.html").stat().st_size > 100_000 and (out / "junit.xml").exists()
     html = (out / "report.html").read_text()
     assert "Who is expensive" in html
@@ -65,6 +68,12 @@ def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
                               and r.verb == "POST" and r.resource == "pods")
         assert abs(audited_creates - client_creates) <= 0.05 * client_creates, (audited_creates, client_creates)
         assert step.audit.unreadable == 0 and step.audit.notes == []
+        # flow control per priority level and, within each, per flow schema; the load and kwok are system:masters
+        # here (identities admin): exempt, with the admin's requests
+        levels = {level.priority_level: level for level in step.flow_control}
+        assert "exempt" in {s.flow_schema for s in levels["exempt"].flow_schemas}, levels["exempt"]
+        for level in levels.values():
+            assert sum(s.dispatched or 0 for s in level.flow_schemas) == level.dispatched, level
         # where the CPU went: each component's pprof profile of the window, kept as served and read back
         assert not [note for note in step.notes if note.startswith("not profiled")], step.notes
         for component in ("kube-apiserver", "etcd"):

@@ -244,17 +244,37 @@ def test_a_report_refuses_a_picked_page_of_another_plan_or_none(browser: Chromiu
 
 
 def test_flow_control_per_priority_level_has_its_table(browser: Chromium, tmp_path: Path) -> None:
-    """The flow-control probe's section in a table of its own; a step without it says "not measured"."""
+    """The flow-control probe's section in a table of its own, each level's flow schemas under it, and who the
+    run's clients were beside it; a step without it says "not measured"."""
     def flooded(data: dict) -> None:
         data["steps"][-1]["flow_control"] = [
             {"priority_level": "global-default", "dispatched": 5400, "queued": 812, "queued_over_s": 0.005,
-             "rejected": 37, "waited": 5437, "wait_p99_s": 1.25, "wait_bound": "", "in_queue_at_close": 12},
-            {"priority_level": "exempt", "dispatched": 900}]
+             "rejected": 37, "waited": 5437, "wait_p99_s": 1.25, "wait_bound": "", "in_queue_at_close": 12,
+             "flow_schemas": [{"flow_schema": "global-default", "dispatched": 5400, "queued": 812, "rejected": 37}]},
+            {"priority_level": "exempt", "dispatched": 900}]  # as files written before flow schemas were kept
+        data["plan"].setdefault("target", {})["identities"] = "production"
+        data["clients"] = [
+            {"client": "harness", "user": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"],
+             "flow_schema": "exempt", "priority_level": "exempt", "exempt": True},
+            {"client": "load", "user": "loadtest-load", "groups": ["system:authenticated"],
+             "flow_schema": "global-default", "priority_level": "global-default", "exempt": False},
+            {"client": "nodes joining", "user": "kwok-controller", "groups": ["system:nodes", "system:authenticated"],
+             "flow_schema": "system-nodes", "priority_level": "system", "exempt": False}]
 
     page = open_page(browser, write_report(edited_run(SAMPLE, tmp_path / "run", flooded)))
     text = page.evaluate("document.body.innerText")
     assert "Flow control: who waited, who was turned away" in text
-    rows = page.evaluate("[...document.querySelectorAll('table.flow-control tbody tr')].map(r => r.innerText)")
+    rows = page.evaluate("[...document.querySelectorAll('table.flow-control tbody tr:not(.flow-schema)')]"
+                         ".map(r => r.innerText)")
     assert len(rows) == 2 and rows[0].split("\t")[:4] == ["global-default", "5,400", "812 (> 5.0 ms)", "37"], rows
+    schemas = page.evaluate("[...document.querySelectorAll('table.flow-control tr.flow-schema')].map(r => r.innerText)")
+    assert len(schemas) == 1 and schemas[0].split("\t")[1:4] == ["5,400", "812", "37"], schemas
     assert "Not measured for this step" in text  # the earlier steps carry no flow-control section
+    assert "Who the clients are to the apiserver" in text and 'identities "production"' in text
+    last = "[...document.querySelectorAll('table.flow-clients')].pop()"  # the flooded step's
+    clients = page.evaluate(f"[...{last}.querySelectorAll('tbody tr')].map(r => r.innerText.split('\\t'))")
+    assert [c[0] for c in clients] == ["harness", "load", "nodes joining"], clients
+    assert clients[1][3:8] == ["global-default", "global-default", "5,400", "812", "37"], clients
+    assert "exempt: never queued" in clients[0][4] and clients[0][5] == "not kept per flow schema", clients
+    assert clients[2][5] == "none in this window", clients  # its level dispatched nothing in this step
     assert_clean(page)
