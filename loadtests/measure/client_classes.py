@@ -20,6 +20,8 @@ from typing import Any
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.errors import ApiError
+from loadtests.kube.node_identity import NodeIdentities
+from loadtests.kube.objects import node_name
 from loadtests.kube.rest import Answer, RestClient
 from loadtests.results.flow_control import ClientClass
 
@@ -108,11 +110,17 @@ def _one(name: str, access: ClusterAccess, names: FlowNames) -> ClientClass:
     return classify(name, answer, names)
 
 
-def run_clients(info: TargetInfo) -> dict[str, ClusterAccess]:
+def run_clients(info: TargetInfo, node_agents: NodeIdentities | None = None,
+                agents_asked: bool = False) -> dict[str, ClusterAccess]:
     """The classes a run's clients fall into, by what the target gives: the harness (probes, fleet, clean-up),
-    the load, nodes that join, and the load's scenarios that send as a tenant of their own (one class a tenant)."""
+    the load, nodes that join, the load's node agents where it has them (`agents_asked`: each kubelet as its node
+    and kube-proxy as its ServiceAccount, given `node_agents`; else the load's user), and the load's scenarios that
+    send as a tenant of their own (one class a tenant)."""
     found = {"harness": info.access, "load": info.load_access or info.access,
              "nodes joining": info.node_access or info.access}
+    if agents_asked:
+        found["node agents: kubelet"] = node_agents.node_access(node_name(0)) if node_agents else found["load"]
+        found["node agents: kube-proxy"] = node_agents.proxy_access() if node_agents else found["load"]
     tenants: dict[ClusterAccess, list[str]] = {}
     for scenario, access in info.scenario_access.items():
         tenants.setdefault(access, []).append(scenario)

@@ -25,6 +25,7 @@ from loadtests.analysis import saturation
 from loadtests.analysis.scrapes import step_folder
 from loadtests.analysis.slo import thresholds
 from loadtests.config.plan import Plan, Step
+from loadtests.config.scenarios import needs_node_identities
 from loadtests.controlplane.base import Target, TargetInfo
 from loadtests.controlplane.health import HealthWatch
 from loadtests.errors import (
@@ -40,6 +41,7 @@ from loadtests.errors import (
     full_disk_of,
     write_error_log,
 )
+from loadtests.kube.objects import node_name
 from loadtests.kube.rest import RestClient
 from loadtests.load.contract import run_label
 from loadtests.load.remote import MasterBind
@@ -233,7 +235,9 @@ class Runner:
     def _clients(self, info: TargetInfo) -> list[ClientClass]:
         """Who the run's clients are to the apiserver's flow control, asked once the target answers (before any
         step, so outside every measured window), and said."""
-        found = client_classes(run_clients(info), info.access)
+        agents = needs_node_identities(self.plan.load)
+        identities = self.target.node_identities([node_name(0)]) if agents else None
+        found = client_classes(run_clients(info, identities, agents), info.access)
         self.say("clients to flow control (flow schema / priority level): " + "; ".join(
             f"{c.client} {c.flow_schema or '?'} / {c.priority_level or '?'}" for c in found))
         return found
