@@ -41,8 +41,10 @@ from loadtests.kube.watch import (
 from loadtests.kube.watch_protobuf import (
     API_VERSIONS,
     FRAME_HEADER,
+    INLINE,
     MAX_FRAME,
     MESSAGES,
+    SUMMARY_FIELDS,
     ProtobufWatchDecoder,
     decode_object,
     encode_frame,
@@ -428,6 +430,22 @@ class TestPodReferences:
         for resource in ("configmaps", "secrets"):
             assert referenced_objects({"metadata": {"namespace": "loadtest-churn"}, "spec": spec}, resource) == \
                 referenced_objects(full, resource)
+
+    def test_every_summary_path_names_fields_the_kinds_message_has(self) -> None:
+        """A misspelt path would read nothing, silently: each step is a field, or one of an embedded struct's."""
+        def field(descriptor: Any, name: str) -> Any:
+            inlined = [f.message_type for f in descriptor.fields
+                       if f.message_type is not None and (f.name, f.message_type.name) in INLINE]
+            return descriptor.fields_by_name.get(name) or next(
+                (found for inner in inlined if (found := field(inner, name)) is not None), None)
+
+        for kind, paths in SUMMARY_FIELDS.items():
+            for path in paths:
+                descriptor = MESSAGES[("v1", kind)].DESCRIPTOR
+                for name in path.split("."):
+                    found = field(descriptor, name)
+                    assert found is not None, (kind, path, name)
+                    descriptor = found.message_type
 
     def test_a_pod_naming_none_has_none_of_those_fields(self) -> None:
         plain = core_v1_pb2.Pod()
