@@ -35,20 +35,44 @@ class ListWatchApi(Protocol):
 
 
 class Backoff:
-    """Exponential backoff with jitter, so a failing apiserver is not hammered by every watcher at once."""
+    """Exponential backoff with jitter, so a failing apiserver is not hammered by every watcher at once: each wait
+    is the current delay times a random factor in `jitter` (low, high), the delay doubling up to max_s.
+
+    By default a success starts it over (reset()). With `reset_after_s` it follows client-go@v0.37.2's reflector
+    instead (`tools/cache/reflector.go`, `NewReflectorWithOptions`: `wait.Backoff{...}.DelayWithReset(clock,
+    defaultBackoffReset)`; apimachinery `wait/backoff.go`, `backoffManager.Step`): a success changes nothing, and
+    the delay starts over once more than reset_after_s has passed since it last started over (its creation, or
+    the previous start-over), failures or not. See client_go()."""
 
     def __init__(self, first_s: float = 0.5, max_s: float = 10.0, sleep: Callable[[float], Any] = time.sleep,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, *, jitter: tuple[float, float] = (0.5, 1.5),
+                 reset_after_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.first_s, self.max_s, self._sleep = first_s, max_s, sleep
+        self.jitter, self.reset_after_s, self._clock = jitter, reset_after_s, clock
         self._rng = rng or random.Random()
         self._next = first_s
+        self._started = clock()
+
+    @classmethod
+    def client_go(cls, sleep: Callable[[float], Any] = time.sleep, rng: random.Random | None = None,
+                  clock: Callable[[], float] = time.monotonic) -> Backoff:
+        """client-go's reflector backoff (`reflector.go`: defaultBackoffInit 800 ms, defaultBackoffMax 30 s,
+        defaultBackoffFactor 2, defaultBackoffJitter 1.0, defaultBackoffReset 2 min): waits of 0.8-1.6 s,
+        1.6-3.2 s, ... doubling, then 30-60 s (`wait.Jitter`: the delay plus up to once more), starting over
+        2 minutes after it last did."""
+        return cls(0.8, 30.0, sleep, rng, jitter=(1.0, 2.0), reset_after_s=120.0, clock=clock)
 
     def wait(self) -> None:
-        self._sleep(self._next * (0.5 + self._rng.random()))
+        if self.reset_after_s is not None and self._clock() - self._started > self.reset_after_s:
+            self._next, self._started = self.first_s, self._clock()
+        low, high = self.jitter
+        self._sleep(self._next * (low + (high - low) * self._rng.random()))
         self._next = min(self.max_s, self._next * 2)
 
     def reset(self) -> None:
-        self._next = self.first_s
+        """A success: the next wait is the first again, unless only time starts this backoff over."""
+        if self.reset_after_s is None:
+            self._next = self.first_s
 
     def spread(self, most_s: float) -> None:
         """A random wait in [0, most_s): reconnects of many clients spread over that long."""

@@ -4,7 +4,9 @@ apiserver, which the kubernetes client's model classes would not.
 
 It speaks the same LIST/WATCH interface as the load's gevent client, so the same Reflector drives both, and
 it counts what it sent per (verb, resource), so the runner can take the harness's own requests off the
-apiserver's counts. Every failure is an ApiError (status 0: no answer).
+apiserver's counts (every attempt: the apiserver counts each). It resends as client-go does (kube/retry.py: a 429
+or 5xx with Retry-After, a GET whose connection broke), and counts the resends. Every failure is an ApiError
+(status 0: no answer).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import ssl
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -29,6 +31,7 @@ from loadtests.kube.encoding import decoder_for, object_of, status_of
 from loadtests.kube.errors import ApiError, Gone, status_message
 from loadtests.kube.names import ListNames
 from loadtests.kube.paths import resource_path
+from loadtests.kube.retry import CLIENT_GO, Retried, RetryPolicy
 from loadtests.kube.watch import (
     WATCH_READ_TIMEOUT_S,
     WATCH_TIMEOUT_MIN_S,
@@ -41,7 +44,7 @@ from loadtests.kube.watch import (
 USER_AGENT = "k8s-loadtest"
 TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
 # A pooled connection the apiserver closed (it restarted, or the load balancer cut it) fails the next request on
-# it before anything was sent: client-go sends a GET once more on such a reset or EOF, and so does this client.
+# it: client-go resends a GET after such a reset or EOF (kube/retry.py), and so does this client.
 RESET_ERRORS = (urllib3.exceptions.ProtocolError, ConnectionResetError, BrokenPipeError)
 
 # The scheduler's and controller-manager's serving certificates are self-signed on loopback: health checks and
@@ -106,15 +109,20 @@ class Answer:
 
 
 class RestClient:
+    """`retry`: when a request is sent again (client-go's rule unless said otherwise); `sleep`: how it waits."""
+
     def __init__(self, access: ClusterAccess, *, pool_size: int = 32, timeout_s: float = 30.0,
-                 user_agent: str = USER_AGENT) -> None:
+                 user_agent: str = USER_AGENT, retry: RetryPolicy = CLIENT_GO,
+                 sleep: Callable[[float], Any] = time.sleep) -> None:
         self.access = access
         self.timeout_s = timeout_s
+        self.retry, self._sleep = retry, sleep
         self.pool = pool_manager(access, num_pools=4, maxsize=pool_size, block=True,
                                  timeout=urllib3.Timeout(connect=5.0, read=timeout_s), retries=False)
         self.headers = {"Accept": "application/json", "User-Agent": user_agent}  # credentials: per request
         self._lock = threading.Lock()
         self._sent: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._retried: dict[tuple[str, str], Retried] = {}
 
     # --- bookkeeping ------------------------------------------------------------------------------------
 
@@ -124,9 +132,20 @@ class RestClient:
             self._sent[key] += 1
 
     def sent(self) -> dict[tuple[str, str], int]:
-        """Requests sent so far per (apiserver verb, resource)."""
+        """Requests sent so far per (apiserver verb, resource), every resend included."""
         with self._lock:
             return dict(self._sent)
+
+    def _count_retry(self, method: str, path: str, wait_s: float) -> None:
+        key = verb_and_resource(method, path)
+        with self._lock:
+            count, waited_s = self._retried.get(key, Retried(0, 0.0))
+            self._retried[key] = Retried(count + 1, waited_s + wait_s)
+
+    def retried(self) -> dict[tuple[str, str], Retried]:
+        """Resends so far per (apiserver verb, resource), and the seconds waited before them."""
+        with self._lock:
+            return dict(self._retried)
 
     # --- plain requests ---------------------------------------------------------------------------------
 
@@ -150,27 +169,45 @@ class RestClient:
                content_type: str = "application/json", ok: tuple[int, ...] = ()) -> Answer:
         """request(), with the answer's status and headers too (what the apiserver says of the request beside
         its body, such as the flow-control headers)."""
-        url = self.access.server + path + (f"?{urlencode(params)}" if params else "")
         headers = dict(self.headers)
         data = None
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = content_type
-        self._count(method, path + (f"?{urlencode(params)}" if params else ""))
-        try:
-            try:
-                response = self._send(method, url, body=data, headers=headers)
-            except RESET_ERRORS:
-                if method.upper() != "GET":
-                    raise
-                response = self._send(method, url, body=data, headers=headers)
-        except TRANSPORT_ERRORS as error:
-            raise ApiError(0, short_error(error), method, path) from None
+        target = path + (f"?{urlencode(params)}" if params else "")
+        response = self._exchange(method, target, headers, (method, path), body=data)
         if 200 <= response.status < 300:
             return Answer(response.status, json.loads(response.data) if response.data else {}, response.headers)
         if response.status in ok:
             return Answer(response.status, {}, response.headers)
         raise ApiError(response.status, status_message(response.data), method, path)
+
+    def _exchange(self, method: str, target: str, headers: dict[str, str], failure: tuple[str, str],
+                  **options: Any) -> urllib3.BaseHTTPResponse:
+        """One request (`target`: its path and query) and its resends by the retry policy, each counted; the last
+        answer is returned. A connection error that is not resent is an ApiError of status 0 with `failure`'s
+        verb and path."""
+        url = self.access.server + target
+        retries = 0
+        while True:
+            self._count(method, target)
+            try:
+                response = self._send(method, url, headers, **options)
+            except RESET_ERRORS as error:
+                wait_s = self.retry.after_broken_connection(method, retries)
+                if wait_s is None:
+                    raise ApiError(0, short_error(error), *failure) from None
+            except TRANSPORT_ERRORS as error:
+                raise ApiError(0, short_error(error), *failure) from None
+            else:
+                wait_s = self.retry.after_answer(response.status, response.headers, retries)
+                if wait_s is None:
+                    return response
+                response.drain_conn()  # read to its end, so that the connection goes back to the pool
+                response.release_conn()
+            self._count_retry(method, target, wait_s)
+            self._sleep(wait_s)
+            retries += 1
 
     def answers(self, path: str, timeout_s: float = 2.0) -> bool:
         """Whether a plain GET (a health endpoint such as /livez) is answered 200 within timeout_s."""
@@ -225,16 +262,8 @@ class RestClient:
         """One LIST page as a dict, asked for in `encoding`."""
         if encoding == "json":
             return self.get(path, **query)
-        url = f"{self.access.server}{path}?{urlencode(query)}"
-        self._count("GET", f"{path}?{urlencode(query)}")
         headers = {**self.headers, "Accept": accept(encoding)}
-        try:
-            try:
-                response = self._send("GET", url, headers)
-            except RESET_ERRORS:  # a pooled connection the apiserver closed: sent once more, as request() does
-                response = self._send("GET", url, headers)
-        except TRANSPORT_ERRORS as error:
-            raise ApiError(0, short_error(error), "GET", path) from None
+        response = self._exchange("GET", f"{path}?{urlencode(query)}", headers, ("GET", path))
         if response.status != 200:
             raise ApiError(response.status, answer_status(response.data, response.headers.get("Content-Type")),
                            "GET", path)
@@ -253,14 +282,9 @@ class RestClient:
                             field_selector=field_selector, label_selector=label_selector,
                             initial_events=initial_events)
         path = resource_path(resource, namespace, query=query)
-        self._count("GET", path)
-        try:
-            response = self._send("GET", self.access.server + path, {**self.headers, "Accept": accept(encoding)},
+        response = self._exchange("GET", path, {**self.headers, "Accept": accept(encoding)}, ("WATCH", path),
                                   preload_content=False,
-                                  timeout=urllib3.Timeout(connect=5.0, read=min(WATCH_READ_TIMEOUT_S,
-                                                                                timeout_s + 60)))
-        except TRANSPORT_ERRORS as error:
-            raise ApiError(0, short_error(error), "WATCH", path) from None
+                                  timeout=urllib3.Timeout(connect=5.0, read=min(WATCH_READ_TIMEOUT_S, timeout_s + 60)))
         if response.status != 200:
             body = response.read()
             response.release_conn()

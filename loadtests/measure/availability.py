@@ -19,6 +19,7 @@ from loadtests.controlplane.processes import http_ok
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.errors import ApiError
 from loadtests.kube.rest import RestClient
+from loadtests.kube.retry import ONCE_ON_RESET
 from loadtests.results.roll import ProbeSecond
 
 PROBE_PATH = "/api/v1/namespaces/default"  # a read etcd serves (no resourceVersion: a quorum read)
@@ -35,7 +36,9 @@ class AvailabilityProbe:
         self.qps = qps
         self.apiservers = apiservers
         self._clock = clock
-        self._client = RestClient(access, pool_size=8, timeout_s=PROBE_TIMEOUT_S, user_agent=PROBE_USER_AGENT)
+        # not client-go's resends of a 429 or 5xx: each probe says what was answered in the second it was sent
+        self._client = RestClient(access, pool_size=8, timeout_s=PROBE_TIMEOUT_S, user_agent=PROBE_USER_AGENT,
+                                  retry=ONCE_ON_RESET)
         self._tls = access.ssl_context()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="availability-probe")
         self._answers: list[tuple[int, str, float]] = []  # (second, "ok" or what failed, seconds taken)

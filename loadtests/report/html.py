@@ -129,11 +129,14 @@ def _gauge(name: str, value: Any) -> str:
 
 def count_rows(step: StepResult) -> list[tuple[str, int, int, str]]:
     """Each verb+resource the load sent: the client's count (all its request kinds of that verb+resource,
-    e.g. "LIST pods (rv=0)" and "LIST pods (informer, rv=0)") beside the apiserver's, and where the audit log
-    says the apiserver's came from."""
+    e.g. "LIST pods (rv=0)" and "LIST pods (informer, rv=0)"; rows of that verb only, so that a RETRY row of the
+    same name, whose resends are entries of the request's own row already, is not counted twice) beside the
+    apiserver's, and where the audit log says the apiserver's came from."""
     rows = []
     for key, server in sorted(step.server_requests.items()):
-        client = sum(c.count for c in step.client if c.name == key or c.name.startswith(key + " "))
+        verb = key.partition(" ")[0]
+        client = sum(c.count for c in step.client
+                     if c.type == verb and (c.name == key or c.name.startswith(key + " ")))
         rows.append((key, client, server, audit.origins(step, key)))
     return rows
 

@@ -5,8 +5,9 @@ Every call fires a Locust request event (one stats row per request kind, named b
 kubernetes client's model classes are far too slow for this path. A watch fires one event when its response
 headers arrive (the time to establish it); its events are then read one by one as they come (JSON lines, or
 protobuf frames) and decoded by loadtests.kube.watch or watch_protobuf, each stamped with its receive time.
-Paths, names, decoding and the LIST+WATCH loop are the shared ones of loadtests.kube; only the gevent I/O is
-here.
+Paths, names, decoding, the LIST+WATCH loop and when to resend (loadtests.kube.retry: client-go's rule) are
+the shared ones of loadtests.kube; only the gevent I/O is here. A resend waits with gevent.sleep (it yields to
+the process's other users) and is a count of a RETRY row of the request's name.
 
 Nothing here imports Locust (the session is handed in): importing Locust monkey-patches the whole process
 for gevent, which tests and the runner must not suffer.
@@ -16,16 +17,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
+import gevent
 from geventhttpclient._parser import HTTPParseError
+from geventhttpclient.response import HTTPConnectionClosed
 
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.encoding import decoder_for, list_metadata, status_of
 from loadtests.kube.errors import Gone, WatchError
 from loadtests.kube.names import ListNames
 from loadtests.kube.paths import resource_path
+from loadtests.kube.retry import CLIENT_GO, RETRIED, RetryPolicy
 from loadtests.kube.watch import (
     WATCH_TIMEOUT_MIN_S,
     ListPage,
@@ -42,6 +46,9 @@ JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 
 _URL = re.compile(r"\w+://\S+")
+# a connection that broke under a request (geventhttpclient resends an idempotent one at once on a pooled
+# connection the server had closed, as many times as its pool is large, before it says so): a GET is resent
+BROKEN_CONNECTION = (ConnectionResetError, BrokenPipeError, HTTPConnectionClosed)
 
 
 def describe_failure(response: Any) -> str:
@@ -65,23 +72,52 @@ class KubeApi:
     None on failure rather than raising, so a failing apiserver shows up as failures in the stats, not as
     task exceptions."""
 
-    def __init__(self, session: FastHttpSession, access: ClusterAccess | None = None) -> None:
+    def __init__(self, session: FastHttpSession, access: ClusterAccess | None = None, *,
+                 retry: RetryPolicy = CLIENT_GO, sleep: Callable[[float], Any] = gevent.sleep) -> None:
         self.session = session
         self.access = access  # its credentials go with every request (a refreshing token changes)
+        self.retry, self._sleep = retry, sleep
 
     def call(self, verb: str, method: str, path: str, name: str, *, body: bytes | None = None,
              content_type: str = JSON, ok: Collection[int] = (200,), stream: bool = False,
              headers: dict[str, str] | None = None) -> ResponseContextManager:
-        """One request, recorded under `name` with the apiserver's verb as its type. A 401 to a token that
-        has since been refreshed is recorded, then sent once more with the new token."""
+        """One request, recorded under `name` with the apiserver's verb as its type, and resent as the retry
+        policy says (client-go's: a 429 or 5xx with Retry-After, a GET whose connection broke): every attempt is
+        an entry of that row, each resend a count of the RETRY row of the same name (its time: the wait before
+        it). The last answer is the caller's: a 429 still refused after the last resend is a failure."""
         request_headers = {"Content-Type": content_type} if body is not None else {}
         request_headers.update(headers or {})
-        response, sent = self._send(verb, method, path, name, body, request_headers, ok, stream)
+        retries = 0
+        while True:
+            response = self._attempt(verb, method, path, name, body, request_headers, ok, stream)
+            wait_s = self._retry_wait(method, response, retries)
+            if wait_s is None:
+                return response
+            if stream and response.status_code:
+                response._response.release()  # geventhttpclient's streaming response: give its connection back
+            self._sleep(wait_s)
+            self.session.request_event.fire(request_type=RETRIED, name=name, response_time=wait_s * 1000.0,
+                                            response_length=0, exception=None, context={})
+            retries += 1
+
+    def _attempt(self, verb: str, method: str, path: str, name: str, body: bytes | None, headers: dict[str, str],
+                 ok: Collection[int], stream: bool) -> ResponseContextManager:
+        """One attempt, recorded; a 401 to a token that has since been refreshed is recorded, then sent once more
+        with the new token."""
+        response, sent = self._send(verb, method, path, name, body, headers, ok, stream)
         if response.status_code == 401 and self.access is not None and self.access.rejected(sent):
             if stream:
                 response._response.release()  # geventhttpclient's streaming response: give its connection back
-            response, _ = self._send(verb, method, path, name, body, request_headers, ok, stream)
+            response, _ = self._send(verb, method, path, name, body, headers, ok, stream)
         return response
+
+    def _retry_wait(self, method: str, response: Any, retries: int) -> float | None:
+        """Seconds before resending, by the retry policy, or None: this answer (or error) is the caller's."""
+        if response.status_code:
+            return self.retry.after_answer(response.status_code, response.headers, retries)
+        if isinstance(getattr(response, "error", None), BROKEN_CONNECTION):
+            return self.retry.after_broken_connection(method, retries)
+        return None
 
     def _send(self, verb: str, method: str, path: str, name: str, body: bytes | None, headers: dict[str, str],
               ok: Collection[int], stream: bool) -> tuple[ResponseContextManager, dict[str, str]]:
