@@ -12,6 +12,9 @@ class ApiResource:
     prefix: str  # /api/v1 or /apis/<group>/<version>
     kind: str
     namespaced: bool = True
+    # the resource in the path, where the table's key is not it: two groups serving the same name (core's events
+    # and events.k8s.io's) are told apart by `<resource>.<group>`, as kubectl names them
+    plural: str = ""
 
     @property
     def api_version(self) -> str:
@@ -23,12 +26,21 @@ RESOURCES: dict[str, ApiResource] = {
     "nodes": ApiResource("/api/v1", "Node", namespaced=False),
     "namespaces": ApiResource("/api/v1", "Namespace", namespaced=False),
     "configmaps": ApiResource("/api/v1", "ConfigMap"),
+    "secrets": ApiResource("/api/v1", "Secret"),
     "services": ApiResource("/api/v1", "Service"),
     "endpoints": ApiResource("/api/v1", "Endpoints"),
     "events": ApiResource("/api/v1", "Event"),
-    "serviceaccounts": ApiResource("/api/v1", "ServiceAccount"),
+    "serviceaccounts": ApiResource("/api/v1", "ServiceAccount"),  # and its token subresource (a TokenRequest)
     "endpointslices": ApiResource("/apis/discovery.k8s.io/v1", "EndpointSlice"),
     "leases": ApiResource("/apis/coordination.k8s.io/v1", "Lease"),
+    "events.events.k8s.io": ApiResource("/apis/events.k8s.io/v1", "Event", plural="events"),
+    "runtimeclasses": ApiResource("/apis/node.k8s.io/v1", "RuntimeClass", namespaced=False),
+    "csidrivers": ApiResource("/apis/storage.k8s.io/v1", "CSIDriver", namespaced=False),
+    "csinodes": ApiResource("/apis/storage.k8s.io/v1", "CSINode", namespaced=False),
+    # GA in v1.37, served by default (its feature gate on, and certificates.k8s.io/v1 a stable version)
+    "podcertificaterequests": ApiResource("/apis/certificates.k8s.io/v1", "PodCertificateRequest"),
+    "servicecidrs": ApiResource("/apis/networking.k8s.io/v1", "ServiceCIDR", namespaced=False),
+    "resourceslices": ApiResource("/apis/resource.k8s.io/v1", "ResourceSlice", namespaced=False),
     "deployments": ApiResource("/apis/apps/v1", "Deployment"),
     "replicasets": ApiResource("/apis/apps/v1", "ReplicaSet"),
     "statefulsets": ApiResource("/apis/apps/v1", "StatefulSet"),
@@ -45,6 +57,16 @@ RESOURCES: dict[str, ApiResource] = {
                                                namespaced=False),
 }
 _BY_KIND = {(r.api_version, r.kind): name for name, r in RESOURCES.items()}
+_BY_GROUP = {(r.plural or name, r.api_version.rpartition("/")[0]): name for name, r in RESOURCES.items()}
+
+
+def resource_key(resource: str, group: str = "") -> str:
+    """The table's key of a resource of an API group ("": the core group), as audit logs and
+    loadtests/data/node_agents_reference.yaml name it: ("events", "events.k8s.io") is "events.events.k8s.io"."""
+    try:
+        return _BY_GROUP[(resource, group)]
+    except KeyError:
+        raise ValueError(f"no API path known for resource {resource!r} of group {group!r}") from None
 
 
 def resource_path(resource: str, namespace: str = "", name: str = "", subresource: str = "",
@@ -57,7 +79,7 @@ def resource_path(resource: str, namespace: str = "", name: str = "", subresourc
     path = api.prefix
     if namespace and api.namespaced:
         path += f"/namespaces/{namespace}"
-    path += f"/{resource}"
+    path += f"/{api.plural or resource}"
     if name:
         path += f"/{name}"
     if subresource:

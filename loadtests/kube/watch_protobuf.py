@@ -17,7 +17,8 @@ The wire, as the apiserver writes it (paths in k8s.io/apimachinery@v0.37.2 unles
 
 Objects become dicts in the JSON form's field names. By default only what the harness reads of an event is
 converted: kind, apiVersion and metadata (less managedFields) of any kind, and for the kinds in SUMMARY_FIELDS
-those fields too (a Pod's node, phase, conditions); `full=True` converts every field the message carries
+those fields too (a Pod's node, phase, conditions, and what a node's agents read of it: the ConfigMaps and
+Secrets it names); `full=True` converts every field the message carries
 (benchmarks/protobuf_decode.py measures both against json.loads). Metadata comes out as its JSON; elsewhere
 Go writes every plain string and number to protobuf, so a full object may hold an empty string or a zero where
 the JSON form leaves an omitempty field out.
@@ -30,12 +31,25 @@ import functools
 import json
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from google.protobuf.message import DecodeError, Message
 
 from loadtests.kube.errors import WatchError
-from loadtests.kube.pb import core_v1_pb2, meta_v1_pb2, runtime_pb2
+from loadtests.kube.pb import (
+    authentication_v1_pb2,
+    certificates_v1_pb2,
+    coordination_v1_pb2,
+    core_v1_pb2,
+    discovery_v1_pb2,
+    events_v1_pb2,
+    meta_v1_pb2,
+    networking_v1_pb2,
+    node_v1_pb2,
+    runtime_pb2,
+    storage_v1_pb2,
+)
 from loadtests.kube.watch import WatchEvent
 
 MAGIC = b"k8s\x00"
@@ -51,15 +65,36 @@ QUANTITY = "k8s.io.apimachinery.pkg.api.resource.Quantity"
 INT_OR_STRING = "k8s.io.apimachinery.pkg.util.intstr.IntOrString"
 RAW_EXTENSION = "k8s.io.apimachinery.pkg.runtime.RawExtension"
 
-# (apiVersion, kind) -> message, for the kinds whose .proto is generated: core/v1's, and meta/v1's Status
+# the generated API groups (loadtests/kube/pb/generate.py's SOURCES) and the apiVersion their kinds are served
+# as: a .proto names its Go package (k8s.io.api.discovery.v1), not its API group (discovery.k8s.io)
+API_VERSIONS: dict[str, ModuleType] = {
+    "v1": core_v1_pb2,
+    "discovery.k8s.io/v1": discovery_v1_pb2,
+    "node.k8s.io/v1": node_v1_pb2,
+    "storage.k8s.io/v1": storage_v1_pb2,
+    "networking.k8s.io/v1": networking_v1_pb2,
+    "coordination.k8s.io/v1": coordination_v1_pb2,
+    "certificates.k8s.io/v1": certificates_v1_pb2,
+    "events.k8s.io/v1": events_v1_pb2,
+    "authentication.k8s.io/v1": authentication_v1_pb2,
+}
+# (apiVersion, kind) -> message, for the kinds whose .proto is generated (every message of a group's module:
+# its kinds, their lists, and the types inside them, which no apiserver sends as a kind), and meta/v1's Status
 MESSAGES: dict[tuple[str, str], type[Message]] = {
-    **{("v1", name): getattr(core_v1_pb2, name) for name in core_v1_pb2.DESCRIPTOR.message_types_by_name},
+    **{(api_version, name): getattr(module, name) for api_version, module in API_VERSIONS.items()
+       for name in module.DESCRIPTOR.message_types_by_name},
     ("v1", "Status"): meta_v1_pb2.Status,
 }
-# what of a kind the harness reads besides metadata (a watcher's view of a Pod: where it runs, how it is doing);
-# all are omitempty in JSON, so their empty strings and zeros are left out, as in metadata
+# what of a kind the harness reads besides metadata, as dotted paths of the JSON form; a path through a list
+# reaches into each of its elements (spec.containers.env: every container's env). A Pod: where it runs and how it
+# is doing, for the load's watchers; for a node's agents, the ConfigMaps, Secrets and ServiceAccount it names (the
+# fields podutil.VisitPodConfigmapNames and VisitPodSecretNames visit, see kube/pod_references.py). All are
+# omitempty in JSON, so their empty strings and zeros are left out, as in metadata.
 SUMMARY_FIELDS: dict[str, tuple[str, ...]] = {
-    "Pod": ("spec.nodeName", "status.phase", "status.conditions", "status.podIP", "status.startTime"),
+    "Pod": ("spec.nodeName", "status.phase", "status.conditions", "status.podIP", "status.startTime",
+            "spec.volumes", "spec.imagePullSecrets", "spec.serviceAccountName",
+            *(f"spec.{containers}.{env}" for containers in ("initContainers", "containers", "ephemeralContainers")
+              for env in ("env", "envFrom"))),
     "Status": ("status", "message", "reason", "code", "details"),
 }
 
@@ -101,6 +136,10 @@ def _raw(raw: bytes) -> Any:
     return json.loads(raw) if raw else None
 
 
+# Go's named slices that protobuf wraps in a message of `items` (`+protobuf.nullable=true` in the generated .proto):
+# a list in JSON
+STRING_LISTS = frozenset({"k8s.io.api.authentication.v1.ExtraValue", "k8s.io.api.authentication.v1.AttestationValue",
+                          "k8s.io.api.certificates.v1.ExtraValue"})
 # the messages that marshal themselves (their Go types' MarshalJSON) -> their JSON value
 SPECIAL: dict[str, Callable[[Any], Any]] = {
     TIME: _time,
@@ -110,12 +149,15 @@ SPECIAL: dict[str, Callable[[Any], Any]] = {
     DURATION: lambda message: go_duration(message.duration),
     FIELDS_V1: lambda message: _raw(message.Raw),
     RAW_EXTENSION: lambda message: _raw(message.raw),
+    **{name: lambda message: list(message.items) for name in STRING_LISTS},
 }
 # Go's embedded structs: a field of their own in protobuf, their fields inlined in JSON (every `json:""` field of
-# k8s.io/api@v0.37.2/core/v1/types.go), as (field name, its message)
+# the types.go of k8s.io/api@v0.37.2's generated groups: core/v1's, and networking/v1's IngressRuleValue), as
+# (field name, its message)
 INLINE = frozenset({("volumeSource", "VolumeSource"), ("persistentVolumeSource", "PersistentVolumeSource"),
                     ("handler", "ProbeHandler"), ("localObjectReference", "LocalObjectReference"),
-                    ("ephemeralContainerCommon", "EphemeralContainerCommon")})
+                    ("ephemeralContainerCommon", "EphemeralContainerCommon"),
+                    ("ingressRuleValue", "IngressRuleValue")})
 
 
 def _bytes(value: bytes) -> str:
@@ -131,93 +173,122 @@ def object_meta(message: Any) -> dict[str, Any]:
 OMIT_EMPTY = frozenset({META + "ObjectMeta", META + "ListMeta"})
 
 
-def _element(field: Any) -> Callable[[Any], Any] | None:
+def _omitting_dict(message: Any) -> dict[str, Any]:
+    return message_dict(message, omit_empty=True)
+
+
+def _element(field: Any, omit_empty: bool) -> Callable[[Any], Any] | None:
     """How one value of a field becomes JSON (None: as it is)."""
     if field.message_type is None:
         return _bytes if field.type == field.TYPE_BYTES else None
     name = field.message_type.full_name
-    return object_meta if name in OMIT_EMPTY else SPECIAL.get(name, message_dict)
+    return object_meta if name in OMIT_EMPTY else SPECIAL.get(name, _omitting_dict if omit_empty else message_dict)
 
 
-def _make_converter(field: Any) -> tuple[bool, Callable[[Any], Any] | None]:
-    """(inlined, the function that makes a field's value JSON; None: as it is)."""
+# how message_dict treats a field: (inlined, left out when empty or zero, the function that makes its value JSON;
+# None: as it is)
+Converter = tuple[bool, bool, Callable[[Any], Any] | None]
+
+
+def _make_converter(field: Any, omit_empty: bool) -> Converter:
     if field.message_type is not None and field.message_type.GetOptions().map_entry:
-        entry = _element(field.message_type.fields_by_name["value"])
-        return False, (lambda value: dict(value)) if entry is None else (
+        entry = _element(field.message_type.fields_by_name["value"], omit_empty)
+        return False, False, (lambda value: dict(value)) if entry is None else (
             lambda value: {k: entry(v) for k, v in value.items()})
-    element = _element(field)
+    element = _element(field, omit_empty)
     if field.is_repeated:
-        return False, (lambda value: list(value)) if element is None else (lambda value: [element(v) for v in value])
+        return False, False, (lambda value: list(value)) if element is None else (
+            lambda value: [element(v) for v in value])
     inline = field.message_type is not None and (field.name, field.message_type.name) in INLINE
-    return inline, element
+    return inline, omit_empty and field.message_type is None, element
 
 
-_CONVERTERS: dict[Any, tuple[bool, Callable[[Any], Any] | None]] = {}
+# per omit_empty (False, True): field -> its converter
+_CONVERTERS: tuple[dict[Any, Converter], dict[Any, Converter]] = ({}, {})
 
 
-def _converter(field: Any) -> tuple[bool, Callable[[Any], Any] | None]:
+def _converter(field: Any, omit_empty: bool = False) -> Converter:
     """_make_converter's answer, once per field: asking a descriptor is what a conversion would spend most on."""
-    found = _CONVERTERS.get(field)
+    known = _CONVERTERS[omit_empty]
+    found = known.get(field)
     if found is None:
-        found = _CONVERTERS[field] = _make_converter(field)
+        found = known[field] = _make_converter(field, omit_empty)
     return found
 
 
-def message_dict(message: Any) -> dict[str, Any]:
+def message_dict(message: Any, omit_empty: bool = False) -> dict[str, Any]:
     """Every field the message carries, in the JSON form's names and values (the generated .proto keeps the
     JSON names; times, quantities, int-or-strings and raw extensions as their Go types marshal them; embedded
-    structs inlined)."""
+    structs inlined). `omit_empty`: without the empty strings and zeros, in it and in the messages inside it, as
+    JSON leaves Go's omitempty fields out (which it writes to protobuf all the same)."""
     found: dict[str, Any] = {}
     for field, value in message.ListFields():
-        inline, convert = _converter(field)
+        inline, droppable, convert = _converter(field, omit_empty)
         if inline:
-            found.update(message_dict(value))
-        else:
+            found.update(message_dict(value, omit_empty))
+        elif not (droppable and (value == "" or value == 0)):
             found[field.name] = value if convert is None else convert(value)
     return found
 
 
-def _path(message: Any, path: str) -> tuple[bool, Any]:
-    """(whether it is there, its JSON value) of a dotted field path of a message."""
-    *parents, last = path.split(".")
-    for name in parents:
-        if not message.HasField(name):
-            return False, None
-        message = getattr(message, name)
-    field = message.DESCRIPTOR.fields_by_name[last]
-    value = getattr(message, last)
-    if field.is_repeated:
-        if not value:
-            return False, None
-    elif not message.HasField(last):
-        return False, None
-    convert = _converter(field)[1]
-    return True, value if convert is None else convert(value)
+# a summary's paths as a tree: JSON field name -> what is read below it ({}: all of it)
+Tree = dict[str, "Tree"]
 
 
-def _summary(message: Any, kind: str) -> dict[str, Any]:
-    """The fields of SUMMARY_FIELDS, nested as in the JSON form."""
-    found: dict[str, Any] = {}
+@functools.cache
+def _summary_tree(kind: str) -> Tree:
+    tree: Tree = {}
     for path in SUMMARY_FIELDS.get(kind, ()):
-        present, value = _path(message, path)
-        if not present or (value == "" or value == 0):
+        node = tree
+        for name in path.split("."):
+            node = node.setdefault(name, {})
+    return tree
+
+
+@functools.cache
+def _json_field(descriptor: Any, name: str) -> tuple[Any, ...]:
+    """The protobuf fields that reach a JSON field of a message: itself, or through the embedded structs that
+    JSON inlines (an EphemeralContainer's env is in its ephemeralContainerCommon)."""
+    if name in descriptor.fields_by_name:
+        return (descriptor.fields_by_name[name],)
+    for field in descriptor.fields:
+        if field.message_type is not None and (field.name, field.message_type.name) in INLINE:
+            inner = _json_field(field.message_type, name)
+            if inner:
+                return (field, *inner)
+    return ()
+
+
+def _present(message: Any, fields: tuple[Any, ...]) -> tuple[bool, Any]:
+    """(whether it is set, its value) of a field reached through `fields`."""
+    *parents, field = fields
+    for parent in parents:
+        if not message.HasField(parent.name):
+            return False, None
+        message = getattr(message, parent.name)
+    value = getattr(message, field.name)
+    return (bool(value) if field.is_repeated else message.HasField(field.name)), value
+
+
+def _project(message: Any, tree: Tree) -> dict[str, Any]:
+    """The fields of a tree, nested as in the JSON form; a list's elements each projected; what is unset,
+    empty or zero left out (what JSON's omitempty leaves out)."""
+    found: dict[str, Any] = {}
+    for name, below in tree.items():
+        fields = _json_field(message.DESCRIPTOR, name)
+        present, value = _present(message, fields) if fields else (False, None)
+        if not present:
             continue
-        *parents, last = path.split(".")
-        into = found
-        for name in parents:
-            into = into.setdefault(name, {})
-        into[last] = _omit_empty(value)
+        if below:
+            value = [_project(v, below) for v in value] if fields[-1].is_repeated else _project(value, below)
+            if not any(value):  # nothing read in it (a dict's keys, a list's projected elements)
+                continue
+        else:
+            convert = _converter(fields[-1], omit_empty=True)[2]
+            value = value if convert is None else convert(value)
+        if value != "" and value != 0:
+            found[name] = value
     return found
-
-
-def _omit_empty(value: Any) -> Any:
-    """A value without the empty strings and zeros inside it (Go's omitempty fields, which it writes to
-    protobuf all the same); a null time stays."""
-    if isinstance(value, dict):
-        return {k: _omit_empty(v) for k, v in value.items() if v != "" and v != 0}
-    if isinstance(value, list):
-        return [_omit_empty(v) for v in value]
-    return value
 
 
 def unknown_dict(unknown: Any, full: bool = False, metadata_only: bool = False) -> dict[str, Any]:
@@ -241,7 +312,7 @@ def unknown_dict(unknown: Any, full: bool = False, metadata_only: bool = False) 
         if "managedFields" in meta.DESCRIPTOR.fields_by_name:
             meta.ClearField("managedFields")  # not read by watchers, and dearer to build than the rest of metadata
         found["metadata"] = object_meta(meta)
-    return {**found, **_summary(message, kind)} if typed else found
+    return {**found, **_project(message, _summary_tree(kind))} if typed else found
 
 
 def decode_object(data: bytes, full: bool = False, metadata_only: bool = False) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import pytest
 from loadtests.config.scenarios import KUBELET_WATCH
 from loadtests.kube.errors import ApiError, Gone, WatchError
 from loadtests.kube.names import WatchNames
-from loadtests.kube.paths import object_path, resource_path
+from loadtests.kube.paths import object_path, resource_key, resource_path
 from loadtests.kube.reflector import BackgroundReflector, Backoff, Reflector
 from loadtests.kube.rest import verb_and_resource
 from loadtests.kube.watch import ListPage, WatchDecoder, WatchEvent, WatchStream, iter_watch_events, list_metadata
@@ -163,6 +163,23 @@ def test_resource_paths() -> None:
             == "/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3Dn-1")
     with pytest.raises(ValueError, match="widgets"):
         resource_path("widgets")
+
+
+def test_a_node_agents_resources_have_paths_and_two_groups_events_their_own_keys() -> None:
+    assert (resource_path("podcertificaterequests", query={"fieldSelector": "spec.nodeName=n"})
+            == "/apis/certificates.k8s.io/v1/podcertificaterequests?fieldSelector=spec.nodeName%3Dn")
+    assert resource_path("runtimeclasses", "ignored") == "/apis/node.k8s.io/v1/runtimeclasses"
+    assert resource_path("csinodes", name="n") == "/apis/storage.k8s.io/v1/csinodes/n"
+    assert resource_path("servicecidrs") == "/apis/networking.k8s.io/v1/servicecidrs"
+    assert resource_path("secrets", "ns", "s") == "/api/v1/namespaces/ns/secrets/s"
+    assert resource_path("events", "ns") == "/api/v1/namespaces/ns/events"
+    assert resource_path("events.events.k8s.io", "ns") == "/apis/events.k8s.io/v1/namespaces/ns/events"
+    assert [resource_key("events", group) for group in ("", "events.k8s.io")] == ["events", "events.events.k8s.io"]
+    assert resource_key("csidrivers", "storage.k8s.io") == "csidrivers"
+    with pytest.raises(ValueError, match="'csidrivers' of group ''"):
+        resource_key("csidrivers")
+    event = {"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e", "namespace": "ns"}}
+    assert object_path(event) == "/apis/events.k8s.io/v1/namespaces/ns/events/e"
 
 
 def test_object_paths_come_from_the_same_table() -> None:

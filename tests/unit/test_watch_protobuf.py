@@ -12,12 +12,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from packaging.requirements import Requirement
 
 from loadtests.config.versions import DEFAULT_KUBE_VERSION
 from loadtests.kube.encoding import decoder_for
 from loadtests.kube.errors import Gone, WatchError
-from loadtests.kube.pb import core_v1_pb2, generate, meta_v1_pb2
+from loadtests.kube.paths import RESOURCES, resource_key
+from loadtests.kube.pb import (
+    certificates_v1_pb2,
+    coordination_v1_pb2,
+    core_v1_pb2,
+    discovery_v1_pb2,
+    generate,
+    meta_v1_pb2,
+    networking_v1_pb2,
+    runtime_pb2,
+)
+from loadtests.kube.pod_references import referenced_objects
 from loadtests.kube.watch import (
     INITIAL_EVENTS_END,
     WatchDecoder,
@@ -27,8 +39,12 @@ from loadtests.kube.watch import (
     iter_watch_events,
 )
 from loadtests.kube.watch_protobuf import (
+    API_VERSIONS,
     FRAME_HEADER,
+    INLINE,
     MAX_FRAME,
+    MESSAGES,
+    SUMMARY_FIELDS,
     ProtobufWatchDecoder,
     decode_object,
     encode_frame,
@@ -38,6 +54,7 @@ from loadtests.kube.watch_protobuf import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+NODE_AGENTS = ROOT / "loadtests" / "data" / "node_agents_reference.yaml"
 PB = ROOT / "loadtests" / "kube" / "pb"
 # a Running pod (kwok's) as a local kube-apiserver v1.37.2 answered a GET of it in JSON and in protobuf
 RECORDED = Path(__file__).resolve().parent / "data" / "kube-apiserver_v1.37.2_pod"
@@ -110,7 +127,7 @@ class TestEvents:
             "metadata": {"name": "churn-1", "namespace": "loadtest-churn", "uid": "u-1", "resourceVersion": "101",
                          "creationTimestamp": "2023-11-14T22:13:20Z", "labels": {"app": "churn"},
                          "annotations": {"k8s-loadtest/run": "r1"}},  # managedFields: not read, not converted
-            "spec": {"nodeName": "kwok-node-00001"},
+            "spec": {"nodeName": "kwok-node-00001", "volumes": [{"name": "config", "configMap": {"name": "settings"}}]},
             "status": {"phase": "Pending",
                        "conditions": [{"type": "Ready", "status": "True",
                                        "lastTransitionTime": "2023-11-14T22:13:22Z"}]},
@@ -144,15 +161,128 @@ class TestEvents:
                                                                                              "1h2m3.5s"]
 
     def test_a_kind_without_generated_messages_is_decoded_to_its_metadata(self) -> None:
-        """Every API object's field 1 is its ObjectMeta: an EndpointSlice (discovery.k8s.io, not generated here)
-        still has its name and resourceVersion; the rest is skipped."""
+        """Every API object's field 1 is its ObjectMeta: a Deployment (apps/v1, not generated here) still has its
+        name and resourceVersion, even asked in full; the rest is skipped."""
         stand_in = core_v1_pb2.Service()  # any message whose field 1 is metadata, with more fields after it
         stand_in.metadata.name, stand_in.metadata.resourceVersion = "web-abc", "77"
         stand_in.spec.clusterIP = "10.0.0.1"
-        (event,) = ProtobufWatchDecoder().feed(encode_frame("ADDED", stand_in, "discovery.k8s.io/v1",
-                                                            "EndpointSlice"), 0.0)
-        assert event.object == {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                                "metadata": {"name": "web-abc", "resourceVersion": "77"}}
+        for full in (False, True):
+            (event,) = ProtobufWatchDecoder(full).feed(encode_frame("ADDED", stand_in, "apps/v1", "Deployment"), 0.0)
+            assert event.object == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                    "metadata": {"name": "web-abc", "resourceVersion": "77"}}
+
+    def test_an_unknown_kind_whose_first_field_is_not_metadata_is_a_watch_error(self) -> None:
+        body = encode_object(core_v1_pb2.Service(), "apps/v1", "Deployment")
+        unknown = runtime_pb2.Unknown.FromString(body[4:])
+        unknown.raw = b"\x0a\x03abc"  # field 1 holds 3 bytes that are no ObjectMeta
+        with pytest.raises(WatchError, match="not a protobuf Deployment"):
+            decode_object(b"k8s\x00" + unknown.SerializeToString())
+
+
+def endpoint_slice() -> discovery_v1_pb2.EndpointSlice:
+    """A Service's slice as the EndpointSlice controller writes one: two endpoints, one port."""
+    found = discovery_v1_pb2.EndpointSlice(addressType="IPv4")
+    meta = found.metadata
+    meta.name, meta.namespace, meta.uid, meta.resourceVersion = "web-x7k2p", "loadtest-churn", "u-9", "4242"
+    meta.generateName, meta.generation = "web-", 1
+    meta.creationTimestamp.seconds = STAMP
+    meta.labels.update({"kubernetes.io/service-name": "web",
+                        "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"})
+    meta.ownerReferences.add(apiVersion="v1", kind="Service", name="web", uid="u-s", controller=True,
+                             blockOwnerDeletion=True)
+    meta.managedFields.add(manager="kube-controller-manager", operation="Update", fieldsType="FieldsV1")
+    for ip, node in (("10.128.1.5", "kwok-node-00001"), ("10.128.2.9", "kwok-node-00002")):
+        endpoint = found.endpoints.add(addresses=[ip], nodeName=node)
+        endpoint.conditions.ready, endpoint.conditions.serving, endpoint.conditions.terminating = True, True, False
+        endpoint.targetRef.kind, endpoint.targetRef.namespace, endpoint.targetRef.name = "Pod", "loadtest-churn", "p"
+    found.ports.add(name="", protocol="TCP", port=80)
+    return found
+
+
+def lease() -> coordination_v1_pb2.Lease:
+    """A node's heartbeat Lease as its kubelet renews it."""
+    found = coordination_v1_pb2.Lease()
+    meta = found.metadata
+    meta.name, meta.namespace, meta.uid, meta.resourceVersion = "kwok-node-00001", "kube-node-lease", "u-l", "77"
+    meta.creationTimestamp.seconds = STAMP
+    meta.ownerReferences.add(apiVersion="v1", kind="Node", name="kwok-node-00001", uid="u-n")
+    found.spec.holderIdentity, found.spec.leaseDurationSeconds = "kwok-node-00001", 40
+    found.spec.renewTime.seconds, found.spec.renewTime.nanos = STAMP + 10, 123_456_000
+    return found
+
+
+# their JSON forms, as the apiserver writes them
+SLICE_METADATA = {"name": "web-x7k2p", "generateName": "web-", "namespace": "loadtest-churn", "uid": "u-9",
+                  "resourceVersion": "4242", "generation": 1, "creationTimestamp": "2023-11-14T22:13:20Z",
+                  "labels": {"kubernetes.io/service-name": "web",
+                             "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
+                  "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "web", "uid": "u-s",
+                                       "controller": True, "blockOwnerDeletion": True}],
+                  "managedFields": [{"manager": "kube-controller-manager", "operation": "Update",
+                                     "fieldsType": "FieldsV1"}]}
+SLICE_JSON = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": SLICE_METADATA,
+              "addressType": "IPv4",
+              "endpoints": [{"addresses": [ip], "conditions": {"ready": True, "serving": True, "terminating": False},
+                             "targetRef": {"kind": "Pod", "namespace": "loadtest-churn", "name": "p"},
+                             "nodeName": node}
+                            for ip, node in (("10.128.1.5", "kwok-node-00001"), ("10.128.2.9", "kwok-node-00002"))],
+              "ports": [{"name": "", "protocol": "TCP", "port": 80}]}
+LEASE_JSON = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+              "metadata": {"name": "kwok-node-00001", "namespace": "kube-node-lease", "uid": "u-l",
+                           "resourceVersion": "77", "creationTimestamp": "2023-11-14T22:13:20Z",
+                           "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "kwok-node-00001",
+                                                "uid": "u-n"}]},
+              "spec": {"holderIdentity": "kwok-node-00001", "leaseDurationSeconds": 40,
+                       "renewTime": "2023-11-14T22:13:30.123456Z"}}
+
+
+class TestGroups:
+    """The kinds a node's agents watch and write besides core/v1's, each decoded by its own message."""
+
+    @pytest.mark.parametrize(("message", "as_json"), [(endpoint_slice(), SLICE_JSON), (lease(), LEASE_JSON)],
+                             ids=["EndpointSlice", "Lease"])
+    def test_a_body_and_an_event_are_their_json_form(self, message: Any, as_json: dict) -> None:
+        body = encode_object(message, as_json["apiVersion"], as_json["kind"])
+        head = {"apiVersion": as_json["apiVersion"], "kind": as_json["kind"],
+                "metadata": {k: v for k, v in as_json["metadata"].items() if k != "managedFields"}}
+        assert decode_object(body) == head  # a watcher's view: metadata, less managedFields
+        assert decode_object(body, full=True) == as_json
+        (event,) = ProtobufWatchDecoder().feed(encode_frame("MODIFIED", message, as_json["apiVersion"],
+                                                            as_json["kind"]), 0.0)
+        assert (event.type, event.object, event.resource_version) == ("MODIFIED", head,
+                                                                      as_json["metadata"]["resourceVersion"])
+
+    def test_go_slices_of_strings_and_embedded_structs_are_their_json(self) -> None:
+        request = certificates_v1_pb2.CertificateSigningRequest()
+        request.spec.extra["scopes"].items.extend(["a", "b"])  # ExtraValue: a []string in Go
+        found = decode_object(encode_object(request, "certificates.k8s.io/v1", "CertificateSigningRequest"),
+                              full=True)
+        assert found["spec"]["extra"] == {"scopes": ["a", "b"]}
+        ingress = networking_v1_pb2.Ingress()
+        rule = ingress.spec.rules.add(host="example.com")
+        rule.ingressRuleValue.http.paths.add(path="/", pathType="Prefix")  # IngressRuleValue: inlined in JSON
+        found = decode_object(encode_object(ingress, "networking.k8s.io/v1", "Ingress"), full=True)
+        assert found["spec"]["rules"] == [{"host": "example.com", "http": {"paths": [{"path": "/",
+                                                                                      "pathType": "Prefix"}]}}]
+
+    def test_every_generated_group_is_keyed_by_the_api_version_that_serves_it(self) -> None:
+        """generate.py's API groups are all in API_VERSIONS, each under its group and version
+        (k8s.io.api.discovery.v1: discovery.k8s.io/v1; core: v1)."""
+        groups = {name for name, (module, _) in generate.SOURCES.items() if module == "k8s.io/api"}
+        assert {module.__name__.rpartition(".")[2].removesuffix("_pb2") for module in API_VERSIONS.values()} == groups
+        for api_version, module in API_VERSIONS.items():
+            group, version = module.DESCRIPTOR.package.removeprefix("k8s.io.api.").split(".")
+            assert api_version == (version if group == "core" else f"{group}.k8s.io/{version}")
+
+    def test_every_kind_a_node_agent_watches_or_writes_has_a_path_and_a_message(self) -> None:
+        reference = yaml.safe_load(NODE_AGENTS.read_text())
+        rows = [*reference["watches"], *reference["requests"], *reference["startup"]]
+        for row in rows:
+            api = RESOURCES[resource_key(row["resource"], row["group"])]
+            assert api.api_version == (f"{row['group']}/{row['version']}" if row["group"] else row["version"]), row
+            if row["group"] != "resource.k8s.io":  # a DELETECOLLECTION at start only: its answer's metadata is read
+                assert (api.api_version, api.kind) in MESSAGES, row
+        assert ("authentication.k8s.io/v1", "TokenRequest") in MESSAGES  # serviceaccounts/token's body and answer
 
 
 class TestFrames:
@@ -257,9 +387,71 @@ class TestRecorded:
         (found,) = ProtobufWatchDecoder().feed(len(frame).to_bytes(4, "big") + frame, 0.0)
         meta = {k: v for k, v in as_json["metadata"].items() if k != "managedFields"}
         assert found.object["metadata"] == meta
-        assert found.object["spec"] == {"nodeName": as_json["spec"]["nodeName"]}
+        # where it runs, and what its node's agents read of it: its kube-api-access projected volume, ServiceAccount
+        assert found.object["spec"] == {k: as_json["spec"][k] for k in ("nodeName", "volumes", "serviceAccountName")}
         assert found.object["status"] == {k: as_json["status"][k] for k in ("phase", "conditions", "podIP",
                                                                             "startTime")}
+
+
+def referencing_pod() -> core_v1_pb2.Pod:
+    """A pod naming ConfigMaps and Secrets every way a kubelet looks: volumes, imagePullSecrets, and the env of an
+    init, a regular and an ephemeral container (whose fields protobuf keeps in its ephemeralContainerCommon)."""
+    found = pod()  # its volume "config": the ConfigMap "settings"
+    found.spec.serviceAccountName = "builder"
+    found.spec.imagePullSecrets.add().name = "registry"
+    found.spec.volumes.add(name="tls").volumeSource.secret.secretName = "tls"
+    init = found.spec.initContainers.add(name="init", image="busybox")
+    init.envFrom.add().secretRef.localObjectReference.name = "init-env"
+    env = found.spec.containers[0].env
+    env.add(name="PLAIN", value="1")
+    env.add(name="LEVEL").valueFrom.configMapKeyRef.localObjectReference.name = "levels"
+    debug = found.spec.ephemeralContainers.add()
+    debug.ephemeralContainerCommon.name = "debug"
+    debug.ephemeralContainerCommon.env.add(name="TOKEN").valueFrom.secretKeyRef.localObjectReference.name = "debug"
+    return found
+
+
+class TestPodReferences:
+    def test_a_watcher_gets_what_names_configmaps_and_secrets_as_the_json_form_has_it(self) -> None:
+        body = encode_object(referencing_pod(), "v1", "Pod")
+        spec = decode_object(body)["spec"]
+        assert spec == {
+            "nodeName": "kwok-node-00001", "serviceAccountName": "builder",
+            "volumes": [{"name": "config", "configMap": {"name": "settings"}},
+                        {"name": "tls", "secret": {"secretName": "tls"}}],
+            "imagePullSecrets": [{"name": "registry"}],
+            "initContainers": [{"envFrom": [{"secretRef": {"name": "init-env"}}]}],
+            "containers": [{"env": [{"name": "PLAIN", "value": "1"},
+                                    {"name": "LEVEL", "valueFrom": {"configMapKeyRef": {"name": "levels"}}}]}],
+            "ephemeralContainers": [{"env": [{"name": "TOKEN",
+                                              "valueFrom": {"secretKeyRef": {"name": "debug"}}}]}],
+        }
+        full = decode_object(body, full=True)
+        for resource in ("configmaps", "secrets"):
+            assert referenced_objects({"metadata": {"namespace": "loadtest-churn"}, "spec": spec}, resource) == \
+                referenced_objects(full, resource)
+
+    def test_every_summary_path_names_fields_the_kinds_message_has(self) -> None:
+        """A misspelt path would read nothing, silently: each step is a field, or one of an embedded struct's."""
+        def field(descriptor: Any, name: str) -> Any:
+            inlined = [f.message_type for f in descriptor.fields
+                       if f.message_type is not None and (f.name, f.message_type.name) in INLINE]
+            return descriptor.fields_by_name.get(name) or next(
+                (found for inner in inlined if (found := field(inner, name)) is not None), None)
+
+        for kind, paths in SUMMARY_FIELDS.items():
+            for path in paths:
+                descriptor = MESSAGES[("v1", kind)].DESCRIPTOR
+                for name in path.split("."):
+                    found = field(descriptor, name)
+                    assert found is not None, (kind, path, name)
+                    descriptor = found.message_type
+
+    def test_a_pod_naming_none_has_none_of_those_fields(self) -> None:
+        plain = core_v1_pb2.Pod()
+        plain.spec.containers.add(name="c", image="i")  # a container without env: nothing read of it
+        plain.spec.nodeName = "n"
+        assert decode_object(encode_object(plain, "v1", "Pod"))["spec"] == {"nodeName": "n"}
 
 
 class TestBodies:
@@ -303,6 +495,8 @@ class TestGeneratedModules:
             assert f"{generate.MODULES_VERSION}/" in code.splitlines()[1], path.name
             imports = re.findall(r"^from (\S+) import", code, re.M)
             assert all(m.startswith(("google.protobuf", "loadtests.kube.pb")) for m in imports), (path.name, imports)
+            ours = set(re.findall(r"^from loadtests\.kube\.pb import (\w+)_pb2 as", code, re.M))
+            assert ours <= set(generate.SOURCES) - {path.name.removesuffix("_pb2.py")}, (path.name, ours)
 
     def test_their_sources_are_the_files_of_the_module_cache(self) -> None:
         cache = generate.module_cache()

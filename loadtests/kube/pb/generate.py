@@ -2,7 +2,7 @@
 never at run time.
 
 Why committed, not generated at set-up: a fresh clone then needs neither Go's module cache nor protoc, and the
-six modules are small (about 135 KB). `make protos` runs this in a throw-away venv holding GRPCIO_TOOLS, whose
+fourteen modules are small (about 195 KB). `make protos` runs this in a throw-away venv holding GRPCIO_TOOLS, whose
 bundled protoc (PROTOC_VERSION) writes code that checks, on import, for a protobuf runtime of the same major
 version and at least its own minor: pyproject.toml's `protobuf` range says the same, and a unit test reads the
 version each module records. The sources are the pinned Kubernetes release's modules (MODULES_VERSION) from
@@ -27,7 +27,11 @@ MODULES_VERSION = "v0.37.2"  # k8s.io/api and k8s.io/apimachinery of Kubernetes 
 GRPCIO_TOOLS = "grpcio-tools==1.85.1"
 PROTOC_VERSION = "35.1"  # what GRPCIO_TOOLS bundles (`python -m grpc_tools.protoc --version`)
 PACKAGE = "loadtests.kube.pb"
-# module name in this package -> (Go module, the .proto's folder in it); core/v1 imports the other five
+# module name in this package -> (Go module, the .proto's folder in it): apimachinery's five, which core/v1
+# imports, then the API groups a node's agents watch or write (loadtests/data/node_agents_reference.yaml), each
+# importing only modules of this table (meta/v1, runtime, schema; core/v1 all but coordination and
+# authentication; resource node and storage; intstr networking). PodCertificateRequest is certificates.k8s.io/v1:
+# GA in v1.37 (feature gate on by default, and v1 a stable version served by default), which a kubelet watches.
 SOURCES = {
     "meta_v1": ("k8s.io/apimachinery", "pkg/apis/meta/v1"),
     "runtime": ("k8s.io/apimachinery", "pkg/runtime"),
@@ -35,6 +39,14 @@ SOURCES = {
     "intstr": ("k8s.io/apimachinery", "pkg/util/intstr"),
     "resource": ("k8s.io/apimachinery", "pkg/api/resource"),
     "core_v1": ("k8s.io/api", "core/v1"),
+    "discovery_v1": ("k8s.io/api", "discovery/v1"),
+    "node_v1": ("k8s.io/api", "node/v1"),
+    "storage_v1": ("k8s.io/api", "storage/v1"),
+    "networking_v1": ("k8s.io/api", "networking/v1"),
+    "coordination_v1": ("k8s.io/api", "coordination/v1"),
+    "certificates_v1": ("k8s.io/api", "certificates/v1"),
+    "events_v1": ("k8s.io/api", "events/v1"),
+    "authentication_v1": ("k8s.io/api", "authentication/v1"),
 }
 
 
