@@ -2,10 +2,12 @@
 Kubernetes's own messages through the `protobuf` library), per event, for a typical pod and a BOOKMARK.
 
 The pod is what the harness's pods look like once kwok runs them (one container, its requests, the default
-tolerations, five conditions, three managedFields entries); it is built with the generated classes and its
+tolerations, the kube-api-access volume the ServiceAccount admission plugin adds, five conditions, three
+managedFields entries); it is built with the generated classes and its
 JSON is the same object in the JSON form, so both carry the same fields. Each decoder is fed one event per
 call, as the transports feed them; the figure is the median over rounds of the mean over a round's events.
-"protobuf (summary)" is what the load's watchers get (metadata and a Pod's node, phase and conditions),
+"protobuf (summary)" is what the load's watchers get (metadata, a Pod's node, phase and conditions, and what a
+node's agents read of it: volumes, imagePullSecrets, ServiceAccount, env references; SUMMARY_FIELDS),
 "protobuf (full)" every field, "protobuf (parse only)" the messages parsed and nothing converted. A recorded
 pod too: one kwok ran on a local kube-apiserver v1.37.2, as that apiserver answered a GET of it in each
 encoding (RECORDED, in tests/unit/data; tests/integration/test_load.py makes such a pod), each put in an
@@ -66,6 +68,7 @@ def typical_pod(rv: str) -> core_v1_pb2.Pod:
     spec.terminationGracePeriodSeconds, spec.serviceAccountName, spec.nodeName = 30, "default", "kwok-node-00042"
     spec.enableServiceLinks, spec.preemptionPolicy, spec.priority = True, "PreemptLowerPriority", 0
     spec.securityContext.SetInParent()
+    _kube_api_access(spec, container)
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
         spec.tolerations.add(key=key, operator="Exists", effect="NoExecute", tolerationSeconds=300)
     status = pod.status
@@ -80,6 +83,22 @@ def typical_pod(rv: str) -> core_v1_pb2.Pod:
                                            imageID="", containerID="kwok://app", started=True)
     running.state.running.startedAt.seconds = STAMP + 1
     return pod
+
+
+def _kube_api_access(spec: core_v1_pb2.PodSpec, container: core_v1_pb2.Container) -> None:
+    """The projected volume the ServiceAccount admission plugin adds to a pod (a token, the cluster's CA, the
+    namespace), and its mount."""
+    name = "kube-api-access-wrqql"
+    projected = spec.volumes.add(name=name).volumeSource.projected
+    projected.defaultMode = 420
+    projected.sources.add().serviceAccountToken.MergeFrom(
+        core_v1_pb2.ServiceAccountTokenProjection(expirationSeconds=3607, path="token"))
+    root_ca = projected.sources.add().configMap
+    root_ca.localObjectReference.name = "kube-root-ca.crt"
+    root_ca.items.add(key="ca.crt", path="ca.crt")
+    namespace = projected.sources.add().downwardAPI.items.add(path="namespace")
+    namespace.fieldRef.apiVersion, namespace.fieldRef.fieldPath = "v1", "metadata.namespace"
+    container.volumeMounts.add(name=name, readOnly=True, mountPath="/var/run/secrets/kubernetes.io/serviceaccount")
 
 
 def bookmark(rv: str) -> core_v1_pb2.Pod:
