@@ -20,6 +20,7 @@ from loadtests.controlplane.processes import (
     ProcessRecord,
     started_since_boot,
 )
+from loadtests.polling import poll_until
 from loadtests.shutdown import FORCE_AFTER, Shutdown
 
 
@@ -200,6 +201,9 @@ def test_every_component_killed_at_once_is_said_stopped_from_outside(tmp_path) -
     try:
         for record in records:
             os.kill(record.pid, signal.SIGTERM)
+        # as the health watch calls it: once a component has ended (on a busy machine a signalled process may
+        # still be running a moment later, and a look before any has ended finds nothing to say)
+        assert poll_until(lambda: any(not r.alive() for r in records), 10.0, interval_s=0.05)
         said = plane.stopped_from_outside(settle_s=2.0)
     finally:
         plane.group.stop_all(timeout_s=5)

@@ -103,7 +103,7 @@ class NodeAgentUser(KubeUser):
                          field_selector=watch.field_selector_for(self.node, name),
                          label_selector=watch.label_selector, deadline=self.config.stop_at,
                          watch_list=watch.watch_list, list_fallback=True, encoding=self.encoding,
-                         watch_timeout_s=watch.timeout_s, backoff=Backoff(first_s=0.8, max_s=30.0),
+                         watch_timeout_s=watch.timeout_s, backoff=Backoff.client_go(),
                          on_event=each, **options)
 
     def spawn(self, reflector: Reflector) -> Any:

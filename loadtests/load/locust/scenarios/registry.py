@@ -14,6 +14,7 @@ from loadtests.load.locust.scenarios import (
     informers,
     kubelet_watchers,
     list_pollers,
+    node_agents,
     objects,
     pod_churn,
     service_watchers,
@@ -26,6 +27,7 @@ Build = Callable[[LoadConfig, dict[str, Any], dict[str, int]], list[type[KubeUse
 BUILDS: Mapping[str, Build] = MappingProxyType({
     "pod_churn": pod_churn.build,
     "kubelet_watchers": kubelet_watchers.build,
+    "node_agents": node_agents.build,
     "service_watchers": service_watchers.build,
     "informers": informers.build,
     "list_pollers": list_pollers.build,
