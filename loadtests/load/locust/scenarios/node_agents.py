@@ -16,6 +16,7 @@ What stays kwok's: the heartbeats (Lease, node status) and pod status, sent by k
 from __future__ import annotations
 
 import itertools
+import random
 import time
 import uuid
 from dataclasses import dataclass
@@ -42,6 +43,12 @@ from loadtests.load.locust.transport import JSON
 # the kubelet drops a watch on an object only environment variables name 5 x syncFrequency after its last use,
 # checked every minute: 5-6 minutes (pkg/kubelet/util/manager/watch_based_manager.go); here the middle of that
 TRANSIENT_KEEP_S = 330.0
+# the kubelet's volume manager: its desired-state populator and its reconciler each loop every 100 ms
+# (pkg/kubelet/volumemanager/volume_manager.go), so a pod's volumes are mounted 0-200 ms after it is seen; a failed
+# mount is tried again after 0.5 s, doubling up to 2 min 2 s (pkg/util/goroutinemap/exponentialbackoff:
+# initialDurationBeforeRetry, maxDurationBeforeRetry)
+VOLUME_LOOP_S = 0.1
+MOUNT_RETRY_S = (0.5, 122.0)
 # a per-object watch may stay silent for its whole timeoutSeconds (up to an hour): reads wait that long
 OBJECT_READ_TIMEOUT_S = 2 * 1800.0 + 60.0
 
@@ -118,7 +125,7 @@ class NodeAgentUser(KubeUser):
         for watch in node_watches(self.agent):
             handler = {"on_event": self.pod_event} if self.agent == KUBELET and watch.resource == "pods" else {}
             self.spawn(self.reflector(watch, **handler))
-        while self.config.stop_at is None or time.time() < self.config.stop_at:
+        while not self._past_deadline():
             gevent.sleep(min(30.0, max(0.1, (self.config.stop_at or time.time() + 30) - time.time())))
             self.release_transient()
         raise StopUser()
@@ -155,20 +162,35 @@ class NodeAgentUser(KubeUser):
         self.children.append(gevent.spawn(function, *args))
 
     def pod_started(self, pod: dict[str, Any]) -> None:
-        """What the kubelet asks at a pod's start: a token for each projected ServiceAccount token volume (bound to
-        the pod, as NodeRestriction requires of a node), and its containers' start events."""
-        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        account = str(spec.get("serviceAccountName") or "default")
-        for source in _token_sources(spec):
-            body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                    "spec": {"audiences": [source["audience"]] if source.get("audience") else None,
-                             "expirationSeconds": int(source.get("expirationSeconds") or 3607),
-                             "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta.get("name"),
-                                                "uid": meta.get("uid")}}}
-            self.api.call("POST", "POST", _token_path(str(meta.get("namespace")), account), node_agent_token_name(),
-                          body=json_bytes(body), content_type=JSON, ok=(200, 201))
+        """What the kubelet asks at a pod's start: once its volume manager has the pod (its populator and its
+        reconciler each run every 100 ms), a token for each projected ServiceAccount token volume, bound to the pod
+        as NodeRestriction requires of a node, resent as a failed mount is while the pod is there; then its
+        containers' start events."""
+        gevent.sleep(VOLUME_LOOP_S * (random.random() + random.random()))
+        for source in _token_sources(pod.get("spec") or {}):
+            self.request_token(pod, source)
         for reason in ("Pulled", "Created", "Started"):
             self.container_events(pod, reason)
+
+    def request_token(self, pod: dict[str, Any], source: dict[str, Any]) -> None:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        body = json_bytes({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {
+            "audiences": [source["audience"]] if source.get("audience") else None,
+            "expirationSeconds": int(source.get("expirationSeconds") or 3607),
+            "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta.get("name"), "uid": meta.get("uid")}}})
+        path = _token_path(str(meta.get("namespace")), str(spec.get("serviceAccountName") or "default"))
+        wait_s = MOUNT_RETRY_S[0]
+        while True:
+            status = self.api.call("POST", "POST", path, node_agent_token_name(), body=body, content_type=JSON,
+                                   ok=(200, 201)).status_code
+            tracked = self.pods.get(str(meta.get("uid") or ""))
+            if status in (200, 201) or tracked is None or tracked.stopping or self._past_deadline():
+                return
+            gevent.sleep(wait_s)
+            wait_s = min(MOUNT_RETRY_S[1], 2 * wait_s)
+
+    def _past_deadline(self) -> bool:
+        return self.config.stop_at is not None and time.time() >= self.config.stop_at
 
     def container_events(self, pod: dict[str, Any], reason: str) -> None:
         """One event per container, as the kubelet's recorder writes them (core/v1 Events, JSON here)."""
