@@ -43,7 +43,7 @@ def run_once(folder: Path, nodes: int, duration_s: float, audit: bool, index: in
     keep_raw(f"{RAW}/{out.name}.results.json.gz", (out / results.RESULTS_FILE).read_bytes())
     step = results.load(out).steps[0]
     apiserver = next(p for p in step.processes if p.component == "kube-apiserver")
-    machine = step.health.summary.get("cpu_machine_avg")
+    machine = step.machine_cpu_percent
     served = sum(step.requests_by_code.values())
     log_bytes = sum(f.stat().st_size for f in (out / "audit").glob("audit*.log")) if audit else 0
     return {"audit": audit, "cpu_percent": apiserver.cpu_percent, "cpu_s": apiserver.cpu_seconds,

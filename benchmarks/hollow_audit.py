@@ -23,7 +23,9 @@ from urllib.parse import parse_qs, urlsplit
 from loadtests.measure.audit import METRIC_VERBS, client_of, scope_of
 
 KUBELET, PROXY = "kubelet", "kube-proxy"
-AGENTS = {"hollow-kubelet": KUBELET, "hollow-proxy": PROXY}  # kubemark's user agents, fixed in hollow_node.go
+# the agents by their user agent: kubemark's (fixed in hollow_node.go) and the harness's node agents'
+AGENTS = {"hollow-kubelet": KUBELET, "hollow-proxy": PROXY, "k8s-loadtest/node_agents/kubelet": KUBELET,
+          "k8s-loadtest/node_agents/kube-proxy": PROXY}
 NODE_USER = "system:node:"
 EVERY_NODE = "*"  # the proxies share one identity (as kube-proxy's ServiceAccount is shared): not told apart by node
 PER_OBJECT = ("configmaps", "secrets")  # the kubelet's per-object watches: metadata.name=<name>

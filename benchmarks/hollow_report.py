@@ -36,9 +36,11 @@ def _key_cells(key: ha.Key) -> str:
 # --- the steady table -------------------------------------------------------------------------------------------
 
 
-def steady_rows(requests: list[ha.Request], measured: Any, reference: dict[str, Any]) -> list[dict[str, Any]]:
+def steady_rows(requests: list[ha.Request], measured: Any, reference: dict[str, Any],
+                configmaps: int = CONFIGMAPS_PER_NODE, secrets: int = SECRETS_PER_NODE) -> list[dict[str, Any]]:
     """One row per (agent, key) seen in the window or in the reference: each node's rate, the mean, the renewals
-    due in this window, the reference's long-run rates (hollow agent and real one)."""
+    due in this window, the reference's long-run rates (hollow agent and real one) for nodes whose pods reference
+    `configmaps` ConfigMaps and `secrets` Secrets."""
     opened, closed = measured.timeline["window_opened"], measured.timeline["window_closed"]
     nodes, minutes = measured.nodes, (closed - opened) / 60
     rates = ha.per_node_rates(requests, opened, closed, nodes)
@@ -46,8 +48,8 @@ def steady_rows(requests: list[ha.Request], measured: Any, reference: dict[str, 
     rows = []
     for agent, (real, hollow) in AGENT_REFERENCE.items():
         pods = measured.pods_per_node
-        ref_real = ha.reference_rates(reference, (real,), pods, CONFIGMAPS_PER_NODE, SECRETS_PER_NODE)
-        ref_hollow = ha.reference_rates(reference, (hollow,), pods, CONFIGMAPS_PER_NODE, SECRETS_PER_NODE)
+        ref_real = ha.reference_rates(reference, (real,), pods, configmaps, secrets)
+        ref_hollow = ha.reference_rates(reference, (hollow,), pods, configmaps, secrets)
         keys = {k for a, k in rates if a == agent} | set(ref_real) | set(ref_hollow)
         for key in sorted(keys):
             per_node = rates.get((agent, key), {})

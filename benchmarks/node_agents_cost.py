@@ -5,8 +5,8 @@ every watch of a kubelet and a kube-proxy, in protobuf, each kubelet as its node
 Each run is `loadtest run` of one step on a fresh control plane; the pairs alternate their order (old-new,
 new-old, ...), so a steady drift of the machine falls on both sides. Per run, over the measured window:
 kube-apiserver's CPU (psutil) and its memory at the window's end (process_resident_memory_bytes), the watches open
-(apiserver_longrunning_requests, verb WATCH) and the watch events it sent (apiserver_watch_events_total), what the
-node watchers received (their RECEIVED rows: events and bytes), and the load generator's CPU. Each run's
+(apiserver_longrunning_requests, verb WATCH), the watch events it sent and their bytes (apiserver_watch_events_total,
+apiserver_watch_events_sizes), and the load generator's CPU. Each run's
 results.json is kept gzip-compressed in benchmarks/results/raw/node_agents_cost/.
 
     .venv/bin/python benchmarks/node_agents_cost.py [--nodes 1000] [--pairs 3] [--duration-s 60]
@@ -53,9 +53,9 @@ def figures(step: Any, side: str, nodes: int) -> Row:
     return {"side": side, "nodes": nodes, "cpu_percent": apiserver.cpu_percent,
             "rss_mib": (scalars.get("resident_memory_bytes") or apiserver.rss_end_bytes) / 2**20,
             "watchers": scalars.get("watchers"), "watch_events": scalars.get("watch_events"),
-            "received_events": rate.events, "received_bytes": rate.received_bytes, "asked": rate.asked_per_s,
+            "watch_bytes": scalars.get("watch_event_bytes"), "asked": rate.asked_per_s,
             "achieved": rate.achieved_per_s, "load_cpu_percent": loadgen.cpu_percent if loadgen else None,
-            "machine": step.health.summary.get("cpu_machine_avg"), "window_s": step.duration_s}
+            "machine": step.machine_cpu_percent, "window_s": step.duration_s}
 
 
 def run_once(folder: Path, nodes: int, duration_s: float, side: str, index: int) -> Row:
@@ -76,7 +76,7 @@ def table(rows: list[Row]) -> list[str]:
     lines = []
     for index, row in enumerate(rows, 1):
         n = row["nodes"]
-        per_node_kib = row["received_bytes"] / n / 1024 if row["received_bytes"] is not None else None
+        per_node_kib = row["watch_bytes"] / n / 1024 if row["watch_bytes"] is not None else None
         lines.append(
             f"| {index} | {'new: node agents' if row['side'] == NEW else 'old: one pod watch'} | "
             f"{row['cpu_percent']:.1f} % | {row['rss_mib']:.0f} MiB | {_num(row['watchers'], ',.0f')} | "
@@ -117,7 +117,7 @@ def summary(rows: list[Row]) -> list[str]:
               "- " + test_line(per_node("watchers"), "watches open", "per node", "more watches"),
               "- " + test_line(per_node("watch_events"), "watch events sent in the window", "per node",
                                "more watch events"),
-              "- " + test_line(per_node("received_bytes", 1 / 1024), "bytes the node watchers received in the window",
+              "- " + test_line(per_node("watch_bytes", 1 / 1024), "watch traffic the apiserver sent in the window",
                                "KiB per node", "more watch traffic")]
     return lines
 
@@ -146,12 +146,12 @@ def main() -> int:
         f".venv/bin/python benchmarks/node_agents_cost.py --nodes {args.nodes} --pairs {args.pairs} "
         f"--duration-s {args.duration_s:g}",
         ["run", "node watchers", "kube-apiserver CPU", "kube-apiserver memory", "watches open", "watch events sent",
-         "watches established of asked", "received per node", "load generator CPU", "machine CPU"])
+         "watches established of asked", "watch traffic sent per node", "load generator CPU", "machine CPU"])
     lines += table(rows) + summary(rows)
     lines += ["", "CPU: psutil over the measured window, 100 % = one core. Memory: process_resident_memory_bytes at "
                   "the window's end. Watches open: apiserver_longrunning_requests (WATCH) at the window's end, every "
-                  "client's. Watch events: apiserver_watch_events_total over the window, every watcher's. Received: "
-                  "the node watchers' own RECEIVED rows (bytes of the events they read).",
+                  "client's. Watch events and traffic: apiserver_watch_events_total and the sum of "
+                  "apiserver_watch_events_sizes over the window, every watcher's, divided by the nodes.",
               "", "Raw results (each run's results.json): benchmarks/results/raw/node_agents_cost/."]
     write_results(args.out, lines)
     return 0

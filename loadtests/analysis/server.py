@@ -14,6 +14,7 @@ from loadtests.analysis.metrics import (
     Snapshot,
     counter_delta,
     counter_delta_by,
+    histogram_delta,
     histogram_deltas,
 )
 from loadtests.results.apiserver import ServerLatency
@@ -96,6 +97,9 @@ COUNTERS: dict[str, str] = {
     "flowcontrol_rejected": "apiserver_flowcontrol_rejected_requests_total",
     "cpu_seconds": "process_cpu_seconds_total",
 }
+# what the apiserver sent to watchers: each event's encoded size, observed per event sent (every watcher's, in
+# the encoding it asked for); its sum over the step is the watch traffic in bytes
+WATCH_EVENT_SIZES = "apiserver_watch_events_sizes"
 INFLIGHT = "apiserver_current_inflight_requests"  # one figure per request_kind (mutating, readOnly)
 # LISTs served from etcd vs from the watch cache. Newer apiservers count both in the storage metrics with a
 # `storage` label (etcd / watchcache); older ones count etcd LISTs there and cache LISTs in the cache metrics.
@@ -104,7 +108,7 @@ STORAGE_SIZE = "apiserver_storage_size_bytes"  # etcd's database size as the api
 
 # every family the functions here read: a scrape can keep just these, which parses several times faster
 FAMILIES = frozenset({
-    SLI_LATENCY, FULL_LATENCY, REQUESTS, *OBJECTS, INFLIGHT, STORAGE_SIZE,
+    SLI_LATENCY, FULL_LATENCY, REQUESTS, *OBJECTS, INFLIGHT, STORAGE_SIZE, WATCH_EVENT_SIZES,
     *(metric for metric, _ in GAUGES.values()), *COUNTERS.values(),
     *(f"apiserver_{store}_{suffix}" for suffix in LIST_SOURCES.values() for store in ("storage", "cache")),
 })
@@ -114,6 +118,8 @@ def apiserver_scalars(start: Snapshot | None, end: Snapshot) -> dict[str, float]
     """Gauges at the end of the step and counter increases over it; a figure with no metric is left out."""
     figures: dict[str, float | None] = {name: end.total(metric, **match) for name, (metric, match) in GAUGES.items()}
     figures.update({name: counter_delta(start, end, metric) for name, metric in COUNTERS.items()})
+    sizes = histogram_delta(start, end, WATCH_EVENT_SIZES)
+    figures["watch_event_bytes"] = sizes.sum if sizes is not None else None
     for kind, value in end.sum_by(INFLIGHT, "request_kind").items():
         figures[f"inflight_{kind or 'all'}"] = value
     figures.update(_list_sources(start, end))

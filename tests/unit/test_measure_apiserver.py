@@ -130,6 +130,20 @@ def test_list_sources_of_older_apiservers() -> None:
     assert figures == {"lists_from_etcd": 2, "lists_from_watchcache": 20}
 
 
+def test_watch_traffic_in_bytes_is_the_sum_of_the_event_sizes_sent_over_the_step() -> None:
+    def page(pods: float, leases: float) -> Snapshot:
+        lines = ["# TYPE apiserver_watch_events_sizes histogram"]
+        for resource, total in (("pods", pods), ("leases", leases)):
+            lines += [f'apiserver_watch_events_sizes_bucket{{group="",resource="{resource}",version="v1",le="1024"}} 1',
+                      f'apiserver_watch_events_sizes_bucket{{group="",resource="{resource}",version="v1",le="+Inf"}} 2',
+                      f'apiserver_watch_events_sizes_sum{{group="",resource="{resource}",version="v1"}} {total}',
+                      f'apiserver_watch_events_sizes_count{{group="",resource="{resource}",version="v1"}} 2']
+        return Snapshot.parse("\n".join(lines) + "\n")
+
+    assert apiserver.apiserver_scalars(page(1000, 500), page(4000, 700))["watch_event_bytes"] == 3200
+    assert "watch_event_bytes" not in apiserver.apiserver_scalars(None, Snapshot({}))  # absent: not measured
+
+
 def test_storage_objects(end: Snapshot) -> None:
     assert apiserver.storage_objects(end) == {
         "configmaps": 2, "deployments.apps": 12, "leases.coordination.k8s.io": 105, "nodes": 100, "pods": 1200,
