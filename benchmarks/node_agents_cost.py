@@ -7,9 +7,11 @@ new-old, ...), so a steady drift of the machine falls on both sides. Per run, ov
 kube-apiserver's CPU (psutil) and its memory at the window's end (process_resident_memory_bytes), the watches open
 (apiserver_longrunning_requests, verb WATCH), the watch events it sent and their bytes (apiserver_watch_events_total,
 apiserver_watch_events_sizes), and the load generator's CPU. Each run's
-results.json is kept gzip-compressed in benchmarks/results/raw/node_agents_cost/.
+results.json is kept gzip-compressed in benchmarks/results/raw/node_agents_cost_<nodes>/.
 
-    .venv/bin/python benchmarks/node_agents_cost.py [--nodes 1000] [--pairs 3] [--duration-s 60]
+    .venv/bin/python benchmarks/node_agents_cost.py [--nodes 500] [--pairs 3] [--duration-s 60]
+
+Written: benchmarks/results/node_agents_cost_<nodes>.md, and loadtests/data/sizing.json's node agents' cost per node.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from benchmarks.pairs import second_first, test_line  # noqa: E402
 from benchmarks.plan_runs import default_load_plan  # noqa: E402
 from loadtests import results  # noqa: E402
 from loadtests.config import plan as plan_mod  # noqa: E402
+from loadtests.config import sizing  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-RAW = "node_agents_cost"  # under benchmarks/results/raw/
+RAW = "node_agents_cost_{nodes}"  # under benchmarks/results/raw/, one folder per scale
 OLD, NEW = "kubelet_watchers", "node_agents"
 Row = dict[str, Any]
 
@@ -55,16 +58,17 @@ def figures(step: Any, side: str, nodes: int) -> Row:
             "watchers": scalars.get("watchers"), "watch_events": scalars.get("watch_events"),
             "watch_bytes": scalars.get("watch_event_bytes"), "asked": rate.asked_per_s,
             "achieved": rate.achieved_per_s, "load_cpu_percent": loadgen.cpu_percent if loadgen else None,
+            "load_rss_mib": loadgen.rss_max_bytes / 2**20 if loadgen else None,
             "machine": step.machine_cpu_percent, "window_s": step.duration_s}
 
 
 def run_once(folder: Path, nodes: int, duration_s: float, side: str, index: int) -> Row:
     out = folder / f"run-{index}-{side}"
-    plan = default_load_plan(folder, f"agents-{side}", nodes, duration_s,
-                             target={"kind": "local", "heartbeat_factor": 1}, load={"scenarios": load_of(side)})
+    plan = default_load_plan(folder, f"agents-{side}", nodes, duration_s, load={"scenarios": load_of(side)},
+                             target={"kind": "local", "heartbeat_factor": 1, "identities": "production"})
     subprocess.run([str(REPO / ".venv/bin/loadtest"), "run", "--plan", str(plan), "--out", str(out), "--no-gate"],
                    check=True, stdout=subprocess.DEVNULL)
-    keep_raw(f"{RAW}/{out.name}.results.json.gz", (out / results.RESULTS_FILE).read_bytes())
+    keep_raw(f"{RAW.format(nodes=nodes)}/{out.name}.results.json.gz", (out / results.RESULTS_FILE).read_bytes())
     return figures(results.load(out).steps[0], side, nodes)
 
 
@@ -124,12 +128,15 @@ def summary(rows: list[Row]) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--duration-s", type=float, default=60.0)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "node_agents_cost.md")
+    parser.add_argument("--out", type=Path, help="default: benchmarks/results/node_agents_cost_<nodes>.md")
+    parser.add_argument("--record", action=argparse.BooleanOptionalAction, default=True,
+                        help="write the cost per node into loadtests/data/sizing.json (the sizing check's)")
     args = parser.parse_args()
-    for old in (RAW_DIR / RAW).glob("*.results.json.gz"):  # an earlier measurement's runs
+    args.out = args.out or Path(__file__).parent / "results" / f"node_agents_cost_{args.nodes}.md"
+    for old in (RAW_DIR / RAW.format(nodes=args.nodes)).glob("*.results.json.gz"):  # an earlier measurement's runs
         old.unlink()
     rows = []
     with tempfile.TemporaryDirectory(prefix="node-agents-cost-") as tmp:
@@ -142,7 +149,8 @@ def main() -> int:
     lines = results_head(
         f"Node agents against the old node watchers: the apiserver's cost per node, {args.nodes:,} nodes",
         f"the default plan's load, one {args.duration_s:.0f} s step per run, its `kubelet_watchers` (old) or "
-        "`node_agents` (new) in pairs alternating old-new and new-old.",
+        "`node_agents` (new) in pairs alternating old-new and new-old; `identities: production` (kwok as the nodes' "
+        "kubelets, the load an ordinary user).",
         f".venv/bin/python benchmarks/node_agents_cost.py --nodes {args.nodes} --pairs {args.pairs} "
         f"--duration-s {args.duration_s:g}",
         ["run", "node watchers", "kube-apiserver CPU", "kube-apiserver memory", "watches open", "watch events sent",
@@ -152,9 +160,25 @@ def main() -> int:
                   "the window's end. Watches open: apiserver_longrunning_requests (WATCH) at the window's end, every "
                   "client's. Watch events and traffic: apiserver_watch_events_total and the sum of "
                   "apiserver_watch_events_sizes over the window, every watcher's, divided by the nodes.",
-              "", "Raw results (each run's results.json): benchmarks/results/raw/node_agents_cost/."]
+              "", f"Raw results (each run's results.json): benchmarks/results/raw/{RAW.format(nodes=args.nodes)}/."]
     write_results(args.out, lines)
+    if args.record:
+        record_cost(rows, " ".join([".venv/bin/python benchmarks/node_agents_cost.py", *sys.argv[1:]]))
     return 0
+
+
+def record_cost(rows: list[Row], command: str) -> None:
+    """What a node's agents add per node, for the sizing check: the median over the pairs of the apiserver's and
+    the load generator's CPU and memory, new − old."""
+    pairs, nodes = pairs_of(rows), rows[0]["nodes"]
+    cores = [((n["cpu_percent"] - o["cpu_percent"]) + ((n["load_cpu_percent"] or 0) - (o["load_cpu_percent"] or 0)))
+             / 100 * 1000 / nodes for o, n in pairs]
+    mib = [(n["rss_mib"] - o["rss_mib"]) + ((n["load_rss_mib"] or 0) - (o["load_rss_mib"] or 0)) for o, n in pairs]
+    sizing.record(sizing.NODE_AGENTS, {
+        "cores_per_1000_nodes": statistics.median(cores), "bytes_per_node": statistics.median(mib) * 2**20 / nodes,
+        "by_pair": {"cores_per_1000_nodes": cores, "mib": mib}, "nodes": nodes,
+        "what": "kube-apiserver's and the load generator's CPU and memory with node agents less with one pod watch "
+                "per node, the default load, per node"}, command)
 
 
 if __name__ == "__main__":

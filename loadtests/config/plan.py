@@ -66,9 +66,10 @@ class Target:
     # after the harness's own, so a flag given here wins; flags that bind, serve or authenticate are refused
     component_args: dict[str, list[str]] = field(default_factory=dict)
     etcd_storage: str = "disk"  # local: "disk" (the cluster folder) or "memory" (a tmpfs folder, /dev/shm)
-    # local: who kwok and the load are to the apiserver: "admin" (exempt from API Priority and Fairness) or
-    # "production" (kwok and joining nodes as kubelets, the load as an ordinary user; see controlplane/pki.py)
-    identities: str = "admin"
+    # local: who kwok and the load are to the apiserver: "production" (kwok and joining nodes as kubelets, the load
+    # as an ordinary user, so flow control treats them as a real cluster's; see controlplane/pki.py) or "admin"
+    # (both in system:masters, exempt from API Priority and Fairness)
+    identities: str = "production"
     # local: how many etcd members, apiservers (behind HAProxy when more than one), schedulers and
     # controller-managers (leader-elected when two) the control plane runs (config/topology.py)
     topology: Topology = field(default_factory=Topology)
@@ -364,7 +365,7 @@ def _target(source: str, value: Any) -> Target:
                                                     ("events_etcd", target.events_etcd, False),
                                                     ("leases_etcd", target.leases_etcd, False),
                                                     ("etcd_storage", target.etcd_storage, "disk"),
-                                                    ("identities", target.identities, "admin"),
+                                                    ("identities", target.identities, "production"),
                                                     ("topology", target.topology, Topology()),
                                                     ("tenants", target.tenants, {})) if value != default]
     if target.kind == "cluster" and local_only:

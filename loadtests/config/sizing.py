@@ -4,7 +4,8 @@ The per-node costs are not typed in here: the benchmarks that measure them recor
 loadtests/data/sizing.json (`record`), each with the command, date and machine that measured it:
 benchmarks/fleet_hold.py the control plane's CPU for an idle fleet with kubelet-cadence Leases (cores per 1,000
 nodes), benchmarks/projection_check.py kube-apiserver's memory per node under the default load (3 pods per
-node). A plan whose steady node load alone needs more cores than the machine has, or whose memory would not
+node), benchmarks/node_agents_cost.py what each node's agents add where a plan gives nodes agents. A plan whose
+steady node load alone needs more cores than the machine has, or whose memory would not
 fit, cannot measure anything but the machine: it is refused unless forced. A cost never measured is not
 guessed: the estimate then leaves it out and says so.
 """
@@ -23,12 +24,16 @@ import psutil
 
 from loadtests import PACKAGE_DIR
 from loadtests.config.plan import Plan
+from loadtests.config.scenarios import node_agent_count
 from loadtests.errors import read_text, unreadable
 
 SIZING_FILE = PACKAGE_DIR / "data" / "sizing.json"
 LEASE_CORES = "lease_cores_per_1000_nodes"  # fleet_hold: every component's CPU over an idle hold, per 1,000 nodes
 APISERVER_MEMORY = "apiserver_memory"  # projection_check: RSS = base_bytes + bytes_per_node · nodes (3 pods a node)
 OTHER_MEMORY = "other_components_bytes"  # projection_check: etcd, scheduler, controller-manager, kwok, Locust
+# node_agents_cost: what a node's agents (the node_agents scenario) add, per node, over the old single pod watch:
+# the apiserver's and the load generator's CPU (cores per 1,000 nodes) and memory (bytes per node)
+NODE_AGENTS = "node_agents_per_node"
 PODS_PER_NODE_MEASURED = 3  # the pods per node of the run the memory slope came from
 MEMORY_SHARE = 0.8  # of the machine's memory a plan may plan on
 
@@ -66,11 +71,13 @@ class Estimate:
     steady_cores: float | None  # Lease renewals of the largest step alone, before any load (None: not measured)
     memory_bytes: float | None
     unmeasured: list[str] = field(default_factory=list)
+    agents: bool = False  # the nodes have agents (node_agents): their cost is in the figures
 
     def problems(self, cores: int, memory_bytes: float) -> list[str]:
         found = []
         if self.steady_cores is not None and self.steady_cores > cores:
-            found.append(f"its {self.nodes:,} nodes alone need about {self.steady_cores:.1f} cores to keep their "
+            what = "and their agents need" if self.agents else "alone need"
+            found.append(f"its {self.nodes:,} nodes {what} about {self.steady_cores:.1f} cores to keep their "
                          f"Leases fresh; this machine has {cores}")
         if self.memory_bytes is not None and self.memory_bytes > MEMORY_SHARE * memory_bytes:
             found.append(f"it needs about {self.memory_bytes / 2**30:.1f} GiB of memory; this machine has "
@@ -100,7 +107,22 @@ def estimate(plan: Plan, costs: dict[str, Any] | None = None) -> Estimate:
                   + per_node * step.nodes + per_pod * max(0, pods - PODS_PER_NODE_MEASURED * step.nodes))
     else:
         unmeasured.append("kube-apiserver's memory (run benchmarks/projection_check.py)")
-    return Estimate(step.nodes, cores, memory, unmeasured)
+    agents = plan.load.get("node_agents")
+    if agents is not None:
+        cores, memory = _with_node_agents(costs, node_agent_count(agents, step.nodes), cores, memory, unmeasured)
+    return Estimate(step.nodes, cores, memory, unmeasured, agents=agents is not None)
+
+
+def _with_node_agents(costs: dict[str, Any], nodes: int, cores: float | None, memory: float | None,
+                      unmeasured: list[str]) -> tuple[float | None, float | None]:
+    """The estimate with what `nodes` nodes' agents add (their apiserver and load-generator CPU and memory)."""
+    if NODE_AGENTS not in costs:
+        unmeasured.append("the node agents' cost (run benchmarks/node_agents_cost.py)")
+        return cores, memory
+    found = costs[NODE_AGENTS]
+    added_cores = float(found["cores_per_1000_nodes"]) * nodes / 1000
+    added_bytes = float(found["bytes_per_node"]) * nodes
+    return (None if cores is None else cores + added_cores), (None if memory is None else memory + added_bytes)
 
 
 def beyond_this_machine(plan: Plan) -> str | None:

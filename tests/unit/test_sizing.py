@@ -56,3 +56,17 @@ def test_the_shipped_record_says_what_measured_each_cost() -> None:
         assert section in costs, f"{section}: not recorded in {sizing.SIZING_FILE}"
         assert costs[section]["command"].startswith(".venv/bin/python benchmarks/")
         assert costs[section]["date"] and costs[section]["machine"]
+
+
+def test_node_agents_add_their_measured_cost_per_node_with_agents() -> None:
+    plan = plan_mod.parse({"name": "p", "target": {"kind": "local"}, "steps": [{"nodes": 3000}],
+                           "load": {"scenarios": {"node_agents": {"max_nodes": 2000}}}}, source="p.yaml")
+    costs = {**COSTS, sizing.NODE_AGENTS: {"cores_per_1000_nodes": 0.2, "bytes_per_node": 1.5e6}}
+    found = sizing.estimate(plan, costs)
+    assert found.steady_cores == pytest.approx(0.35 * 3 + 0.2 * 2)  # 2,000 nodes have agents (max_nodes)
+    assert found.memory_bytes == pytest.approx(1.0e9 + 0.3e9 + 0.8e6 * 3000 + 1.5e6 * 2000)
+    assert found.problems(1, 24 * 2**30) == [
+        "its 3,000 nodes and their agents need about 1.5 cores to keep their Leases fresh; this machine has 1"]
+    unknown = sizing.estimate(plan, COSTS)
+    assert unknown.steady_cores == pytest.approx(1.05)
+    assert unknown.unmeasured == ["the node agents' cost (run benchmarks/node_agents_cost.py)"]
