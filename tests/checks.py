@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Collection, Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -14,7 +17,9 @@ from loadtests.controlplane.local import LocalControlPlane, LocalOptions
 from loadtests.controlplane.processes import ProcessRecord, listening_ports
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.node_identity import NodeIdentities
+from loadtests.kube.rest import RestClient
 from loadtests.load.generator import LoadGenerator, LoadOutcome, StepLoad
+from loadtests.run.fleet import Fleet
 
 DATA = Path(__file__).parent / "unit" / "data"
 
@@ -79,3 +84,30 @@ def run_load(step: StepLoad, access: ClusterAccess, *, spawn_timeout_s: float = 
         return gen.wait(timeout=timeout_s)
     finally:
         gen.stop()
+
+
+def fleet_of(rest: RestClient, nodes: int) -> Fleet:
+    """The harness's namespaces and `nodes` fake nodes Ready, as a step's fleet before its load starts."""
+    fleet = Fleet(rest)
+    fleet.ensure_namespaces()
+    fleet.scale_nodes(nodes, timeout_s=120)
+    return fleet
+
+
+def leaves(value: Any, path: str = "") -> dict[str, Any]:
+    """Every leaf of a decoded object by its path ("spec.containers[0].name"): two decodings compared value by value."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in leaves(item, f"{path}.{key}").items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in leaves(item, f"{path}[{i}]").items()}
+    return {path: value}
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, body: dict[str, Any]) -> None:
+    """A test server's JSON answer."""
+    data = json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

@@ -36,6 +36,7 @@ from loadtests.kube.retry import RETRIED, Retried
 from loadtests.load.generator import LoadGenerator, StepLoad
 from loadtests.measure.prometheus import scrape
 from loadtests.polling import poll_until
+from tests.checks import send_json
 
 REJECTED = "apiserver_flowcontrol_rejected_requests_total"
 WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
@@ -56,13 +57,8 @@ class HoldingWebhook:
                 review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 webhook.called.set()
                 webhook.released.wait(25.0)
-                body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {
-                    "uid": review["request"]["uid"], "allowed": True}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                send_json(self, 200, {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {
+                    "uid": review["request"]["uid"], "allowed": True}})
 
             def log_message(self, *_args: Any) -> None:
                 pass

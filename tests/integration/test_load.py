@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,7 +22,7 @@ from loadtests.kube.watch_protobuf import ProtobufWatchDecoder
 from loadtests.load.contract import LoadConfig
 from loadtests.load.generator import LoadGenerator, StepLoad
 from loadtests.run.fleet import Fleet
-from tests.checks import run_load
+from tests.checks import fleet_of, leaves, run_load
 
 NODES = 10
 LOAD = {
@@ -37,10 +36,7 @@ LOAD = {
 
 @pytest.fixture()
 def fleet(rest: RestClient) -> Fleet:
-    fleet = Fleet(rest)
-    fleet.ensure_namespaces()
-    fleet.scale_nodes(NODES, timeout_s=120)
-    return fleet
+    return fleet_of(rest, NODES)
 
 
 def churn_pods_left(rest: RestClient, run_id: str) -> int:
@@ -102,13 +98,6 @@ def _protobuf_wire(access: ClusterAccess, node: str) -> tuple[str, bytes]:
     return str(response.headers.get("Content-Type")), bytes(response.data)
 
 
-def _leaves(value: Any, path: str = "") -> dict[str, Any]:
-    """Every leaf of a decoded object by its path ("spec.containers[0].name")."""
-    if isinstance(value, dict):
-        return {k: v for key, item in value.items() for k, v in _leaves(item, f"{path}.{key}").items()}
-    if isinstance(value, list):
-        return {k: v for i, item in enumerate(value) for k, v in _leaves(item, f"{path}[{i}]").items()}
-    return {path: value}
 
 
 def test_a_protobuf_watch_of_pods_sees_every_change_as_a_kubelet_would(control_plane: TargetInfo, rest: RestClient,
@@ -141,7 +130,7 @@ def test_a_protobuf_watch_of_pods_sees_every_change_as_a_kubelet_would(control_p
         as_protobuf = rest.list_all("pods", objects.NS_CHURN, field_selector=f"spec.nodeName={node}",
                                     encoding="protobuf").items or []
         assert len(as_json) == len(as_protobuf) == 1
-        protobuf, json_form = _leaves(as_protobuf[0]), _leaves(as_json[0])
+        protobuf, json_form = leaves(as_protobuf[0]), leaves(as_json[0])
         # every value of the JSON form, the same and of the same type; what protobuf adds: only the empty
         # strings, zeros and falses of fields Go leaves out of JSON (omitempty)
         typed = {k: (type(v), v) for k, v in protobuf.items()}

@@ -11,6 +11,7 @@ import pytest
 
 from loadtests.kube.paths import RESOURCES, object_path, resource_path
 from loadtests.kube.rest import RestClient
+from tests.checks import leaves
 
 NS = "default"
 # one object of each kind the apiserver does not make itself, as a node's agents or their controllers write them
@@ -43,12 +44,6 @@ KINDS = [("runtimeclasses", ""), ("csidrivers", ""), ("csinodes", ""), ("leases"
          ("podcertificaterequests", "")]
 
 
-def _leaves(value: Any, path: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        return {k: v for key, item in value.items() for k, v in _leaves(item, f"{path}.{key}").items()}
-    if isinstance(value, list):
-        return {k: v for i, item in enumerate(value) for k, v in _leaves(item, f"{path}[{i}]").items()}
-    return {path: value}
 
 
 @pytest.fixture()
@@ -75,7 +70,7 @@ def test_a_protobuf_list_is_every_value_of_the_json_one(rest: RestClient, writte
         assert as_json, resource
     assert [o["metadata"]["name"] for o in as_protobuf] == [o["metadata"]["name"] for o in as_json]
     for protobuf_form, json_form in zip(as_protobuf, as_json, strict=True):
-        protobuf, plain = _leaves(protobuf_form), _leaves(json_form)
+        protobuf, plain = leaves(protobuf_form), leaves(json_form)
         typed = {k: (type(v), v) for k, v in protobuf.items()}
         # every value of the JSON form, the same and of the same type; what protobuf adds: the empty values of
         # fields Go leaves out of JSON (omitempty)

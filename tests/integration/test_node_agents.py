@@ -23,7 +23,7 @@ from loadtests.kube.watch import WatchEvent, ends_initial_events
 from loadtests.load.generator import StepLoad
 from loadtests.measure.prometheus import scrape
 from loadtests.run.fleet import Fleet
-from tests.checks import run_load
+from tests.checks import fleet_of, run_load
 
 NODES = 4
 DECISIONS = "apiserver_authorization_decisions_total"
@@ -31,10 +31,7 @@ DECISIONS = "apiserver_authorization_decisions_total"
 
 @pytest.fixture()
 def fleet(rest: RestClient) -> Fleet:
-    fleet = Fleet(rest)
-    fleet.ensure_namespaces()
-    fleet.scale_nodes(NODES, timeout_s=120)
-    return fleet
+    return fleet_of(rest, NODES)
 
 
 def node_decisions(control_plane: TargetInfo) -> float:

@@ -23,6 +23,7 @@ from loadtests.kube.access import ClusterAccess
 from loadtests.kube.credentials import Credential, RefreshingToken, forget_tokens
 from loadtests.kube.rest import RestClient
 from loadtests.load.contract import LoadConfig
+from tests.checks import send_json
 from tests.cli import REPO, error_lines, loadtest
 
 EXEC_V1 = "client.authentication.k8s.io/v1"
@@ -175,12 +176,7 @@ def test_a_401_gets_a_new_token_and_one_retry(tmp_path: Path, workdir: Path) -> 
         def do_GET(self) -> None:  # noqa: N802 - the http.server interface
             seen.append(self.headers.get("Authorization", ""))
             status = 200 if seen[-1] == "Bearer token-2" else 401
-            body = json.dumps({"kind": "Status", "code": status}).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_json(self, status, {"kind": "Status", "code": status})
 
         def log_message(self, *_args: Any) -> None:
             pass

@@ -52,6 +52,7 @@ from loadtests.kube.watch_protobuf import (
     go_duration,
     list_metadata,
 )
+from tests.checks import leaves
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_AGENTS = ROOT / "loadtests" / "data" / "node_agents_reference.yaml"
@@ -358,12 +359,6 @@ class TestFrames:
         assert (watch.resource_version, watch.bookmarks, watch.bytes) == ("103", 1, len(body))
 
 
-def leaves(value: Any, path: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        return {k: v for key, item in value.items() for k, v in leaves(item, f"{path}.{key}").items()}
-    if isinstance(value, list):
-        return {k: v for i, item in enumerate(value) for k, v in leaves(item, f"{path}[{i}]").items()}
-    return {path: value}
 
 
 class TestRecorded:

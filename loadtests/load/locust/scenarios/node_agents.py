@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
+from gevent.pool import Group
 from locust import task
 from locust.exception import StopUser
 
@@ -35,7 +36,7 @@ from loadtests.config.scenarios import (
 )
 from loadtests.kube.pod_references import referenced_objects
 from loadtests.kube.reflector import Backoff, Reflector
-from loadtests.kube.watch import WatchEvent
+from loadtests.kube.watch import WatchEvent, ends_initial_events
 from loadtests.load.contract import LoadConfig
 from loadtests.load.locust.scenarios.base import KubeUser, SslContexts, json_bytes, user_class
 from loadtests.load.locust.transport import JSON
@@ -84,8 +85,11 @@ class NodeAgentUser(KubeUser):
             self.ssl_context_factory = SslContexts(self.access)
         super().__init__(environment)
         self.encoding = str(self.params["encoding"])
-        self.children: list[Any] = []
+        self.children = Group()  # its greenlets: the watches, and what a pod's change makes it send
         self.pods: dict[str, TrackedPod] = {}
+        # the pods its first streaming list brought are ones a running kubelet already started: their objects are
+        # watched, their start is not sent again
+        self.pods_synced = False
         # the per-object reflectors: (resource, namespace, name) -> (reflector, its greenlet)
         self.objects: dict[tuple[str, str, str], tuple[Reflector, Any]] = {}
 
@@ -114,9 +118,7 @@ class NodeAgentUser(KubeUser):
                          on_event=each, **options)
 
     def spawn(self, reflector: Reflector) -> Any:
-        child = gevent.spawn(reflector.run)
-        self.children.append(child)
-        return child
+        return self.children.spawn(reflector.run)
 
     @task
     def hold(self) -> None:
@@ -133,11 +135,13 @@ class NodeAgentUser(KubeUser):
     def on_stop(self) -> None:
         for reflector, _ in self.objects.values():
             reflector.stop()
-        gevent.killall(self.children, block=False)
+        self.children.kill(block=False)
 
     # --- the kubelet's pods ----------------------------------------------------------------------------
 
     def pod_event(self, event: WatchEvent) -> None:
+        if ends_initial_events(event):
+            self.pods_synced = True
         if event.type not in ("ADDED", "MODIFIED", "DELETED"):
             return
         pod = event.object
@@ -154,12 +158,13 @@ class NodeAgentUser(KubeUser):
         elif tracked is None:
             kept, transient = pod_references(pod)
             self.pods[uid] = TrackedPod(frozenset(kept), frozenset(transient), time.time())
-            self._later(self.pod_started, pod)
+            if self.pods_synced:
+                self._later(self.pod_started, pod)
         self.refresh_object_watches()
 
     def _later(self, function: Any, *args: Any) -> None:
         """Requests a pod change causes are sent beside the pods watch, which keeps reading."""
-        self.children.append(gevent.spawn(function, *args))
+        self.children.spawn(function, *args)
 
     def pod_started(self, pod: dict[str, Any]) -> None:
         """What the kubelet asks at a pod's start: once its volume manager has the pod (its populator and its
