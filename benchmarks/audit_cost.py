@@ -22,11 +22,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from scipy import stats as scipy_stats
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
+from benchmarks.pairs import second_first, test_line  # noqa: E402
 from benchmarks.plan_runs import default_load_plan  # noqa: E402
 from loadtests import results  # noqa: E402
 
@@ -66,16 +65,8 @@ def pair_lines(rows: list[dict[str, float]]) -> list[str]:
              f"Drift of the machine: the \"off\" runs ranged {min(offs):.1f}-{max(offs):.1f} % of a core "
              f"({max(offs) - min(offs):.1f} points) across the benchmark, against a median pair difference of "
              f"{statistics.median(points):+.1f} points."]
-    if len(points) < 2 or all(p == 0 for p in points):
-        return [*lines, "Too few pairs (or no difference) for a test."]
-    p_value = float(scipy_stats.wilcoxon(points, alternative="two-sided", method="exact").pvalue)
-    smallest = 2 / 2 ** len(points)
-    verdict = ("auditing costs CPU: the pairs differ from zero" if p_value < 0.05 else
-               "not distinguishable from zero at this many pairs" + (
-                   f" ({len(points)} pairs cannot reach p < 0.05: the smallest p is {smallest:.3f})"
-                   if smallest >= 0.05 else ""))
-    return [*lines, f"Wilcoxon signed-rank test of the pair differences (exact, two-sided): p = {p_value:.3f}; "
-                    f"{verdict}."]
+    return [*lines, test_line(points, "Pair differences of kube-apiserver CPU (on − off)", "points of a core",
+                              "auditing costs CPU")]
 
 
 def main() -> int:
@@ -90,7 +81,7 @@ def main() -> int:
         old.unlink()
     with tempfile.TemporaryDirectory(prefix="audit-cost-") as tmp:
         for index in range(2 * args.pairs):
-            audit = (index % 2 == 1) != (index // 2 % 2 == 1)  # off-on, then on-off: a steady drift cancels
+            audit = second_first(index)  # off-on, then on-off: a steady drift cancels
             row = run_once(Path(tmp), args.nodes, args.duration_s, audit, index)
             rows.append(row)
             print(f"run {index + 1}: audit {'on ' if audit else 'off'}: kube-apiserver {row['cpu_percent']:.1f} % "

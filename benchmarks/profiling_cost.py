@@ -29,16 +29,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-from scipy import stats as scipy_stats
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
+from benchmarks.pairs import second_first, test_line  # noqa: E402
 from benchmarks.plan_runs import default_load_plan, run_loadtest  # noqa: E402
 from loadtests import results  # noqa: E402
 from loadtests.analysis import profiles  # noqa: E402
 from loadtests.polling import poll_until  # noqa: E402
 from loadtests.results import StepResult  # noqa: E402
+
+EFFECT = "profiling changes it"  # what a pair test says when the pairs differ from zero
 
 RAW = "profiling_cost"  # under benchmarks/results/raw/
 PROFILER = "the profiler itself"
@@ -113,24 +114,6 @@ def paired(rows: list[Row], key: str, relative: bool = False) -> list[float]:
     return found
 
 
-def signed(value: float) -> str:
-    return f"{0.0 if abs(value) < 0.05 else value:+.1f}"
-
-
-def test_line(points: list[float], what: str, unit: str) -> str:
-    if len(points) < 2 or all(p == 0 for p in points):
-        return f"{what}: too few pairs (or no difference) for a test."
-    p_value = float(scipy_stats.wilcoxon(points, alternative="two-sided", method="exact").pvalue)
-    smallest = 2 / 2 ** len(points)
-    verdict = "profiling changes it: the pairs differ from zero" if p_value < 0.05 else (
-        "not distinguishable from zero at this many pairs" + (
-            f" ({len(points)} pairs cannot reach p < 0.05: the smallest p is {smallest:.3f})" if smallest >= 0.05
-            else ""))
-    return (f"{what}: per pair (on − off) {', '.join(signed(p) for p in points)} {unit} (median "
-            f"{signed(statistics.median(points))}); Wilcoxon signed-rank test (exact, two-sided) p = {p_value:.3f}: "
-            f"{verdict}.")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=200)
@@ -170,7 +153,7 @@ def measure(nodes: int, pairs: int, duration_s: float) -> list[Row]:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="profiling-cost-") as tmp:
         for index in range(2 * pairs):
-            profiling = (index % 2 == 1) != (index // 2 % 2 == 1)  # off-on, then on-off: a steady drift cancels
+            profiling = second_first(index)  # off-on, then on-off: a steady drift cancels
             if index % 2 == 0 and not quiet_machine():
                 print(f"the machine is still busy (load {os.getloadavg()[0]:.1f}): the pair runs anyway, and is "
                       "left out if other processes shared its runs", flush=True)
@@ -217,10 +200,10 @@ def write(rows: list[Row], args: argparse.Namespace) -> None:
               f"Per pair, kube-apiserver's CPU changed by {min(share):+.1f} % to {max(share):+.1f} % of itself "
               f"(median {statistics.median(share):+.1f} %); the \"off\" runs ranged {min(drift):.1f}-"
               f"{max(drift):.1f} % of a core across the benchmark (the machine's drift).",
-              test_line(paired(rows, "apiserver"), "kube-apiserver CPU", "points of a core"),
-              test_line(paired(rows, "etcd"), "etcd CPU", "points of a core"),
-              test_line(paired(rows, "post_p50_ms"), "POST pods p50 (client side)", "ms"),
-              test_line(paired(rows, "watch_p50_ms"), "watch delay p50", "ms"),
+              test_line(paired(rows, "apiserver"), "kube-apiserver CPU", "points of a core", EFFECT),
+              test_line(paired(rows, "etcd"), "etcd CPU", "points of a core", EFFECT),
+              test_line(paired(rows, "post_p50_ms"), "POST pods p50 (client side)", "ms", EFFECT),
+              test_line(paired(rows, "watch_p50_ms"), "watch delay p50", "ms", EFFECT),
               f"In the \"on\" runs' own profiles (medians) the profiler's own work was "
               f"{median(on, 'profiler_share'):.1f} % of kube-apiserver's CPU samples (its signal handler is in no "
               f"sample: each sample is the stack it interrupted), and its buffers "
