@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  # noqa: E402
 from benchmarks.pairs import second_first, test_line  # noqa: E402
 from benchmarks.plan_runs import default_load_plan  # noqa: E402
+from benchmarks.recorded import raw_run_folder  # noqa: E402
 from loadtests import results  # noqa: E402
 from loadtests.config import plan as plan_mod  # noqa: E402
 from loadtests.config import sizing  # noqa: E402
@@ -70,6 +71,19 @@ def run_once(folder: Path, nodes: int, duration_s: float, side: str, index: int)
                    check=True, stdout=subprocess.DEVNULL)
     keep_raw(f"{RAW.format(nodes=nodes)}/{out.name}.results.json.gz", (out / results.RESULTS_FILE).read_bytes())
     return figures(results.load(out).steps[0], side, nodes)
+
+
+def from_raw(nodes: int) -> list[Row]:
+    """The rows of a measurement already made, from the runs kept in its raw folder, in the order they ran."""
+    found = sorted((RAW_DIR / RAW.format(nodes=nodes)).glob("run-*.results.json.gz"),
+                   key=lambda path: int(path.name.split("-")[1]))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="node-agents-cost-") as tmp:
+        for path in found:
+            side = NEW if NEW in path.name else OLD
+            run = results.load(raw_run_folder(path, Path(tmp) / path.name))
+            rows.append(figures(run.steps[0], side, nodes))
+    return rows
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -114,7 +128,7 @@ def summary(rows: list[Row]) -> list[str]:
                  f"{median(old, 'watchers'):,.0f}; watch events sent {median(new, 'watch_events'):,.0f} / "
                  f"{median(old, 'watch_events'):,.0f} in the window."]
     lines += ["", "What the old load left out, per node (new − old of each pair, divided by the nodes):",
-              "- " + test_line(per_node("cpu_percent", 1000.0), "kube-apiserver CPU", "thousandths of a core per node",
+              "- " + test_line(per_node("cpu_percent", 10_000.0), "kube-apiserver CPU", "millicores per 1,000 nodes",
                                "the node agents cost the apiserver more CPU"),
               "- " + test_line(per_node("rss_mib", 1024.0), "kube-apiserver memory", "KiB per node",
                                "the node agents cost the apiserver more memory"),
@@ -132,10 +146,19 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--duration-s", type=float, default=60.0)
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/node_agents_cost_<nodes>.md")
+    parser.add_argument("--from-raw", action="store_true", help="rebuild the table from the kept runs, run nothing")
     parser.add_argument("--record", action=argparse.BooleanOptionalAction, default=True,
                         help="write the cost per node into loadtests/data/sizing.json (the sizing check's)")
     args = parser.parse_args()
     args.out = args.out or Path(__file__).parent / "results" / f"node_agents_cost_{args.nodes}.md"
+    rows = from_raw(args.nodes) if args.from_raw else measure(args)
+    write(args, rows)
+    if args.record and not args.from_raw:
+        record_cost(rows, " ".join([".venv/bin/python benchmarks/node_agents_cost.py", *sys.argv[1:]]))
+    return 0
+
+
+def measure(args: argparse.Namespace) -> list[Row]:
     for old in (RAW_DIR / RAW.format(nodes=args.nodes)).glob("*.results.json.gz"):  # an earlier measurement's runs
         old.unlink()
     rows = []
@@ -146,6 +169,10 @@ def main() -> int:
             rows.append(row)
             print(f"run {index + 1}: {side}: kube-apiserver {row['cpu_percent']:.1f} % of a core, "
                   f"{row['rss_mib']:.0f} MiB, {row['watchers']} watches", flush=True)
+    return rows
+
+
+def write(args: argparse.Namespace, rows: list[Row]) -> None:
     lines = results_head(
         f"Node agents against the old node watchers: the apiserver's cost per node, {args.nodes:,} nodes",
         f"the default plan's load, one {args.duration_s:.0f} s step per run, its `kubelet_watchers` (old) or "
@@ -162,9 +189,6 @@ def main() -> int:
                   "apiserver_watch_events_sizes over the window, every watcher's, divided by the nodes.",
               "", f"Raw results (each run's results.json): benchmarks/results/raw/{RAW.format(nodes=args.nodes)}/."]
     write_results(args.out, lines)
-    if args.record:
-        record_cost(rows, " ".join([".venv/bin/python benchmarks/node_agents_cost.py", *sys.argv[1:]]))
-    return 0
 
 
 def record_cost(rows: list[Row], command: str) -> None:
