@@ -147,23 +147,30 @@ def main() -> int:
     parser.add_argument("--duration-s", type=float, default=60.0)
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/node_agents_cost_<nodes>.md")
     parser.add_argument("--from-raw", action="store_true", help="rebuild the table from the kept runs, run nothing")
+    parser.add_argument("--more", action="store_true",
+                        help="add --pairs pairs to the kept runs instead of starting over")
     parser.add_argument("--record", action=argparse.BooleanOptionalAction, default=True,
                         help="write the cost per node into loadtests/data/sizing.json (the sizing check's)")
     args = parser.parse_args()
     args.out = args.out or Path(__file__).parent / "results" / f"node_agents_cost_{args.nodes}.md"
-    rows = from_raw(args.nodes) if args.from_raw else measure(args)
+    kept = from_raw(args.nodes) if args.from_raw or args.more else []
+    rows = kept if args.from_raw else kept + measure(args, first=len(kept))
+    args.pairs = len(rows) // 2
     write(args, rows)
     if args.record and not args.from_raw:
-        record_cost(rows, " ".join([".venv/bin/python benchmarks/node_agents_cost.py", *sys.argv[1:]]))
+        record_cost(rows, command(args))
     return 0
 
 
-def measure(args: argparse.Namespace) -> list[Row]:
-    for old in (RAW_DIR / RAW.format(nodes=args.nodes)).glob("*.results.json.gz"):  # an earlier measurement's runs
-        old.unlink()
+def measure(args: argparse.Namespace, first: int = 0) -> list[Row]:
+    """`args.pairs` pairs of runs, numbered on from `first` (the runs kept so far; none: an earlier measurement's
+    runs are removed first)."""
+    if not first:
+        for old in (RAW_DIR / RAW.format(nodes=args.nodes)).glob("*.results.json.gz"):
+            old.unlink()
     rows = []
     with tempfile.TemporaryDirectory(prefix="node-agents-cost-") as tmp:
-        for index in range(2 * args.pairs):
+        for index in range(first, first + 2 * args.pairs):
             side = NEW if second_first(index) else OLD
             row = run_once(Path(tmp), args.nodes, args.duration_s, side, index)
             rows.append(row)
@@ -172,14 +179,19 @@ def measure(args: argparse.Namespace) -> list[Row]:
     return rows
 
 
+def command(args: argparse.Namespace) -> str:
+    """The one command that makes all the rows (pairs added with --more count as made by it)."""
+    return (f".venv/bin/python benchmarks/node_agents_cost.py --nodes {args.nodes} --pairs {args.pairs} "
+            f"--duration-s {args.duration_s:g}")
+
+
 def write(args: argparse.Namespace, rows: list[Row]) -> None:
     lines = results_head(
         f"Node agents against the old node watchers: the apiserver's cost per node, {args.nodes:,} nodes",
         f"the default plan's load, one {args.duration_s:.0f} s step per run, its `kubelet_watchers` (old) or "
         "`node_agents` (new) in pairs alternating old-new and new-old; `identities: production` (kwok as the nodes' "
         "kubelets, the load an ordinary user).",
-        f".venv/bin/python benchmarks/node_agents_cost.py --nodes {args.nodes} --pairs {args.pairs} "
-        f"--duration-s {args.duration_s:g}",
+        command(args),
         ["run", "node watchers", "kube-apiserver CPU", "kube-apiserver memory", "watches open", "watch events sent",
          "watches established of asked", "watch traffic sent per node", "load generator CPU", "machine CPU"])
     lines += table(rows) + summary(rows)
