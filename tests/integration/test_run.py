@@ -17,9 +17,11 @@ def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     run = results.load(out)
     assert run.status == "complete" and [s.nodes for s in run.steps] == [10, 20]
-    # who its clients were to flow control, asked once at the start: every class the admin (identities admin)
-    assert [(c.client, c.priority_level, c.exempt) for c in run.clients] == [
-        ("harness", "exempt", True), ("load", "exempt", True), ("nodes joining", "exempt", True)], run.clients
+    # who its clients were to flow control, asked once at the start (identities production, the default): the
+    # harness the admin, exempt; the load an ordinary user; kwok and joining nodes as the kubelets
+    assert [(c.client, c.flow_schema, c.priority_level, c.exempt) for c in run.clients] == [
+        ("harness", "exempt", "exempt", True), ("load", "global-default", "global-default", False),
+        ("nodes joining", "system-nodes", "system", False)], run.clients
     assert (out / "report.html").stat().st_size > 100_000 and (out / "junit.xml").exists()
     html = (out / "report.html").read_text()
     assert "Who is expensive" in html
