@@ -55,9 +55,13 @@ class KubeUser(FastHttpUser):
         super().__init__(environment)
         self.api = KubeApi(self.client, self.access)
 
+    def past_deadline(self) -> bool:
+        """Whether the run's stop time has passed."""
+        return self.config.stop_at is not None and time.time() >= self.config.stop_at
+
     def stop_if_past_deadline(self) -> None:
         """Users end themselves after the run's stop time, even if Locust failed to stop them."""
-        if self.config.stop_at is not None and time.time() >= self.config.stop_at:
+        if self.past_deadline():
             raise StopUser()
 
     def ensure_namespace(self, namespace: str) -> None:

@@ -56,7 +56,8 @@ OBJECT_READ_TIMEOUT_S = 2 * 1800.0 + 60.0
 
 @dataclass
 class TrackedPod:
-    """What the kubelet keeps of one of its pods: the objects it references, and whether its start was acted on."""
+    """What the kubelet keeps of one of its pods: the objects it references, when it was seen, and whether its
+    containers' stop was sent."""
 
     kept: frozenset[tuple[str, str, str]]  # (resource, namespace, name) its volumes and image pull secrets name
     transient: frozenset[tuple[str, str, str]]
@@ -99,14 +100,10 @@ class NodeAgentUser(KubeUser):
 
     def reflector(self, watch: AgentWatch, *, namespace: str = "", name: str = "", **options: Any) -> Reflector:
         received = node_agent_received(watch)
-
-        def count(event: WatchEvent) -> None:
-            self._fire(RECEIVED, received, event.size)
-
         on_event = options.pop("on_event", None)
 
         def each(event: WatchEvent) -> None:
-            count(event)
+            self._fire(RECEIVED, received, event.size)
             if on_event is not None:
                 on_event(event)
 
@@ -127,7 +124,7 @@ class NodeAgentUser(KubeUser):
         for watch in node_watches(self.agent):
             handler = {"on_event": self.pod_event} if self.agent == KUBELET and watch.resource == "pods" else {}
             self.spawn(self.reflector(watch, **handler))
-        while not self._past_deadline():
+        while not self.past_deadline():
             gevent.sleep(min(30.0, max(0.1, (self.config.stop_at or time.time() + 30) - time.time())))
             self.release_transient()
         raise StopUser()
@@ -189,13 +186,10 @@ class NodeAgentUser(KubeUser):
             status = self.api.call("POST", "POST", path, node_agent_token_name(), body=body, content_type=JSON,
                                    ok=(200, 201)).status_code
             tracked = self.pods.get(str(meta.get("uid") or ""))
-            if status in (200, 201) or tracked is None or tracked.stopping or self._past_deadline():
+            if status in (200, 201) or tracked is None or tracked.stopping or self.past_deadline():
                 return
             gevent.sleep(wait_s)
             wait_s = min(MOUNT_RETRY_S[1], 2 * wait_s)
-
-    def _past_deadline(self) -> bool:
-        return self.config.stop_at is not None and time.time() >= self.config.stop_at
 
     def container_events(self, pod: dict[str, Any], reason: str) -> None:
         """One event per container, as the kubelet's recorder writes them (core/v1 Events, JSON here)."""
