@@ -26,7 +26,7 @@ def private_cache(root: Path) -> dict[str, str]:
     root.mkdir(parents=True, exist_ok=True)
     if not (root / "bin").exists():
         (root / "bin").symlink_to(cache_root() / "bin", target_is_directory=True)
-    return {"LOADTEST_CACHE": str(root)}
+    return {"LOADTEST_CACHE": str(root), "LOADTEST_CLUSTERS": str(root / "clusters")}
 
 
 def start_loadtest(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.Popen[str]:

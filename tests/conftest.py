@@ -12,6 +12,8 @@ integration"` is the quick tier, pure functions on recorded data (`make unit-tes
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import types
 
 import pytest
@@ -21,6 +23,7 @@ from loadtests.config import versions
 
 SPAWNING_NAMES = frozenset({"loadtest", "start_loadtest", "subprocess", "Popen", "Chromium"})
 BROWSER_FIXTURES = frozenset({"browser", "chromium"})
+_OWN_CLUSTERS = pytest.StashKey[str]()
 
 
 def _starts_a_process(code: types.CodeType, scope: dict[str, object], seen: set[int]) -> bool:
@@ -33,6 +36,21 @@ def _starts_a_process(code: types.CodeType, scope: dict[str, object], seen: set[
     nested = [const for const in code.co_consts if isinstance(const, types.CodeType)]
     called = [getattr(scope.get(name), "__code__", None) for name in code.co_names]
     return any(_starts_a_process(inner, scope, seen) for inner in [*nested, *called] if inner is not None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's local control planes keep their folders in a folder of its own (workers inherit it): a stale
+    folder another run left in the machine's cache is that run's business, not a warning in this suite's runs."""
+    if not os.environ.get("LOADTEST_CLUSTERS"):
+        os.environ["LOADTEST_CLUSTERS"] = tempfile.mkdtemp(prefix="k8s-loadtest-suite-clusters-")
+        config.stash[_OWN_CLUSTERS] = os.environ["LOADTEST_CLUSTERS"]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    own = config.stash.get(_OWN_CLUSTERS, None)
+    if own is not None:
+        shutil.rmtree(own, ignore_errors=True)
+        del os.environ["LOADTEST_CLUSTERS"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -180,7 +180,10 @@ def with_extra_flags(argv: list[str], extra: Sequence[str]) -> list[str]:
 
 
 def clusters_root() -> Path:
-    return binaries_mod.cache_root() / "clusters"
+    """Where local control planes keep their folders: LOADTEST_CLUSTERS when set (a test suite's own, so that a
+    stale folder of some other run on the machine is not its business), else the cache's `clusters/`."""
+    env = os.environ.get("LOADTEST_CLUSTERS")
+    return Path(env).expanduser() if env else binaries_mod.cache_root() / "clusters"
 
 
 def cluster_dir(name: str) -> Path:

@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from loadtests.binaries import cache as binaries
+from loadtests.controlplane.local import clusters_root
 
 pytestmark = pytest.mark.integration
 
@@ -166,7 +167,7 @@ def test_wheel_installs_and_runs_outside_the_source_tree(bins: binaries.Binaries
             procs = _processes(_status(venv, env, work, name))
         down = _loadtest(venv, env, work, "down", "--name", name, timeout=120, check=False)
         if down.returncode == 0:  # the cluster folder holds keys; `down` leaves it
-            shutil.rmtree(binaries.cache_root() / "clusters" / name, ignore_errors=True)
+            shutil.rmtree(clusters_root() / name, ignore_errors=True)
     timings["up+down"] = time.monotonic() - started
     assert down.returncode == 0, down.stderr
     assert _still_running(procs) == []
