@@ -15,6 +15,7 @@ from loadtests.controlplane.pki import CertPair
 from loadtests.controlplane.processes import LOOPBACK, http_ok
 from loadtests.errors import TargetError
 from loadtests.kube.private import write_private
+from loadtests.kube.rest import KeptConnection
 
 BACKEND = "apiservers"
 CHECK_INTERVAL_S = 1  # an apiserver that stops answering /readyz is out of rotation within 2 checks
@@ -83,8 +84,8 @@ def argv(config: Path) -> list[str]:
     return [str(binary()), "-db", "-f", str(config)]  # -db: in the foreground, its pid the one we started
 
 
-def healthy(health_port: int) -> bool:
-    return http_ok(f"http://{LOOPBACK}:{health_port}/healthz")
+def healthy(health_port: int, kept: KeptConnection | None = None) -> bool:
+    return http_ok(f"http://{LOOPBACK}:{health_port}/healthz", kept=kept)
 
 
 def command(socket_path: Path, line: str, timeout_s: float = 5.0) -> str:

@@ -17,6 +17,7 @@ from loadtests.config.versions import KWOK_VERSION
 from loadtests.controlplane.processes import LOOPBACK, http_ok
 from loadtests.kube.access import unverified_context
 from loadtests.kube.objects import kwok_configs_dir
+from loadtests.kube.rest import KeptConnection
 
 NODE_LEASE_SECONDS = 40  # kubelet default; kwok renews at a quarter of it, like a kubelet
 POD_CIDR = "10.0.0.1/16"  # addresses kwok writes into pod status; never contacted
@@ -82,10 +83,12 @@ def local_argv(binary: Path, kubeconfig: Path, config: Path, port: int, heartbea
     return argv
 
 
-def healthy(port: int) -> bool:
-    """Whether a local kwok answers /healthz (over HTTPS when it was given a certificate, else HTTP)."""
-    return (http_ok(f"http://{LOOPBACK}:{port}/healthz")
-            or http_ok(f"https://{LOOPBACK}:{port}/healthz", unverified_context()))
+def healthy(port: int, kept: tuple[KeptConnection, KeptConnection] | None = None) -> bool:
+    """Whether a local kwok answers /healthz (over HTTPS when it was given a certificate, else HTTP); `kept`:
+    the plain and the TLS connection a health watch keeps between its checks."""
+    plain, tls = kept or (None, None)
+    return (http_ok(f"http://{LOOPBACK}:{port}/healthz", kept=plain)
+            or http_ok(f"https://{LOOPBACK}:{port}/healthz", unverified_context(), kept=tls))
 
 
 def in_cluster_manifests(heartbeat_factor: float) -> list[dict[str, Any]]:

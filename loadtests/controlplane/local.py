@@ -66,6 +66,7 @@ from loadtests.errors import ComponentFailed, TargetError, os_reason
 from loadtests.kube.access import ClusterAccess, unverified_context
 from loadtests.kube.node_identity import NODE_KEY, NodeIdentities
 from loadtests.kube.private import write_private
+from loadtests.kube.rest import KeptConnection
 from loadtests.polling import poll_until
 from loadtests.shutdown import SHUTDOWN
 
@@ -706,21 +707,28 @@ class LocalControlPlane:
         etcd_health = f"/health?exclude={NOSPACE}"
 
         def check(instance: str) -> tuple[str, str, Callable[[str], bool]] | None:
+            """Each check keeps its connection between rounds (a round each second: a handshake each would cost
+            the harness and the component more than the check)."""
             component = component_of(instance)
             if component == ETCD or component in OWN_ETCD_INSTANCES:
+                plain = KeptConnection()
                 return (f"http://{LOOPBACK}:{ports.get(port_key(instance, 'metrics'))}{etcd_health}", etcd_health,
-                        lambda u: http_ok(u, expect=etcd_ok))
+                        lambda u: http_ok(u, expect=etcd_ok, kept=plain))
             if component == APISERVER:
-                url = state.apiservers.get(instance) or state.server
-                return f"{url}/livez", "/livez", lambda u: http_ok(u, admin)
+                url, as_admin = state.apiservers.get(instance) or state.server, KeptConnection(admin)
+                return f"{url}/livez", "/livez", lambda u: http_ok(u, kept=as_admin)
             if component in (SCHEDULER, CONTROLLER_MANAGER):
+                unverified = KeptConnection(insecure)
                 return (f"https://{LOOPBACK}:{ports.get(port_key(instance))}/healthz", "/healthz",
-                        lambda u: http_ok(u, insecure))
+                        lambda u: http_ok(u, kept=unverified))
             if component == LOAD_BALANCER:
+                plain = KeptConnection()
                 return (f"http://{LOOPBACK}:{ports.get(HAPROXY_HEALTH)}/healthz", "/healthz",
-                        lambda _u: haproxy.healthy(ports[HAPROXY_HEALTH]))
+                        lambda _u: haproxy.healthy(ports[HAPROXY_HEALTH], plain))
             if component == "kwok":
-                return f"{LOOPBACK}:{ports.get('kwok')}", "/healthz", lambda _u: kwok_mod.healthy(ports["kwok"])
+                both = (KeptConnection(), KeptConnection(insecure))
+                return (f"{LOOPBACK}:{ports.get('kwok')}", "/healthz",
+                        lambda _u: kwok_mod.healthy(ports["kwok"], both))
             return None
 
         group = self.group  # None for a cluster another process started: how its processes ended is not known here

@@ -30,7 +30,7 @@ import psutil
 
 from loadtests.controlplane.logs import error_line, last_line
 from loadtests.errors import TargetError
-from loadtests.kube.rest import TRANSPORT_ERRORS, send_once
+from loadtests.kube.rest import TRANSPORT_ERRORS, KeptConnection, send_once
 from loadtests.polling import poll_until
 from loadtests.shutdown import ended_how
 
@@ -54,10 +54,12 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, *, inte
 
 
 def http_ok(url: str, context: ssl.SSLContext | None = None, expect: bytes | None = None,
-            timeout_s: float = 2.0) -> bool:
-    """Whether a health endpoint answers 200 (and contains `expect`); any failure to connect is a no."""
+            timeout_s: float = 2.0, *, kept: KeptConnection | None = None) -> bool:
+    """Whether a health endpoint answers 200 (and contains `expect`); any failure to connect is a no. `kept`:
+    on that kept connection (its own TLS), for a check made each second; else on a connection of its own."""
     try:
-        response = send_once("GET", url, tls=context, timeout_s=timeout_s)
+        response = (kept.get(url, timeout_s) if kept is not None
+                    else send_once("GET", url, tls=context, timeout_s=timeout_s))
     except TRANSPORT_ERRORS:
         return False
     return response.status == 200 and (expect is None or expect in response.data)

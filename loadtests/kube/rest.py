@@ -86,6 +86,23 @@ def send_once(method: str, url: str, *, tls: ssl.SSLContext | None = None, body:
         pool.clear()
 
 
+class KeptConnection:
+    """One endpoint asked again and again (a health check each second): its connection is kept between asks, so
+    an ask costs a request, not a TLS handshake on both sides. A kept connection the server closed in between
+    is asked again once on a new one, as send_once would have asked; a timeout or a refused connect is not."""
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self._pool = urllib3.PoolManager(num_pools=1, maxsize=1, ssl_context=tls)
+
+    def get(self, url: str, timeout_s: float = 10.0) -> urllib3.BaseHTTPResponse:
+        timeout = urllib3.Timeout(connect=min(5.0, timeout_s), read=timeout_s)
+        try:
+            return self._pool.request("GET", url, retries=False, timeout=timeout)
+        except RESET_ERRORS:
+            self._pool.clear()
+            return self._pool.request("GET", url, retries=False, timeout=timeout)
+
+
 def pool_manager(access: ClusterAccess, **pool_options: Any) -> urllib3.PoolManager:
     """A urllib3 pool for the access's server: through its proxy when the kubeconfig names one."""
     if access.proxy_url:
