@@ -149,6 +149,16 @@ def rows(runs: list[Measured]) -> list[str]:
     return lines
 
 
+def last_step_line(runs: list[Measured]) -> list[str]:
+    """The harness's CPU at the plan's last step, per checkout: the figure the default plan's budget is about."""
+    found = []
+    for run in runs:
+        step = run.results.steps[-1]
+        found.append(f"{run.label} {_pct(_cpu(step, 'harness'))}")
+    nodes = runs[0].results.steps[-1].nodes if runs else 0
+    return [f"The harness at the last step ({nodes:,} nodes): " + ", ".join(found) + " of one core."]
+
+
 def profile_summary(run: Measured, window_s: float, top: int = 12) -> list[str]:
     """The last window's profile: where the GIL holder was, by thread and own function, in % of one core."""
     own: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -157,7 +167,7 @@ def profile_summary(run: Measured, window_s: float, top: int = 12) -> list[str]:
         frames = stack.split(";")
         if len(frames) < 2 or not count.isdigit():
             continue
-        thread = re.sub(r"^thread \((0x[0-9a-f]+)\)$", r"\1", frames[0])
+        thread = frames[0].split(": ", 1)[-1]  # "thread (TID): NAME"
         own[(thread, frames[-1])] += int(count)
     if not own:
         return []
@@ -168,23 +178,26 @@ def profile_summary(run: Measured, window_s: float, top: int = 12) -> list[str]:
     return lines + [""]
 
 
-def keep(runs: list[Measured]) -> None:
+def keep(runs: list[Measured], command: str) -> None:
     for old in (RAW_DIR / RAW).glob("*.json.gz"):
         old.unlink()
     for index, run in enumerate(runs, 1):
         keep_raw(f"{RAW}/run-{index}.json.gz", {"label": run.label, "results": results.to_dict(run.results),
-                                                 "ticks": run.ticks, "names": run.names, "profile": run.profile})
+                                                 "ticks": run.ticks, "names": run.names, "profile": run.profile,
+                                                 "command": command})
 
 
-def read_raw() -> list[Measured]:
-    found = []
+def read_raw() -> tuple[list[Measured], str]:
+    """The kept runs, and the command that measured them."""
+    found, command = [], ""
     for path in sorted((RAW_DIR / RAW).glob("run-*.json.gz"), key=lambda p: int(p.name.split("-")[1].split(".")[0])):
         data = json.loads(gzip.decompress(path.read_bytes()))
+        command = data.get("command", command)
         found.append(Measured(data["label"], results.from_dict(data["results"]),
                               [tuple(t) for t in data["ticks"]], data["names"], data["profile"]))
     if not found:
         raise SystemExit(f"{RAW_DIR / RAW}: no kept runs; run the benchmark without --from-raw first")
-    return found
+    return found, command
 
 
 def main() -> int:
@@ -197,8 +210,9 @@ def main() -> int:
     parser.add_argument("--from-raw", action="store_true")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "harness_cost.md")
     args = parser.parse_args()
+    command = ".venv/bin/python " + " ".join(sys.argv)
     if args.from_raw:
-        runs = read_raw()
+        runs, command = read_raw()
     else:
         checkouts = [tuple(c.split("=", 1)) for c in args.checkout] or [("now", ".")]
         runs = []
@@ -207,17 +221,18 @@ def main() -> int:
                 order = checkouts if round_index % 2 == 0 else checkouts[::-1]
                 runs += [run_checkout(label, Path(path).resolve(), args.plan, Path(tmp), args.py_spy)
                          for label, path in order]
-        keep(runs)
+        keep(runs, command)
     window_s = plan_mod.load(args.plan).steps[-1].duration_s
     lines = results_head("The harness's own CPU, per step and per thread",
                          f"plan {args.plan}; CPU in % of one core over each step's measured window",
-                         " ".join(sys.argv), ["checkout", "nodes", "harness (results)", "harness (threads)",
+                         command, ["checkout", "nodes", "harness (results)", "harness (threads)",
                                               "threads (top 6, % of one core)", "load generator", "kube-apiserver",
                                               "machine"])
-    lines += rows(runs) + [""]
+    lines += rows(runs) + ["", *last_step_line(runs), ""]
     for run in runs:
         lines += profile_summary(run, window_s)
-    lines.append(f"Raw runs (results.json, thread counters and names, profiles): {RAW_DIR / RAW}/.")
+    lines.append(f"Raw runs (results.json, thread counters and names, profiles): benchmarks/results/raw/{RAW}/. "
+                 "The machine's column covers every process of the machine: other work ran beside some windows.")
     write_results(args.out, lines)
     return 0
 
