@@ -25,6 +25,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -59,6 +60,7 @@ from loadtests.run.fleet import ensure_namespaces  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 GO_SOURCE = Path(__file__).resolve().parent / "clientgo"
 RAW = "client_cost/rows.json.gz"  # under benchmarks/results/raw/
+BEFORE = "client_cost/before.json.gz"  # the rows of the measurement before the load's cuts, when kept
 CLIENT_GO, HARNESS = "client-go", "harness"
 SEED_PODS = 500  # what each LIST returns: one page of limit=500
 SEED_NAMESPACE = objects.NS_FLEET
@@ -172,8 +174,9 @@ def run_go(info: TargetInfo, work: Work, window_s: float) -> Row:
     return {"side": CLIENT_GO, "work": work.name, "units": units, "errors": result["errors"], **figures}
 
 
-def run_harness(info: TargetInfo, work: Work, window_s: float, folder: Path) -> Row:
-    """The load's side, as a step runs it: spawned, then one measured window of `window_s`, then stopped."""
+def run_harness(info: TargetInfo, work: Work, window_s: float, folder: Path, profile: Path | None = None) -> Row:
+    """The load's side, as a step runs it: spawned, then one measured window of `window_s`, then stopped; with
+    `profile`, py-spy samples the load's process over the window into that file (collapsed stacks)."""
     before = watches_open(info)
     step = StepLoad(work.scenarios(), nodes=work.nodes(), duration_s=window_s, out_dir=folder, windowed=True,
                     run_id=f"cost{time.time_ns() % 10**8}")
@@ -187,8 +190,11 @@ def run_harness(info: TargetInfo, work: Work, window_s: float, folder: Path) -> 
         window = Window(info, gen.pids())
         window.open()
         gen.open_window()
+        spy = start_profile(gen.pids()[0], window_s, profile) if profile else None
         time.sleep(window_s)
         figures = window.close()
+        if spy is not None:
+            spy.wait(timeout=60)
         gen.close_window()
         outcome = gen.wait()
     finally:
@@ -197,7 +203,30 @@ def run_harness(info: TargetInfo, work: Work, window_s: float, folder: Path) -> 
     row = stats.get(work.row_name() or "")
     units = work.rate * figures["window_s"] / 60 if work.name == "watch" else (row.count if row else 0)
     errors = sum(stat.failures for stat in outcome.client)
-    return {"side": HARNESS, "work": work.name, "units": units, "errors": errors, **figures}
+    more = stats.get(ListNames.of("pods", "", "0").more)  # a LIST's further pages: more pods than one page
+    return {"side": HARNESS, "work": work.name, "units": units, "errors": errors, **figures,
+            "more_pages": more.count if more else 0}
+
+
+PY_SPY = Path(os.environ.get("PY_SPY", "/opt/pyspy/bin/py-spy"))
+PROFILE_RATE = 100.0  # creates per second while profiled
+PROFILE_HZ = 250  # samples per second
+
+
+def start_profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling a process without pausing it (--nonblocking), 100 times a second, as collapsed stacks."""
+    return subprocess.Popen([str(PY_SPY), "record", "--pid", str(pid), "--format", "raw", "--nonblocking",
+                             "--duration", str(int(seconds)), "--rate", str(PROFILE_HZ), "--output", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def profile_once(args: argparse.Namespace, info: TargetInfo, folder: Path) -> None:
+    """One window of the load's creates with py-spy on its process: the stacks kept for the results file."""
+    work = Work("create", PROFILE_RATE, "create")  # more samples than at the table's rate, the same requests
+    out = folder / "profile.txt"
+    row = run_harness(info, work, args.window_s, folder / "profiled", profile=out)
+    keep_raw(f"client_cost/profile-{args.profile}.txt.gz", out.read_bytes())
+    print(f"profiled {row['units']:.0f} creates: {per_unit(row, 'client_cpu_s'):.3f} ms client CPU each", flush=True)
 
 
 def seed(client: RestClient) -> None:
@@ -213,21 +242,28 @@ def measure(args: argparse.Namespace) -> list[Row]:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="client-cost-") as tmp:
         plane = LocalControlPlane(LocalOptions(name="client-cost", directory=Path(tmp) / "c", kwok=False), bins)
-        plane.up(log=lambda _m: None)
+        client: RestClient | None = None
         try:
+            plane.up(log=lambda _m: None)
             info = plane.info()
             client = RestClient(info.access, user_agent="k8s-loadtest/benchmark")
             seed(client)
-            client.close()
+            if args.profile:
+                profile_once(args, info, Path(tmp))
+                return rows
             for work in works(args.quick):
                 for index in range(2 * args.pairs):
                     side = HARNESS if second_first(index) else CLIENT_GO
                     row = (run_harness(info, work, args.window_s, Path(tmp) / f"{work.name}-{index}")
                            if side == HARNESS else run_go(info, work, args.window_s))
                     rows.append({**row, "pair": index // 2})
+                    # whatever a side left behind is gone before the next: every LIST sees the same pods
+                    client.delete(resource_path("pods", objects.NS_CHURN))
                     print(f"{work.name} {side}: {per_unit(row, 'client_cpu_s'):.3f} ms client CPU per "
                           f"{work.unit}, {row['units']:.0f} units, {row['errors']} errors", flush=True)
         finally:
+            if client is not None:
+                client.close()
             plane.down()
     return rows
 
@@ -307,7 +343,17 @@ def command(args: argparse.Namespace) -> str:
             f"--window-s {args.window_s:g}" + (" --quick" if args.quick else ""))
 
 
-def write(args: argparse.Namespace, rows: list[Row], extra: list[str]) -> None:
+CUTS = [
+    "", "What the cuts were (loadtests/load/locust/locustfile.py, generator.py, scenarios/base.py), nothing sent or "
+    "counted changed: the load's master waited for the window's close file looking 50 times a second through the "
+    "whole window (a fixed cost per second, the largest item of the profile besides the hub at 20 creates/s); it "
+    "now sleeps until the runner's WINDOW_SIGNAL wakes it (sent only once the master has its handler), looking "
+    "once a second besides. The users kept Locust's cookie jar, whose lock and URL parsing ran on every request "
+    "and every answer, though the apiserver sets no cookie; they keep none now.",
+]
+
+
+def write(args: argparse.Namespace, rows: list[Row]) -> None:
     rates = {w.name: w for w in works(args.quick)}
     lines = results_head(
         "The load against client-go: client CPU, apiserver CPU and bytes per unit of the same work",
@@ -319,14 +365,65 @@ def write(args: argparse.Namespace, rows: list[Row], extra: list[str]) -> None:
         ["work", "figure", "client-go", "harness", "harness / client-go (range over pairs)", "pairs",
          "machine CPU (client-go / harness windows, of 200 %)"])
     lines += table(rows)
+    before = RAW_DIR / BEFORE
+    if before.exists():
+        lines += ["", "Before the cuts to the load's own work (the same measurement, its rows kept in "
+                      f"benchmarks/results/raw/{BEFORE}):", "", lines[5], lines[6], *table(from_raw(before)[1])]
     lines += ["", units_line(rows), "",
               "A unit: one create, one LIST, or one watch held for a minute. Client CPU: psutil over the window, "
               "every process of the side (the Go program; the Locust process). kube-apiserver CPU: psutil over "
               "the same window. Bytes: from the apiserver's /metrics over the window (apiserver_response_sizes "
               "of pod LISTs, apiserver_watch_events_sizes of every watch event sent: window differences). "
-              "Machine CPU: /proc/stat over the window, 200 % = both cores.", *extra, "",
-              f"Raw rows: benchmarks/results/raw/{RAW}."]
+              "Machine CPU: /proc/stat over the window, 200 % = both cores. psutil counts CPU in ticks of 10 ms: "
+              "client-go's idle watches often used less than one tick in a window (a ratio over such a pair is "
+              "left out).", *CUTS, "",
+              f"Raw rows: benchmarks/results/raw/{RAW}.", *profile_lines()]
     write_results(args.out, lines)
+
+
+_LINE = re.compile(r":\d+\)$")
+
+
+def profile_top(stacks: str, top: int = 12) -> list[tuple[str, float, float]]:
+    """(function, own share, total share) of py-spy's collapsed stacks, the `top` largest by own time then by
+    total: a function's own samples are those it was running in, its total those it was anywhere on the stack."""
+    own: dict[str, int] = {}
+    total: dict[str, int] = {}
+    samples = 0
+    for line in stacks.splitlines():
+        frames, _, count = line.rpartition(" ")
+        if not frames or not count.isdigit():
+            continue
+        names = [_LINE.sub(")", frame) for frame in frames.split(";")]
+        samples += int(count)
+        own[names[-1]] = own.get(names[-1], 0) + int(count)
+        for name in set(names):
+            total[name] = total.get(name, 0) + int(count)
+    if not samples:
+        return []
+    by_own = sorted(own, key=lambda name: -own[name])[:top]
+    by_total = [name for name in sorted(total, key=lambda name: -total[name]) if name not in by_own][:top // 2]
+    return [(name, own.get(name, 0) / samples, total[name] / samples) for name in by_own + by_total]
+
+
+def samples(path: Path) -> int:
+    return sum(int(line.rpartition(" ")[2]) for line in gzip.decompress(path.read_bytes()).decode().splitlines()
+               if line.rpartition(" ")[2].isdigit())
+
+
+def profile_lines() -> list[str]:
+    """The kept profiles of the load's creates, summarised: one short table each."""
+    lines = []
+    for path in sorted((RAW_DIR / "client_cost").glob("profile-*.txt.gz")):
+        label = path.name.removeprefix("profile-").removesuffix(".txt.gz")
+        lines += ["", f"Profile of the load's process during {PROFILE_RATE:g} creates/s ({label}; py-spy "
+                      f"--nonblocking, {PROFILE_HZ} samples/s of its busy time, {samples(path):,} samples, "
+                      f"raw: benchmarks/results/raw/client_cost/{path.name}): the functions with the most own "
+                      "time, then those with the most total time besides.", "",
+                  "| function (file) | own | total |", "|---|---|---|"]
+        lines += [f"| `{name}` | {own:.1%} | {total:.1%} |"
+                  for name, own, total in profile_top(gzip.decompress(path.read_bytes()).decode())]
+    return lines
 
 
 def from_raw(path: Path = RAW_DIR / RAW) -> tuple[dict[str, Any], list[Row]]:
@@ -342,7 +439,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="one pair of 8 s windows, fewer creates and watches")
     parser.add_argument("--from-raw", action="store_true", help="rebuild the table from the kept rows, run nothing")
     parser.add_argument("--build", action="store_true", help="go build the client-go program first")
-    parser.add_argument("--notes", type=Path, help="lines (markdown) added after the table: the profile, the cuts")
+    parser.add_argument("--profile", metavar="LABEL",
+                        help="only profile the load's creates (py-spy), kept as raw/client_cost/profile-LABEL")
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/client_cost.md (--quick: a temporary "
                                                  "file)")
     args = parser.parse_args()
@@ -357,11 +455,12 @@ def main() -> int:
         if args.build or not binary().exists():
             build()
         rows = measure(args)
+        if args.profile:
+            return 0
         if not args.quick:  # a short check keeps nothing: the kept rows stay those of the results file
             keep_raw(RAW, {"args": {"pairs": args.pairs, "window_s": args.window_s, "quick": args.quick},
                            "rows": rows})
-    extra = args.notes.read_text().splitlines() if args.notes else []
-    write(args, rows, extra)
+    write(args, rows)
     return 0
 
 
