@@ -54,3 +54,11 @@ def test_a_profile_summary_counts_own_and_total_time() -> None:
     assert top["encode (c.py)"] == (0.6, 0.6)
     assert top["send (b.py)"] == (0.3, 0.9)  # lines of one function are one function
     assert top["main (a.py)"] == (0.0, 1.0)
+
+
+def test_what_the_cuts_took_is_the_share_of_stacks_through_them() -> None:
+    stacks = ("run (a.py:1);_keep_window (l.py:3);exists (g.py:1) 2\n"
+              "run (a.py:1);send (b.py:10) 7\n"
+              "run (a.py:1);CookieJar.add_cookie_header (c.py:9) 1\n")
+    assert client_cost.total_share(stacks, client_cost.CUT_FUNCTIONS) == 0.3
+    assert client_cost.total_share("", client_cost.CUT_FUNCTIONS) == 0.0
