@@ -17,7 +17,7 @@ BASELINE ?=
 GATE_REPEAT = $$($(BIN)/python -c 'from loadtests.config.plan import REGRESSION_DEFAULTS as d; from loadtests.analysis.stats import samples_needed; print(samples_needed(d["alpha"]))')
 RUN_FLAGS := $(if $(OUT),--out $(OUT),) $(if $(REPEAT),--repeat $(REPEAT),$(if $(BASELINE),--repeat $(GATE_REPEAT),)) $(if $(BASELINE),--baseline $(BASELINE),)
 
-.PHONY: setup venv lock protos binaries browser loadbalancer load-test capacity lessons test unit-test quick-test lint benchmark upgrade-rehearsal report clean-clusters
+.PHONY: setup venv lock protos binaries browser loadbalancer load-test capacity lessons test unit-test quick-test lint benchmark upgrade-rehearsal report clean-clusters clientgo-bench
 
 venv: $(VENV)/.installed
 
@@ -145,3 +145,8 @@ upgrade-rehearsal: venv
 	$(BIN)/loadtest setup --kube-version $(FROM)
 	$(BIN)/loadtest setup --kube-version $(TO)
 	$(BIN)/loadtest rehearse --plan $(PLAN) --from $(FROM) --to $(TO) $(if $(REPEAT),--repeat $(REPEAT),)
+
+# the load against client-go, side by side (benchmarks/client_cost.py); ARGS: e.g. --quick
+clientgo-bench: setup
+	$(BIN)/python -c 'from benchmarks.client_cost import build; build()'
+	flock /tmp/bench.lock $(BIN)/python benchmarks/client_cost.py $(ARGS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -19,6 +20,10 @@ FINAL_STATS_SUFFIX = "_final_stats.csv"  # the locustfile's stats at quit, compl
 FINAL_FAILURES_SUFFIX = "_final_failures.csv"
 WINDOW_STATS_SUFFIX = "_window_stats.csv"  # the stats when the runner closed the measured window
 WINDOW_FAILURES_SUFFIX = "_window_failures.csv"
+# the runner wakes the master at once when it opens or closes the measured window (a file each); between wakes the
+# master looks for the files only every WINDOW_LOOK_S, not 50 times a second through the whole window
+WINDOW_SIGNAL = signal.SIGUSR1
+WINDOW_LOOK_S = 1.0
 WINDOW_WORKERS_SUFFIX = "_window_workers.json"  # the master's per-worker figures (loadtests/load/locust/worker_link.py)
 
 

@@ -44,6 +44,7 @@ from loadtests.load.contract import (
     FINAL_FAILURES_SUFFIX,
     FINAL_STATS_SUFFIX,
     WINDOW_FAILURES_SUFFIX,
+    WINDOW_SIGNAL,
     WINDOW_STATS_SUFFIX,
     WINDOW_WORKERS_SUFFIX,
     LoadConfig,
@@ -204,6 +205,16 @@ class StepLoad:
         return max(1, math.ceil(self.duration_s + (WINDOW_CAP_S if self.windowed else 0.0)))
 
 
+def catches_signal(pid: int, signum: int) -> bool:
+    """Whether a process has a handler for the signal (Linux: the SigCgt mask of /proc/<pid>/status)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            mask = next((line.split()[1] for line in status if line.startswith("SigCgt:")), "0")
+    except OSError:
+        return False
+    return bool(int(mask, 16) >> (signum - 1) & 1)
+
+
 class LoadGenerator:
     """The Locust processes of one step. start() returns at once; wait() blocks until the run time is over."""
 
@@ -324,6 +335,7 @@ class LoadGenerator:
             raise LoadGeneratorError("open_window() needs a windowed step")
         self.window_file.touch()
         self._window_opened = time.monotonic()
+        self._wake_master()
 
     def close_window(self) -> None:
         """Close the measured window now: Locust writes its statistics as they stand, then stops its users and
@@ -331,8 +343,17 @@ class LoadGenerator:
         if not self.step.windowed:
             raise LoadGeneratorError("close_window() needs a windowed step")
         self.window_close_file.touch()
+        self._wake_master()
         if self._window_opened is not None:
             self._window_s = time.monotonic() - self._window_opened
+
+    def _wake_master(self) -> None:
+        """WINDOW_SIGNAL to the master (or only) process once it listens for it (until then its default action
+        would end it): it sees the window's file now rather than at its next look."""
+        master = self._procs[0] if self._procs else None
+        if master is not None and master.poll() is None and catches_signal(master.pid, WINDOW_SIGNAL):
+            with contextlib.suppress(ProcessLookupError):
+                master.send_signal(WINDOW_SIGNAL)
 
     def wait_spawned(self, timeout: float) -> bool:
         """Block until Locust reports all users spawned (its start-up takes a few seconds), so a measurement

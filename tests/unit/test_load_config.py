@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +29,7 @@ from loadtests.load.generator import (
     LoadGenerator,
     LoadGeneratorError,
     StepLoad,
+    catches_signal,
     failure_note,
     read_failures_csv,
     read_stats_csv,
@@ -248,3 +251,14 @@ def test_every_declared_scenario_has_its_code_and_no_other() -> None:
     assert sorted(set(SCENARIOS) - set(builds)) == [], "declared in config/scenarios.py, no code in the registry"
     assert sorted(set(builds) - set(SCENARIOS)) == [], "code in the registry, not declared in config/scenarios.py"
     assert all(builds.values()), builds
+
+
+def test_the_window_signal_goes_only_to_a_process_that_listens_for_it() -> None:
+    """Until its handler is in place a signal's default action would end Locust: the runner asks first."""
+    previous = signal.signal(signal.SIGUSR2, lambda *_: None)
+    try:
+        assert catches_signal(os.getpid(), signal.SIGUSR2)
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert not catches_signal(os.getpid(), signal.SIGUSR2)
+    assert not catches_signal(2**22 + 1, signal.SIGUSR2)  # no such process

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import csv
 import os
+import time
 from typing import Any
 
 import gevent
+from gevent.event import Event
 from locust import events
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
@@ -31,6 +33,8 @@ from loadtests.load.contract import (
     FINAL_FAILURES_SUFFIX,
     FINAL_STATS_SUFFIX,
     WINDOW_FAILURES_SUFFIX,
+    WINDOW_LOOK_S,
+    WINDOW_SIGNAL,
     WINDOW_STATS_SUFFIX,
     WINDOW_WORKERS_SUFFIX,
     LoadConfig,
@@ -40,6 +44,7 @@ from loadtests.load.locust.scenarios.pod_churn import CLEANUP_S
 from loadtests.load.locust.scenarios.registry import BUILDS
 from loadtests.polling import poll_until
 
+_window_wake = Event()  # set by WINDOW_SIGNAL: the runner made a window file
 WIND_DOWN = "loadtest_wind_down"
 WOUND_DOWN = "loadtest_wound_down"
 WIND_DOWN_WAIT_S = CLEANUP_S + 15.0
@@ -106,14 +111,25 @@ def _master_wound_down(environment: Any, msg: Any, **_: Any) -> None:
     _wound_down.add(str(msg.data.get("worker")))
 
 
+def _wait_for_file(path: str, timeout_s: float | None) -> bool:
+    """Until the runner makes `path` (or timeout_s passes): woken by its WINDOW_SIGNAL at once, else a look every
+    WINDOW_LOOK_S (a signal sent before the handler was in place)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        left = WINDOW_LOOK_S if deadline is None else min(WINDOW_LOOK_S, deadline - time.monotonic())
+        if left <= 0:
+            return False
+        _window_wake.wait(left)
+        _window_wake.clear()
+    return True
+
+
 def _keep_window(environment: Any) -> None:
     """Master or single process: when the runner opens the measured window, restart the statistics (workers
     report deltas, so the master's totals are all there is to reset), then end the run window_s later, the
     way Locust's own --run-time does. WATCH rows keep the connections established while users started."""
     assert CONFIG is not None and CONFIG.window_file is not None and LEDGER is not None
-    path = CONFIG.window_file
-    while not os.path.exists(path):
-        gevent.sleep(0.02)
+    _wait_for_file(CONFIG.window_file, None)
     if isinstance(environment.runner, MasterRunner):
         # every worker's figures up to now first: reset with the rest, they are not the window's
         _ask_workers(environment.runner, OPEN_WINDOW, _closed, CLOSE_WAIT_S)
@@ -128,7 +144,7 @@ def _keep_window(environment: Any) -> None:
     if close is None:
         gevent.sleep(CONFIG.window_s or 0.0)
     else:
-        poll_until(lambda: os.path.exists(close), (CONFIG.window_s or 0.0) + CLOSE_CAP_S, interval_s=0.02)
+        _wait_for_file(close, (CONFIG.window_s or 0.0) + CLOSE_CAP_S)
         _write_window_stats(environment)
     environment.runner.quit()
     if environment.web_ui is not None:  # the live view ends with the step (its server keeps Locust running)
@@ -184,6 +200,7 @@ def _setup(environment: Any, **_: Any) -> None:
     if environment.web_ui is not None:
         worker_link.read_only(environment.web_ui)
     if CONFIG is not None and CONFIG.window_file and not isinstance(runner, WorkerRunner):
+        gevent.signal_handler(WINDOW_SIGNAL, _window_wake.set)
         gevent.spawn(_keep_window, environment)
 
 
