@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,7 @@ from loadtests.run.fleet import ensure_namespaces  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 GO_SOURCE = Path(__file__).resolve().parent / "clientgo"
 RAW = "client_cost/rows.json.gz"  # under benchmarks/results/raw/
+DEFAULT_CREATE_RATE = 20.0
 BEFORE = "client_cost/before.json.gz"  # the rows of the measurement before the load's cuts, when kept
 CLIENT_GO, HARNESS = "client-go", "harness"
 SEED_PODS = 500  # what each LIST returns: one page of limit=500
@@ -110,9 +111,11 @@ class Work:
         return {"create": CREATE_PODS, "list": ListNames.of("pods", "", "0").first}.get(self.name)
 
 
-def works(quick: bool) -> list[Work]:
-    return [Work("create", 10.0 if quick else 20.0, "create"), Work("list", 5.0, "LIST"),
-            Work("watch", 50.0 if quick else 200.0, "watch held a minute")]
+def works(quick: bool, create_rate: float = 20.0, only: Collection[str] = ()) -> list[Work]:
+    """The works measured (`only` those named), creates at `create_rate` per second (a quick check: 10)."""
+    found = [Work("create", 10.0 if quick else create_rate, "create"), Work("list", 5.0, "LIST"),
+             Work("watch", 50.0 if quick else 200.0, "watch held a minute")]
+    return [work for work in found if not only or work.name in only]
 
 
 class Window:
@@ -251,7 +254,7 @@ def measure(args: argparse.Namespace) -> list[Row]:
             if args.profile:
                 profile_once(args, info, Path(tmp))
                 return rows
-            for work in works(args.quick):
+            for work in works(args.quick, args.create_rate, args.works):
                 for index in range(2 * args.pairs):
                     side = HARNESS if second_first(index) else CLIENT_GO
                     row = (run_harness(info, work, args.window_s, Path(tmp) / f"{work.name}-{index}")
@@ -340,7 +343,14 @@ def units_line(rows: list[Row]) -> str:
 
 def command(args: argparse.Namespace) -> str:
     return (f"flock /tmp/bench.lock .venv/bin/python benchmarks/client_cost.py --pairs {args.pairs} "
-            f"--window-s {args.window_s:g}" + (" --quick" if args.quick else ""))
+            f"--window-s {args.window_s:g}" + (" --quick" if args.quick else "")
+            + (f" --create-rate {args.create_rate:g}" if args.create_rate != DEFAULT_CREATE_RATE else "")
+            + (f" --works {' '.join(args.works)}" if args.works else ""))
+
+
+def raw_name(args: argparse.Namespace) -> str:
+    """The kept rows of this measurement: the default one's, or one per other create rate."""
+    return RAW if args.create_rate == DEFAULT_CREATE_RATE else RAW.replace(".json", f"-create{args.create_rate:g}.json")
 
 
 CUTS = [
@@ -354,7 +364,7 @@ CUTS = [
 
 
 def write(args: argparse.Namespace, rows: list[Row]) -> None:
-    rates = {w.name: w for w in works(args.quick)}
+    rates = {w.name: w for w in works(args.quick, args.create_rate)}
     lines = results_head(
         "The load against client-go: client CPU, apiserver CPU and bytes per unit of the same work",
         f"one local control plane (Kubernetes {versions.DEFAULT_KUBE_VERSION}, no kwok); per work, pairs "
@@ -366,7 +376,8 @@ def write(args: argparse.Namespace, rows: list[Row]) -> None:
          "machine CPU (client-go / harness windows, of 200 %)"])
     lines += table(rows)
     before = RAW_DIR / BEFORE
-    if before.exists():
+    default = args.create_rate == DEFAULT_CREATE_RATE and not args.works  # the measurement the cuts were read on
+    if before.exists() and default:
         lines += ["", "Before the cuts to the load's own work (the same measurement, its rows kept in "
                       f"benchmarks/results/raw/{BEFORE}):", "", lines[5], lines[6], *table(from_raw(before)[1])]
     lines += ["", units_line(rows), "",
@@ -376,8 +387,8 @@ def write(args: argparse.Namespace, rows: list[Row]) -> None:
               "of pod LISTs, apiserver_watch_events_sizes of every watch event sent: window differences). "
               "Machine CPU: /proc/stat over the window, 200 % = both cores. psutil counts CPU in ticks of 10 ms: "
               "client-go's idle watches often used less than one tick in a window (a ratio over such a pair is "
-              "left out).", *CUTS, "",
-              f"Raw rows: benchmarks/results/raw/{RAW}.", *profile_lines()]
+              "left out).", *(CUTS if default else []), "",
+              f"Raw rows: benchmarks/results/raw/{raw_name(args)}.", *(profile_lines() if default else [])]
     write_results(args.out, lines)
 
 
@@ -458,14 +469,21 @@ def main() -> int:
     parser.add_argument("--build", action="store_true", help="go build the client-go program first")
     parser.add_argument("--profile", metavar="LABEL",
                         help="only profile the load's creates (py-spy), kept as raw/client_cost/profile-LABEL")
+    parser.add_argument("--create-rate", type=float, default=DEFAULT_CREATE_RATE,
+                        help="creates per second on both sides (another rate keeps its own rows and results file)")
+    parser.add_argument("--works", nargs="+", choices=("create", "list", "watch"), default=[],
+                        help="only these works (default: all three)")
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/client_cost.md (--quick: a temporary "
-                                                 "file)")
+                                                 "file; another --create-rate: client_cost_createN.md)")
     args = parser.parse_args()
+    default_out = ("client_cost.md" if args.create_rate == DEFAULT_CREATE_RATE
+                   else f"client_cost_create{args.create_rate:g}.md")
     args.out = args.out or (Path(tempfile.gettempdir()) / "client_cost_quick.md" if args.quick
-                            else Path(__file__).parent / "results" / "client_cost.md")
+                            else Path(__file__).parent / "results" / default_out)
     if args.from_raw:
-        kept, rows = from_raw()
+        kept, rows = from_raw(RAW_DIR / raw_name(args))
         args.pairs, args.window_s, args.quick = kept["pairs"], kept["window_s"], kept["quick"]
+        args.works = kept.get("works", [])
     else:
         if args.quick:
             args.pairs, args.window_s = 1, 8.0
@@ -475,8 +493,8 @@ def main() -> int:
         if args.profile:
             return 0
         if not args.quick:  # a short check keeps nothing: the kept rows stay those of the results file
-            keep_raw(RAW, {"args": {"pairs": args.pairs, "window_s": args.window_s, "quick": args.quick},
-                           "rows": rows})
+            keep_raw(raw_name(args), {"args": {"pairs": args.pairs, "window_s": args.window_s, "quick": args.quick,
+                                               "create_rate": args.create_rate, "works": args.works}, "rows": rows})
     write(args, rows)
     return 0
 
