@@ -368,9 +368,11 @@ def write(args: argparse.Namespace, rows: list[Row]) -> None:
     lines = results_head(
         "The load against client-go: client CPU, apiserver CPU and bytes per unit of the same work",
         f"one local control plane (Kubernetes {versions.DEFAULT_KUBE_VERSION}, no kwok); per work, pairs "
-        f"alternating client-go-harness and harness-client-go, windows of {args.window_s:g} s: creates at "
-        f"{rates['create'].rate:g}/s, LISTs at {rates['list'].rate:g}/s over {SEED_PODS} pods, "
-        f"{rates['watch'].rate:g} node watches held.",
+        f"alternating client-go-harness and harness-client-go, windows of {args.window_s:g} s: " + ", ".join(
+            what for name, what in (("create", f"creates at {rates['create'].rate:g}/s"),
+                                    ("list", f"LISTs at {rates['list'].rate:g}/s over {SEED_PODS} pods"),
+                                    ("watch", f"{rates['watch'].rate:g} node watches held"))
+            if not args.works or name in args.works) + ".",
         command(args),
         ["work", "figure", "client-go", "harness", "harness / client-go (range over pairs)", "pairs",
          "machine CPU (client-go / harness windows, of 200 %)"])
@@ -427,8 +429,8 @@ def profile_top(stacks: str, top: int = 12) -> list[tuple[str, float, float]]:
             total[name] = total.get(name, 0) + int(count)
     if not samples:
         return []
-    by_own = sorted(own, key=lambda name: -own[name])[:top]
-    by_total = [name for name in sorted(total, key=lambda name: -total[name]) if name not in by_own][:top // 2]
+    by_own = sorted(own, key=lambda name: (-own[name], name))[:top]  # ties by name: the same table every time
+    by_total = [name for name in sorted(total, key=lambda name: (-total[name], name)) if name not in by_own][:top // 2]
     return [(name, own.get(name, 0) / samples, total[name] / samples) for name in by_own + by_total]
 
 
