@@ -3,14 +3,15 @@ client-go program (benchmarks/clientgo/), one after the other against one local 
 
 Three works, each at the same rate and for the same window on both sides: pod creates at a fixed rate (pod_churn's
 pod; its lifetime outlasts the window, so no delete falls in it), cluster-scope LISTs of pods at a fixed rate
-(resourceVersion=0, limit=500, over SEED_PODS pods; list_pollers), and node watches held (one pod watch per node by
-spec.nodeName, protobuf as a kubelet asks, bookmarks, timeouts of 300-600 s; kubelet_watchers). Per work the sides
-alternate in pairs (client-go first, then the harness first, ...: benchmarks/pairs.py), so a drift of the machine
-falls on both sides of a pair. Over each measured window (the load's measured window; the Go program's work): the
-client's CPU (psutil, every process of the side), kube-apiserver's CPU (psutil), the machine's (/proc/stat), and
-from the apiserver's /metrics the response bytes of its LISTs (apiserver_response_sizes, read requests only) and
-of the watch events it sent (apiserver_watch_events_sizes). A create or LIST is a unit of work; for watches a unit
-is one watch held for one minute.
+(resourceVersion=0, limit=500, over SEED_PODS pods; list_pollers, in JSON unless --list-encoding protobuf: client-
+go's generated clients ask protobuf, and its creates send it, where pod_churn sends JSON), and node watches held
+(one pod watch per node by spec.nodeName, protobuf as a kubelet asks, bookmarks, timeouts of 300-600 s;
+kubelet_watchers). Per work the sides alternate in pairs (client-go first, then the harness first, ...:
+benchmarks/pairs.py), so a drift of the machine falls on both sides of a pair. Over each measured window (the load's
+measured window; the Go program's work): the client's CPU (psutil, every process of the side), kube-apiserver's CPU
+(psutil), the machine's (/proc/stat), and from the apiserver's /metrics the response bytes of its LISTs
+(apiserver_response_sizes, read requests only) and of the watch events it sent (apiserver_watch_events_sizes). A
+create or LIST is a unit of work; for watches a unit is one watch held for one minute.
 
     make clientgo-bench   # go build of benchmarks/clientgo into the harness's build folder, then the benchmark
     flock /tmp/bench.lock .venv/bin/python benchmarks/client_cost.py [--pairs 2] [--window-s 20] [--quick]
@@ -90,6 +91,7 @@ class Work:
     name: str
     rate: float  # creates or LISTs per second; for watches, the watches held
     unit: str
+    encoding: str = "json"  # the load's LISTs
 
     def go_flags(self, window_s: float) -> list[str]:
         flags = [f"-work={self.name}", f"-duration={window_s:g}s"]
@@ -99,7 +101,8 @@ class Work:
         if self.name == "create":
             return {"pod_churn": {"rate": self.rate, "lifetime_s": 3600.0}}
         if self.name == "list":
-            return {"list_pollers": {"rate": self.rate, "resource_version": "0", "limit": 500}}
+            return {"list_pollers": {"rate": self.rate, "resource_version": "0", "limit": 500,
+                                     "encoding": self.encoding}}
         return {"kubelet_watchers": {"per_node": 1.0, "max_watchers": int(self.rate), "encoding": "protobuf"}}
 
     def nodes(self) -> int:
@@ -111,9 +114,11 @@ class Work:
         return {"create": CREATE_PODS, "list": ListNames.of("pods", "", "0").first}.get(self.name)
 
 
-def works(quick: bool, create_rate: float = 20.0, only: Collection[str] = ()) -> list[Work]:
-    """The works measured (`only` those named), creates at `create_rate` per second (a quick check: 10)."""
-    found = [Work("create", 10.0 if quick else create_rate, "create"), Work("list", 5.0, "LIST"),
+def works(quick: bool, create_rate: float = 20.0, only: Collection[str] = (),
+          list_encoding: str = "json") -> list[Work]:
+    """The works measured (`only` those named), creates at `create_rate` per second (a quick check: 10), the load's
+    LISTs in `list_encoding`."""
+    found = [Work("create", 10.0 if quick else create_rate, "create"), Work("list", 5.0, "LIST", list_encoding),
              Work("watch", 50.0 if quick else 200.0, "watch held a minute")]
     return [work for work in found if not only or work.name in only]
 
@@ -254,7 +259,7 @@ def measure(args: argparse.Namespace) -> list[Row]:
             if args.profile:
                 profile_once(args, info, Path(tmp))
                 return rows
-            for work in works(args.quick, args.create_rate, args.works):
+            for work in works(args.quick, args.create_rate, args.works, args.list_encoding):
                 for index in range(2 * args.pairs):
                     side = HARNESS if second_first(index) else CLIENT_GO
                     row = (run_harness(info, work, args.window_s, Path(tmp) / f"{work.name}-{index}")
@@ -345,12 +350,19 @@ def command(args: argparse.Namespace) -> str:
     return (f"flock /tmp/bench.lock .venv/bin/python benchmarks/client_cost.py --pairs {args.pairs} "
             f"--window-s {args.window_s:g}" + (" --quick" if args.quick else "")
             + (f" --create-rate {args.create_rate:g}" if args.create_rate != DEFAULT_CREATE_RATE else "")
+            + (f" --list-encoding {args.list_encoding}" if args.list_encoding != "json" else "")
             + (f" --works {' '.join(args.works)}" if args.works else ""))
 
 
+def variant(args: argparse.Namespace) -> str:
+    """What sets this measurement apart from the default one ("" for it): in its rows' and results' names."""
+    return ((f"-create{args.create_rate:g}" if args.create_rate != DEFAULT_CREATE_RATE else "")
+            + (f"-list{args.list_encoding}" if args.list_encoding != "json" else ""))
+
+
 def raw_name(args: argparse.Namespace) -> str:
-    """The kept rows of this measurement: the default one's, or one per other create rate."""
-    return RAW if args.create_rate == DEFAULT_CREATE_RATE else RAW.replace(".json", f"-create{args.create_rate:g}.json")
+    """The kept rows of this measurement: the default one's, or one per variant."""
+    return RAW.replace(".json", f"{variant(args)}.json")
 
 
 CUTS = [
@@ -364,13 +376,14 @@ CUTS = [
 
 
 def write(args: argparse.Namespace, rows: list[Row]) -> None:
-    rates = {w.name: w for w in works(args.quick, args.create_rate)}
+    rates = {w.name: w for w in works(args.quick, args.create_rate, (), args.list_encoding)}
     lines = results_head(
         "The load against client-go: client CPU, apiserver CPU and bytes per unit of the same work",
         f"one local control plane (Kubernetes {versions.DEFAULT_KUBE_VERSION}, no kwok); per work, pairs "
         f"alternating client-go-harness and harness-client-go, windows of {args.window_s:g} s: " + ", ".join(
             what for name, what in (("create", f"creates at {rates['create'].rate:g}/s"),
-                                    ("list", f"LISTs at {rates['list'].rate:g}/s over {SEED_PODS} pods"),
+                                    ("list", f"LISTs at {rates['list'].rate:g}/s over {SEED_PODS} pods (the "
+                                             f"load's in {args.list_encoding})"),
                                     ("watch", f"{rates['watch'].rate:g} node watches held"))
             if not args.works or name in args.works) + ".",
         command(args),
@@ -378,7 +391,7 @@ def write(args: argparse.Namespace, rows: list[Row]) -> None:
          "machine CPU (client-go / harness windows, of 200 %)"])
     lines += table(rows)
     before = RAW_DIR / BEFORE
-    default = args.create_rate == DEFAULT_CREATE_RATE and not args.works  # the measurement the cuts were read on
+    default = not variant(args) and not args.works  # the measurement the cuts were read on
     if before.exists() and default:
         lines += ["", "Before the cuts to the load's own work (the same measurement, its rows kept in "
                       f"benchmarks/results/raw/{BEFORE}):", "", lines[5], lines[6], *table(from_raw(before)[1])]
@@ -473,13 +486,14 @@ def main() -> int:
                         help="only profile the load's creates (py-spy), kept as raw/client_cost/profile-LABEL")
     parser.add_argument("--create-rate", type=float, default=DEFAULT_CREATE_RATE,
                         help="creates per second on both sides (another rate keeps its own rows and results file)")
+    parser.add_argument("--list-encoding", choices=("json", "protobuf"), default="json",
+                        help="the load's LISTs (client-go's generated clients ask protobuf)")
     parser.add_argument("--works", nargs="+", choices=("create", "list", "watch"), default=[],
                         help="only these works (default: all three)")
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/client_cost.md (--quick: a temporary "
                                                  "file; another --create-rate: client_cost_createN.md)")
     args = parser.parse_args()
-    default_out = ("client_cost.md" if args.create_rate == DEFAULT_CREATE_RATE
-                   else f"client_cost_create{args.create_rate:g}.md")
+    default_out = f"client_cost{variant(args).replace('-', '_')}.md"
     args.out = args.out or (Path(tempfile.gettempdir()) / "client_cost_quick.md" if args.quick
                             else Path(__file__).parent / "results" / default_out)
     if args.from_raw:
@@ -496,7 +510,8 @@ def main() -> int:
             return 0
         if not args.quick:  # a short check keeps nothing: the kept rows stay those of the results file
             keep_raw(raw_name(args), {"args": {"pairs": args.pairs, "window_s": args.window_s, "quick": args.quick,
-                                               "create_rate": args.create_rate, "works": args.works}, "rows": rows})
+                                               "create_rate": args.create_rate, "works": args.works,
+                                               "list_encoding": args.list_encoding}, "rows": rows})
     write(args, rows)
     return 0
 

@@ -293,9 +293,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         _informers, {"resource": LIST_RESOURCES}),
     Scenario(
         "list_pollers", "periodic LISTs at `rate`/s; resource_version \"0\" is served from the watch cache, "
-        "\"\" is a consistent read",
-        {"rate": 1.0, "users": 2, "resource": "pods", "resource_version": "0", "namespace": "", "limit": 500},
-        _list_pollers, {"resource": LIST_RESOURCES}),
+        "\"\" is a consistent read; `encoding`: json, or protobuf as client-go's generated clients ask",
+        {"rate": 1.0, "users": 2, "resource": "pods", "resource_version": "0", "namespace": "", "limit": 500,
+         "encoding": "json"},
+        _list_pollers, {"resource": LIST_RESOURCES, "encoding": frozenset(ENCODINGS)}),
     Scenario(
         "objects", "objects of any kind made from YAML templates (`templates`: each a `template` file with "
         "`replicas` objects per iteration and `input_vars`), created at `rate`/s in one namespace per "

@@ -175,7 +175,8 @@ class RunResult:
 # Scenario parameters added after runs were recorded, at the value that asks for what those runs did: left out of
 # a plan's digest, so that a run from before the parameter and one from after still compare (a baseline, a noise
 # floor). config/scenarios.py declares them with these defaults; a unit test holds the two equal.
-DIGEST_NEUTRAL: dict[str, dict[str, Any]] = {"kubelet_watchers": {"encoding": "json"}}
+DIGEST_NEUTRAL: dict[str, dict[str, Any]] = {"kubelet_watchers": {"encoding": "json"},
+                                            "list_pollers": {"encoding": "json"}}
 
 
 def plan_digest(plan: dict[str, Any]) -> str:

@@ -24,7 +24,8 @@ class ListPollerUser(KubeUser):
         self.stop_if_past_deadline()
         params = self.params
         self.api.list_all(params["resource"], params["namespace"], poller_names(params),
-                          resource_version=str(params["resource_version"]), limit=int(params["limit"]))
+                          resource_version=str(params["resource_version"]), limit=int(params["limit"]),
+                          encoding=str(params["encoding"]))
 
 
 def build(config: LoadConfig, params: dict[str, Any], counts: dict[str, int]) -> list[type[KubeUser]]:
