@@ -29,6 +29,7 @@ import json
 import math
 import os
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -194,6 +195,33 @@ def from_raw() -> list[Row]:
     return sorted(rows, key=lambda r: (labels[r["label"]], r["watches"]))
 
 
+def slope(rows: list[Row], key: str) -> tuple[float, float] | None:
+    """Least squares of the load's memory (`key` of its figures, MiB) over the watches held: (MiB at none, KiB
+    per watch more); None with fewer than two sizes measured."""
+    points = [(row["held"], row["load"][key]) for row in rows if not row.get("skipped")]
+    if len({x for x, _ in points}) < 2:
+        return None
+    mean_x, mean_y = statistics.fmean(x for x, _ in points), statistics.fmean(y for _, y in points)
+    per = (sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points))
+    return mean_y - per * mean_x, per * 1024
+
+
+def summary(rows: list[Row]) -> list[str]:
+    """Per code measured: the load's memory per watch more (the slope over the sizes), and what 40,000 would take."""
+    lines = []
+    for label in dict.fromkeys(row["label"] for row in rows):
+        mine = [row for row in rows if row["label"] == label]
+        fits = {key: slope(mine, key) for key in ("rss_mib", "uss_mib")}
+        if fits["rss_mib"] is None or fits["uss_mib"] is None:
+            continue
+        base, per = fits["uss_mib"]
+        lines.append(f"- {label}: {fits['rss_mib'][1]:.1f} KiB RSS, {per:.1f} KiB USS per watch more (least "
+                     f"squares over the sizes run; {base:.0f} MiB USS at none); 40,000 watches at that rate: "
+                     f"{(base * 4 + per * 40_000 / 1024) / 1024:.2f} GiB USS in four processes (a master and "
+                     "three workers, as the open files ask)")
+    return lines
+
+
 def write(out: Path, rows: list[Row]) -> None:
     commands = dict.fromkeys(row["command"] for row in rows)
     lines = results_head(
@@ -213,6 +241,7 @@ def write(out: Path, rows: list[Row]) -> None:
                   "Memory: psutil at the hold's end; the load's summed over its processes (RSS counts pages the "
                   "master and workers share once per process; USS only what each holds alone). CPU: mean over the "
                   "hold, 100 % = one core; the machine's from /proc/stat, everyone's (others measure on it too)."]
+    lines += ["", "The load's memory per watch more, by code:", *summary(rows)]
     write_results(out, lines, also=f", raw: {RAW_DIR / RAW}")
 
 
