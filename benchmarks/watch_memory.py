@@ -60,6 +60,8 @@ ESTABLISH_CAP_S = 300.0  # the longest wait for the watches to be established
 Row = dict[str, Any]
 # what a watch's memory in a Locust process is made of, measured apart from this benchmark (small programs on this
 # machine, each holding 1,000-2,000 of one thing, USS and tracemalloc before and after); said beside the table
+CODE = ("Code: before = the load as on main (445386d; measured at 411668d, which adds only this benchmark); after = "
+        "a1cf165: one SSLContext per identity in a Locust process, one jitter generator for every watcher.")
 WHERE = [
     "Where a watch's memory goes (measured apart: small programs holding 1,000-2,000 of one thing, USS and "
     "tracemalloc before and after):",
@@ -276,7 +278,7 @@ def write(out: Path, rows: list[Row]) -> None:
                   "Memory: psutil at the hold's end; the load's summed over its processes (RSS counts pages the "
                   "master and workers share once per process; USS only what each holds alone). CPU: mean over the "
                   "hold, 100 % = one core; the machine's from /proc/stat, everyone's (others measure on it too)."]
-    lines += ["", "The load's memory per watch more, by code:", *summary(rows), "", *WHERE]
+    lines += ["", CODE, "", "The load's memory per watch more, by code:", *summary(rows), "", *WHERE]
     write_results(out, lines, also=f", raw: {RAW_DIR / RAW}")
 
 
