@@ -22,6 +22,9 @@ from loadtests.kube.names import ListNames, WatchNames
 from loadtests.kube.watch import WATCH_TIMEOUT_MIN_S, ListPage, WatchEvent, WatchStream, ends_initial_events
 
 FAILURES = (ApiError, WatchError)
+# the jitter of every watcher in the process, unless given its own: a generator's state is 2.5 KiB, and a Locust
+# process holds a reflector and a backoff per watch, tens of thousands of them
+SHARED_RNG = random.Random()
 
 
 class ListWatchApi(Protocol):
@@ -49,7 +52,7 @@ class Backoff:
                  reset_after_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.first_s, self.max_s, self._sleep = first_s, max_s, sleep
         self.jitter, self.reset_after_s, self._clock = jitter, reset_after_s, clock
-        self._rng = rng or random.Random()
+        self._rng = rng or SHARED_RNG
         self._next = first_s
         self._started = clock()
 
@@ -156,7 +159,7 @@ class Reflector:
         self.page_limit, self.all_pages = page_limit, all_pages
         self.deadline, self.on_event, self.on_list, self._clock = deadline, on_event, on_list, clock
         self._backoff = backoff or Backoff()
-        self._rng = rng or random.Random()
+        self._rng = rng or SHARED_RNG
         self.resource_version: str | None = None  # None: LIST (or watch from "now") next
         self.watches = 0
         self.lists = 0

@@ -15,8 +15,10 @@ for gevent, which tests and the runner must not suffer.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import ssl
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +51,31 @@ _URL = re.compile(r"\w+://\S+")
 # a connection that broke under a request (geventhttpclient resends an idempotent one at once on a pooled
 # connection the server had closed, as many times as its pool is large, before it says so): a GET is resent
 BROKEN_CONNECTION = (ConnectionResetError, BrokenPipeError, HTTPConnectionClosed)
+
+
+class SslContexts:
+    """The ssl_context_factory FastHttpSession calls per connection pool: one context per identity, built from
+    the cluster's CA and the identity's client certificate on first use (loading the key for each of thousands of
+    users is wasted CPU, and each context holds its own copy of the CA and the certificate).
+
+    geventhttpclient passes its default CA bundle as `cafile`; the cluster's CA replaces it.
+    """
+
+    def __init__(self, access: ClusterAccess) -> None:
+        self._access = access
+        self._context: ssl.SSLContext | None = None
+
+    def __call__(self, cafile: str | None = None) -> ssl.SSLContext:
+        if self._context is None:
+            self._context = self._access.ssl_context()
+        return self._context
+
+
+@functools.cache
+def ssl_contexts(access: ClusterAccess) -> SslContexts:
+    """The process's one SslContexts of `access` (an identity: its server, CA and credentials): every user that
+    is the same client (all the nodes' kube-proxies, a scenario's users) shares one SSLContext."""
+    return SslContexts(access)
 
 
 def describe_failure(response: Any) -> str:

@@ -7,7 +7,6 @@ the target's address, TLS and credentials, so a scenario only writes its behavio
 from __future__ import annotations
 
 import json
-import ssl
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,24 +18,7 @@ from loadtests.kube.access import ClusterAccess
 from loadtests.kube.names import request_name
 from loadtests.kube.objects import namespace_manifest
 from loadtests.load.contract import LoadConfig
-from loadtests.load.locust.transport import JSON, KubeApi
-
-
-class SslContexts:
-    """The ssl_context_factory FastHttpSession calls per connection pool: one context per process, built from
-    the cluster's CA and client certificate (loading the key for each of thousands of users is wasted CPU).
-
-    geventhttpclient passes its default CA bundle as `cafile`; the cluster's CA replaces it.
-    """
-
-    def __init__(self, access: ClusterAccess) -> None:
-        self._access = access
-        self._context: ssl.SSLContext | None = None
-
-    def __call__(self, cafile: str | None = None) -> ssl.SSLContext:
-        if self._context is None:
-            self._context = self._access.ssl_context()
-        return self._context
+from loadtests.load.locust.transport import JSON, KubeApi, ssl_contexts
 
 
 class KubeUser(FastHttpUser):
@@ -89,7 +71,7 @@ def user_class(base: type[KubeUser], name: str, config: LoadConfig, params: dict
         "fixed_count": count,
         "host": access.server.rstrip("/"),
         "insecure": access.insecure_skip_verify,
-        "ssl_context_factory": SslContexts(access),
+        "ssl_context_factory": ssl_contexts(access),
         "default_headers": headers,
         "proxy_host": proxy.hostname if proxy else None,
         "proxy_port": (proxy.port or 80) if proxy else None,

@@ -38,8 +38,8 @@ from loadtests.kube.pod_references import referenced_objects
 from loadtests.kube.reflector import Backoff, Reflector
 from loadtests.kube.watch import WatchEvent, ends_initial_events
 from loadtests.load.contract import LoadConfig
-from loadtests.load.locust.scenarios.base import KubeUser, SslContexts, json_bytes, user_class
-from loadtests.load.locust.transport import JSON
+from loadtests.load.locust.scenarios.base import KubeUser, json_bytes, user_class
+from loadtests.load.locust.transport import JSON, ssl_contexts
 
 # the kubelet drops a watch on an object only environment variables name 5 x syncFrequency after its last use,
 # checked every minute: 5-6 minutes (pkg/kubelet/util/manager/watch_based_manager.go); here the middle of that
@@ -83,7 +83,7 @@ class NodeAgentUser(KubeUser):
         identities = self.config.node_identities
         if identities is not None:  # a local control plane: the agent is the node (or kube-proxy) itself
             self.access = identities.node_access(self.node) if self.agent == KUBELET else identities.proxy_access()
-            self.ssl_context_factory = SslContexts(self.access)
+            self.ssl_context_factory = ssl_contexts(self.access)  # every kube-proxy: one
         super().__init__(environment)
         self.encoding = str(self.params["encoding"])
         self.children = Group()  # its greenlets: the watches, and what a pod's change makes it send
