@@ -4,10 +4,9 @@ imported only when an answer is protobuf. Nothing here does I/O."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from loadtests.kube import watch
+from loadtests.kube import jsonbody, watch
 from loadtests.kube.watch import Decoder, WatchDecoder, is_protobuf
 
 
@@ -24,7 +23,7 @@ def decoder_for(content_type: str | None, full: bool = False) -> Decoder:
 def object_of(body: bytes, content_type: str | None) -> dict[str, Any]:
     """A GET's or a LIST's answer as a dict, every field, whichever encoding came."""
     if not is_protobuf(content_type):
-        return json.loads(body)
+        return jsonbody.loads(body)
     from loadtests.kube.watch_protobuf import decode_object
 
     return decode_object(body, full=True)
@@ -37,7 +36,7 @@ def status_of(body: bytes, content_type: str | None) -> dict[str, Any]:
 
         return decode_status(body)
     try:
-        data = json.loads(body or b"{}")
+        data = jsonbody.loads(body or b"{}")
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}

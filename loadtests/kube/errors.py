@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from loadtests.kube import jsonbody
 
 
 def status_message(body: bytes | str | dict[str, Any]) -> str:
@@ -12,7 +13,7 @@ def status_message(body: bytes | str | dict[str, Any]) -> str:
         return str(body.get("message") or body.get("reason") or body)[:300]
     text = body.decode(errors="replace") if isinstance(body, bytes) else body
     try:
-        data = json.loads(text)
+        data = jsonbody.loads(text)
     except ValueError:
         return text[:300]
     return status_message(data) if isinstance(data, dict) else text[:300]

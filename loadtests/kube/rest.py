@@ -26,6 +26,7 @@ from urllib.parse import urlencode, urlsplit
 
 import urllib3
 
+from loadtests.kube import jsonbody
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.encoding import decoder_for, object_of, status_of
 from loadtests.kube.errors import ApiError, Gone, status_message
@@ -194,7 +195,7 @@ class RestClient:
         target = path + (f"?{urlencode(params)}" if params else "")
         response = self._exchange(method, target, headers, (method, path), body=data)
         if 200 <= response.status < 300:
-            return Answer(response.status, json.loads(response.data) if response.data else {}, response.headers)
+            return Answer(response.status, jsonbody.loads(response.data) if response.data else {}, response.headers)
         if response.status in ok:
             return Answer(response.status, {}, response.headers)
         raise ApiError(response.status, status_message(response.data), method, path)

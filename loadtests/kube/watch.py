@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from loadtests.kube import jsonbody
 from loadtests.kube.errors import Gone, WatchError
 
 # client-go's reflector picks a watch timeout in [5 min, 10 min) so that watches do not all end at once
@@ -95,7 +96,7 @@ def status_error(status: dict[str, Any]) -> Exception:
 
 def _parse_event(line: bytes, received_at: float, size: int) -> WatchEvent:
     try:
-        data = json.loads(line)
+        data = jsonbody.loads(line)
         return WatchEvent(str(data["type"]), data.get("object") or {}, received_at, size)
     except (ValueError, KeyError, TypeError) as error:
         raise WatchError(f"not a watch event ({error}): {line[:120]!r}") from None
@@ -242,4 +243,4 @@ def list_metadata(body: bytes) -> dict[str, Any]:
                 return value
         except ValueError:
             pass
-    return dict(json.loads(body).get("metadata") or {})
+    return dict(jsonbody.loads(body).get("metadata") or {})

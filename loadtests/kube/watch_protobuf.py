@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import json
 import time
 from collections.abc import Callable
 from types import ModuleType
@@ -36,6 +35,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError, Message
 
+from loadtests.kube import jsonbody
 from loadtests.kube.errors import WatchError
 from loadtests.kube.pb import (
     authentication_v1_pb2,
@@ -133,7 +133,7 @@ def _raw(raw: bytes) -> Any:
     """A RawExtension's or FieldsV1's bytes: JSON, or a protobuf object of its own."""
     if raw.startswith(MAGIC):
         return decode_object(raw, full=True)
-    return json.loads(raw) if raw else None
+    return jsonbody.loads(raw) if raw else None
 
 
 # Go's named slices that protobuf wraps in a message of `items` (`+protobuf.nullable=true` in the generated .proto):

@@ -13,7 +13,6 @@ and reads on across a rotation. Only events whose request arrived inside the win
 from __future__ import annotations
 
 import heapq
-import json
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from loadtests.kube import jsonbody
 from loadtests.results.audit import AuditRequest, AuditRow, AuditSummary
 from loadtests.results.distribution import Distribution
 
@@ -138,7 +138,7 @@ class AuditReader:
                     for line in handle:
                         if line.endswith(b"\n"):
                             try:
-                                yield json.loads(line)
+                                yield jsonbody.loads(line)
                             except ValueError:
                                 continue
             except FileNotFoundError:  # rotated away while reading

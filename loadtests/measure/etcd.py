@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 
+from loadtests.kube import jsonbody
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.rest import send_once
 
@@ -22,7 +23,7 @@ def _post(client: ClusterAccess, path: str, body: dict[str, object], timeout_s: 
                          timeout_s=timeout_s)
     if response.status != 200:
         raise OSError(f"etcd {path}: HTTP {response.status}: {response.data.decode('utf-8', 'replace')[:200]}")
-    return json.loads(response.data or b"{}")
+    return jsonbody.loads(response.data or b"{}")
 
 
 def _b64(text: str) -> str:

@@ -26,6 +26,7 @@ import gevent
 from geventhttpclient._parser import HTTPParseError
 from geventhttpclient.response import HTTPConnectionClosed
 
+from loadtests.kube import jsonbody
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.encoding import decoder_for, list_metadata, status_of
 from loadtests.kube.errors import Gone, WatchError
@@ -173,7 +174,7 @@ class KubeApi:
             missing_ok: bool = False) -> tuple[int, dict[str, Any] | None]:
         ok = (200, 404) if missing_ok else (200,)
         response = self.call("GET", "GET", resource_path(resource, namespace, object_name), name, ok=ok)
-        return response.status_code, (json.loads(response.content) if response.status_code == 200 else None)
+        return response.status_code, (jsonbody.loads(response.content) if response.status_code == 200 else None)
 
     def patch(self, resource: str, namespace: str, object_name: str, patch: dict[str, Any], name: str,
               subresource: str = "") -> int:
