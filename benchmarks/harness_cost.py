@@ -178,25 +178,25 @@ def profile_summary(run: Measured, window_s: float, top: int = 12) -> list[str]:
     return lines + [""]
 
 
-def keep(runs: list[Measured], command: str) -> None:
-    for old in (RAW_DIR / RAW).glob("*.json.gz"):
+def keep(runs: list[Measured], command: str, raw: str = RAW) -> None:
+    for old in (RAW_DIR / raw).glob("*.json.gz"):
         old.unlink()
     for index, run in enumerate(runs, 1):
-        keep_raw(f"{RAW}/run-{index}.json.gz", {"label": run.label, "results": results.to_dict(run.results),
+        keep_raw(f"{raw}/run-{index}.json.gz", {"label": run.label, "results": results.to_dict(run.results),
                                                  "ticks": run.ticks, "names": run.names, "profile": run.profile,
                                                  "command": command})
 
 
-def read_raw() -> tuple[list[Measured], str]:
+def read_raw(raw: str = RAW) -> tuple[list[Measured], str]:
     """The kept runs, and the command that measured them."""
     found, command = [], ""
-    for path in sorted((RAW_DIR / RAW).glob("run-*.json.gz"), key=lambda p: int(p.name.split("-")[1].split(".")[0])):
+    for path in sorted((RAW_DIR / raw).glob("run-*.json.gz"), key=lambda p: int(p.name.split("-")[1].split(".")[0])):
         data = json.loads(gzip.decompress(path.read_bytes()))
         command = data.get("command", command)
         found.append(Measured(data["label"], results.from_dict(data["results"]),
                               [tuple(t) for t in data["ticks"]], data["names"], data["profile"]))
     if not found:
-        raise SystemExit(f"{RAW_DIR / RAW}: no kept runs; run the benchmark without --from-raw first")
+        raise SystemExit(f"{RAW_DIR / raw}: no kept runs; run the benchmark without --from-raw first")
     return found, command
 
 
@@ -208,11 +208,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--py-spy", default=None, help="py-spy to name threads and profile the last window")
     parser.add_argument("--from-raw", action="store_true")
+    parser.add_argument("--raw", default=RAW, help="the folder under benchmarks/results/raw/ the runs are kept in")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "harness_cost.md")
     args = parser.parse_args()
     command = ".venv/bin/python " + " ".join(sys.argv)
     if args.from_raw:
-        runs, command = read_raw()
+        runs, command = read_raw(args.raw)
     else:
         checkouts = [tuple(c.split("=", 1)) for c in args.checkout] or [("now", ".")]
         runs = []
@@ -221,7 +222,7 @@ def main() -> int:
                 order = checkouts if round_index % 2 == 0 else checkouts[::-1]
                 runs += [run_checkout(label, Path(path).resolve(), args.plan, Path(tmp), args.py_spy)
                          for label, path in order]
-        keep(runs, command)
+        keep(runs, command, args.raw)
     window_s = plan_mod.load(args.plan).steps[-1].duration_s
     lines = results_head("The harness's own CPU, per step and per thread",
                          f"plan {args.plan}; CPU in % of one core over each step's measured window",
@@ -231,7 +232,7 @@ def main() -> int:
     lines += rows(runs) + ["", *last_step_line(runs), ""]
     for run in runs:
         lines += profile_summary(run, window_s)
-    lines.append(f"Raw runs (results.json, thread counters and names, profiles): benchmarks/results/raw/{RAW}/. "
+    lines.append(f"Raw runs (results.json, thread counters and names, profiles): benchmarks/results/raw/{args.raw}/. "
                  "The machine's column covers every process of the machine: other work ran beside some windows.")
     write_results(args.out, lines)
     return 0
