@@ -2,7 +2,8 @@
 measure/prometheus.py: this module reads pages, live or kept, and never opens a connection).
 
 A step is measured as the difference between two scrapes (start and end): no Prometheus server is needed.
-Parsing is left to prometheus_client's parser; this module only does the maths Prometheus itself would do
+Pages in the plain text format Go components write are parsed here (plain_samples), to the samples prometheus_client's
+parser gives, which reads any other page; beyond parsing this module only does the maths Prometheus itself would do
 (`increase()` with counter resets, `histogram_quantile()` with linear interpolation inside a bucket).
 """
 
@@ -116,11 +117,11 @@ def parsed_samples(text: str) -> dict[SeriesKey, float]:
 # a value and an optional timestamp; one label pair with its escapes (\\, \n, \").
 _PLAIN_SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+([^ \t]+)(?:[ \t]+-?[0-9]+)?")
 _LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(?:,|$)')
+_PLAIN_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _ESCAPE = re.compile(r'\\[\\n"]')
 _ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
 _ALLOWED = {"counter": ("",), "gauge": ("",), "summary": ("_count", "_sum", ""),
             "histogram": ("_count", "_sum", "_bucket")}
-
 
 _LABELS = re.compile(r'(?:[ \t]*[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*"(?:[^"\\]|\\.)*"[ \t]*(?:,|$))*')
 
@@ -186,9 +187,6 @@ def plain_samples(text: str) -> dict[SeriesKey, float] | None:
         except ValueError:
             return None
     return samples
-
-
-_PLAIN_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 
 class Snapshot(Mapping[SeriesKey, float]):

@@ -88,7 +88,7 @@ def healthy(port: int, kept: tuple[KeptConnection, KeptConnection] | None = None
     the plain and the TLS connection a health watch keeps between its checks."""
     plain, tls = kept or (None, None)
     return (http_ok(f"http://{LOOPBACK}:{port}/healthz", kept=plain)
-            or http_ok(f"https://{LOOPBACK}:{port}/healthz", unverified_context(), kept=tls))
+            or http_ok(f"https://{LOOPBACK}:{port}/healthz", None if tls else unverified_context(), kept=tls))
 
 
 def in_cluster_manifests(heartbeat_factor: float) -> list[dict[str, Any]]:
