@@ -10,23 +10,25 @@ from loadtests.kube import jsonbody, watch
 from loadtests.kube.watch import Decoder, WatchDecoder, is_protobuf
 
 
-def decoder_for(content_type: str | None, full: bool = False) -> Decoder:
+def decoder_for(content_type: str | None, full: bool = False, fields: tuple[str, ...] = ()) -> Decoder:
     """The decoder of a watch answered with this Content-Type: protobuf frames, or JSON lines (what the
-    apiserver sends for kinds without protobuf, custom resources, whatever the Accept asked)."""
+    apiserver sends for kinds without protobuf, custom resources, whatever the Accept asked). `fields`: what of
+    each object is converted from protobuf (watch_protobuf.projector); JSON is read whole."""
     if not is_protobuf(content_type):
         return WatchDecoder()
     from loadtests.kube.watch_protobuf import ProtobufWatchDecoder
 
-    return ProtobufWatchDecoder(full)
+    return ProtobufWatchDecoder(full, fields)
 
 
-def object_of(body: bytes, content_type: str | None) -> dict[str, Any]:
-    """A GET's or a LIST's answer as a dict, every field, whichever encoding came."""
+def object_of(body: bytes, content_type: str | None, fields: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A GET's or a LIST's answer as a dict, whichever encoding came: every field, or from protobuf only
+    `fields` of it (of each item of a list)."""
     if not is_protobuf(content_type):
         return jsonbody.loads(body)
     from loadtests.kube.watch_protobuf import decode_object
 
-    return decode_object(body, full=True)
+    return decode_object(body, full=not fields, fields=fields)
 
 
 def status_of(body: bytes, content_type: str | None) -> dict[str, Any]:

@@ -30,11 +30,12 @@ SHARED_RNG = random.Random()
 class ListWatchApi(Protocol):
     def list_all(self, resource: str, namespace: str, names: ListNames, *, resource_version: str = "0",
                  limit: int = 0, field_selector: str = "", label_selector: str = "",
-                 all_pages: bool = True, encoding: str = "json") -> ListPage | None: ...
+                 all_pages: bool = True, encoding: str = "json", fields: tuple[str, ...] = ()) -> ListPage | None: ...
 
     def watch(self, resource: str, namespace: str, name: str, *, resource_version: str = "",
               field_selector: str = "", label_selector: str = "", timeout_s: float = WATCH_TIMEOUT_MIN_S,
-              bookmarks: bool = True, initial_events: bool = False, encoding: str = "json") -> WatchStream | None: ...
+              bookmarks: bool = True, initial_events: bool = False, encoding: str = "json",
+              fields: tuple[str, ...] = ()) -> WatchStream | None: ...
 
 
 class Backoff:
@@ -129,7 +130,8 @@ class Reflector:
     from nothing (a LIST, or a watch-list stream), as the informers of a client that restarts with its
     apiserver, or whose resourceVersion the restarted apiserver no longer serves; otherwise it resumes.
     `encoding`: what its LISTs and WATCHes ask for, JSON or protobuf (as kubelets and kube-proxy do); the
-    events are the same WatchEvents either way."""
+    events are the same WatchEvents either way. `fields`: all that is read of each object (dotted JSON paths),
+    so protobuf converts only those (JSON is read whole); () for the transport's default."""
 
     def __init__(self, api: ListWatchApi, resource: str, names: WatchNames, *, namespace: str = "",
                  field_selector: str = "", label_selector: str = "", page_limit: int = 500,
@@ -140,8 +142,9 @@ class Reflector:
                  reconnect_spread_s: float = 0.0, watch_list: bool = False, relist_on_cut: bool = False,
                  on_synced: Callable[[float, float, int], None] | None = None, encoding: str = "json",
                  watch_timeout_s: tuple[float, float] = (WATCH_TIMEOUT_MIN_S, 2 * WATCH_TIMEOUT_MIN_S),
-                 list_fallback: bool = False) -> None:
+                 list_fallback: bool = False, fields: tuple[str, ...] = ()) -> None:
         self.api, self.resource, self.names = api, resource, names
+        self.fields = fields
         self.watch_timeout_s = watch_timeout_s
         # client-go's reflector: a streaming list that fails is followed at once by a LIST and a WATCH from it
         # (ListAndWatchWithContext's fallbackToList); the next loss of state tries streaming again
@@ -185,7 +188,7 @@ class Reflector:
         page = self.api.list_all(self.resource, self.namespace, names, resource_version="" if self.lists else "0",
                                  limit=self.page_limit, field_selector=self.field_selector,
                                  label_selector=self.label_selector, all_pages=self.all_pages,
-                                 encoding=self.encoding)
+                                 encoding=self.encoding, fields=self.fields)
         if page is None:
             return False
         self.lists += 1
@@ -220,6 +223,14 @@ class Reflector:
         if not self._stopping:
             self._backoff.wait()
 
+    def _open(self, streaming: bool, timeout_s: float) -> WatchStream | None:
+        """This reflector's next WATCH, from its resourceVersion (or its state first, when `streaming`)."""
+        name = self.names.again if self.watches else self.names.first
+        return self.api.watch(self.resource, self.namespace, name, resource_version=self.resource_version or "",
+                              field_selector=self.field_selector, label_selector=self.label_selector,
+                              timeout_s=timeout_s, initial_events=streaming, encoding=self.encoding,
+                              fields=self.fields)
+
     def _step(self) -> None:
         self.sync.attempt(self._clock())
         streaming = self.watch_list and self.resource_version is None and not self._list_next  # state by a stream
@@ -229,11 +240,8 @@ class Reflector:
                 return
             self._list_next = False
             self._synced()  # the LIST returned: the state is there (client-go's HasSynced), the watch follows
-        name = self.names.again if self.watches else self.names.first
         timeout_s = self._watch_timeout()
-        stream = self.api.watch(self.resource, self.namespace, name, resource_version=self.resource_version or "",
-                                field_selector=self.field_selector, label_selector=self.label_selector,
-                                timeout_s=timeout_s, initial_events=streaming, encoding=self.encoding)
+        stream = self._open(streaming, timeout_s)
         if stream is None:
             if streaming and self.list_fallback:
                 self._list_next = True  # refused or failed: a LIST next, at once, as client-go falls back

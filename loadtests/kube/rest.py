@@ -252,10 +252,11 @@ class RestClient:
 
     def list_all(self, resource: str, namespace: str = "", names: ListNames | None = None, *,
                  resource_version: str | None = None, limit: int = 500, field_selector: str = "",
-                 label_selector: str = "", all_pages: bool = True, encoding: str = "json") -> ListPage:
+                 label_selector: str = "", all_pages: bool = True, encoding: str = "json",
+                 fields: tuple[str, ...] = ()) -> ListPage:
         """A LIST with its items, followed through all its pages unless all_pages is False; the result
         carries the list's resourceVersion (to WATCH from). `encoding` protobuf asks as a kubelet does; the
-        items come as dicts either way."""
+        items come as dicts either way, from protobuf only their `fields` when named."""
         query: dict[str, Any] = {"limit": limit} if limit else {}
         if resource_version is not None:
             query["resourceVersion"] = resource_version
@@ -264,19 +265,19 @@ class RestClient:
         if label_selector:
             query["labelSelector"] = label_selector
         path = resource_path(resource, namespace)
-        result = self._list(path, query, encoding)
+        result = self._list(path, query, encoding, fields)
         meta = result.get("metadata", {})
         page = ListPage(str(meta.get("resourceVersion", "")), str(meta.get("continue", "")), 0,
                         items=list(result.get("items", [])))
         while all_pages and page.continue_token:
             more = {k: v for k, v in query.items() if k != "resourceVersion"}
-            result = self._list(path, {**more, "continue": page.continue_token}, encoding)
+            result = self._list(path, {**more, "continue": page.continue_token}, encoding, fields)
             page.items = [*(page.items or []), *result.get("items", [])]
             page.continue_token = str(result.get("metadata", {}).get("continue", ""))
             page.pages += 1
         return page
 
-    def _list(self, path: str, query: dict[str, Any], encoding: str) -> dict[str, Any]:
+    def _list(self, path: str, query: dict[str, Any], encoding: str, fields: tuple[str, ...]) -> dict[str, Any]:
         """One LIST page as a dict, asked for in `encoding`."""
         if encoding == "json":
             return self.get(path, **query)
@@ -285,17 +286,18 @@ class RestClient:
         if response.status != 200:
             raise ApiError(response.status, answer_status(response.data, response.headers.get("Content-Type")),
                            "GET", path)
-        return object_of(response.data, response.headers.get("Content-Type"))  # a custom resource comes as JSON
+        return object_of(response.data, response.headers.get("Content-Type"), fields)  # a custom resource: JSON
 
     def list_items(self, resource: str, namespace: str = "", *, label_selector: str = "") -> list[dict[str, Any]]:
         return self.list_all(resource, namespace, label_selector=label_selector).items or []
 
     def watch(self, resource: str, namespace: str = "", name: str = "", *, resource_version: str = "",
               field_selector: str = "", label_selector: str = "", timeout_s: float = WATCH_TIMEOUT_MIN_S,
-              bookmarks: bool = True, initial_events: bool = False, encoding: str = "json") -> WatchStream:
+              bookmarks: bool = True, initial_events: bool = False, encoding: str = "json",
+              fields: tuple[str, ...] = ()) -> WatchStream:
         """Open a watch (with `initial_events`, one that first sends the collection's state: see watch_query)
-        in `encoding` (protobuf: as a kubelet asks, decoded by the answer's Content-Type); raises Gone on 410
-        and ApiError when it cannot be established."""
+        in `encoding` (protobuf: as a kubelet asks, decoded by the answer's Content-Type, only `fields` of each
+        object when named); raises Gone on 410 and ApiError when it cannot be established."""
         query = watch_query(timeout_s=timeout_s, resource_version=resource_version, bookmarks=bookmarks,
                             field_selector=field_selector, label_selector=label_selector,
                             initial_events=initial_events)
@@ -325,8 +327,9 @@ class RestClient:
                 response.close()
             response.release_conn()
 
+        decoder = decoder_for(response.headers.get("Content-Type"), fields=fields)
         return WatchStream(lambda: next(chunks, b""), release, broken_errors=TRANSPORT_ERRORS, abort=abort,
-                           clock=time.monotonic, decoder=decoder_for(response.headers.get("Content-Type")))
+                           clock=time.monotonic, decoder=decoder)
 
     def close(self) -> None:
         self.pool.clear()

@@ -231,14 +231,18 @@ def message_dict(message: Any, omit_empty: bool = False) -> dict[str, Any]:
     return found
 
 
-# a summary's paths as a tree: JSON field name -> what is read below it ({}: all of it)
+# a projection's paths as a tree: JSON field name -> what is read below it ({}: all of it)
 Tree = dict[str, "Tree"]
+# what of each object a reader converts, as dotted paths of the JSON form (metadata's included); () for the default
+Fields = tuple[str, ...]
+# what every projection carries whatever it names: the resourceVersion a watch resumes from, and the keys readers
+# tell objects apart by
+ALWAYS = ("metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion")
 
 
-@functools.cache
-def _summary_tree(kind: str) -> Tree:
+def _tree(paths: Fields) -> Tree:
     tree: Tree = {}
-    for path in SUMMARY_FIELDS.get(kind, ()):
+    for path in paths:
         node = tree
         for name in path.split("."):
             node = node.setdefault(name, {})
@@ -270,34 +274,64 @@ def _present(message: Any, fields: tuple[Any, ...]) -> tuple[bool, Any]:
     return (bool(value) if field.is_repeated else message.HasField(field.name)), value
 
 
-def _project(message: Any, tree: Tree) -> dict[str, Any]:
-    """The fields of a tree, nested as in the JSON form; a list's elements each projected; what is unset,
-    empty or zero left out (what JSON's omitempty leaves out)."""
-    found: dict[str, Any] = {}
+Projector = Callable[[Any], dict[str, Any]]
+
+
+def _compile(descriptor: Any, tree: Tree) -> Projector:
+    """A function that converts the fields of a tree of one message type, nested as in the JSON form; a list's
+    elements each projected; what is unset, empty or zero left out (what JSON's omitempty leaves out). Each
+    field's descriptor and converter are looked up here, once, not per object: a watch converts thousands."""
+    # (JSON name, the fields that reach it, how its value becomes JSON, whether it is a projected message)
+    steps: list[tuple[str, tuple[Any, ...], Callable[[Any], Any] | None, bool]] = []
     for name, below in tree.items():
-        fields = _json_field(message.DESCRIPTOR, name)
-        present, value = _present(message, fields) if fields else (False, None)
-        if not present:
+        fields = _json_field(descriptor, name)
+        if not fields:
             continue
-        if below:
-            value = [_project(v, below) for v in value] if fields[-1].is_repeated else _project(value, below)
-            if not any(value):  # nothing read in it (a dict's keys, a list's projected elements)
-                continue
+        last = fields[-1]
+        if below and last.message_type is not None and last.message_type.full_name not in SPECIAL:
+            inner = _compile(last.message_type, below)
+            steps.append((name, fields, (lambda value, inner=inner: [inner(v) for v in value])  # type: ignore[misc]
+                          if last.is_repeated else inner, True))
         else:
-            convert = _converter(fields[-1], omit_empty=True)[2]
-            value = value if convert is None else convert(value)
-        if value != "" and value != 0:
-            found[name] = value
-    return found
+            steps.append((name, fields, _converter(last, omit_empty=True)[2], False))
+
+    def project(message: Any) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for name, fields, convert, nested in steps:
+            present, value = _present(message, fields)
+            if not present:
+                continue
+            if convert is not None:
+                value = convert(value)
+            if nested and not any(value):  # nothing read in it (a dict's keys, a list's projected elements)
+                continue
+            if value != "" and value != 0:
+                found[name] = value
+        return found
+
+    return project
 
 
-def unknown_dict(unknown: Any, full: bool = False, metadata_only: bool = False) -> dict[str, Any]:
+@functools.cache
+def projector(descriptor: Any, fields: Fields) -> Projector:
+    """What a reader asks of each object of a message type (`fields`, ALWAYS added), compiled once."""
+    return _compile(descriptor, _tree((*ALWAYS, *fields)))
+
+
+@functools.cache
+def _summary(descriptor: Any, kind: str) -> Projector:
+    """The default: SUMMARY_FIELDS of the kind (its metadata is converted apart, whole)."""
+    return _compile(descriptor, _tree(SUMMARY_FIELDS.get(kind, ())))
+
+
+def unknown_dict(unknown: Any, full: bool = False, metadata_only: bool = False, fields: Fields = ()) -> dict[str, Any]:
     """The object a runtime.Unknown carries, as a dict: the kinds of MESSAGES decoded as themselves, any
     other kind (or any, with `metadata_only`) as its metadata only (every API object's field 1 is its
-    ObjectMeta, every list's its ListMeta, and a list's items are field 2)."""
+    ObjectMeta, every list's its ListMeta, and a list's items are field 2). `fields`: only those of each object
+    (a list's items), metadata's included, and nothing else (see projector)."""
     api_version, kind = unknown.typeMeta.apiVersion, unknown.typeMeta.kind
     cls = MESSAGES.get((api_version, kind))
-    typed = cls is not None and not metadata_only and (full or kind in SUMMARY_FIELDS)
+    typed = cls is not None and not metadata_only and (full or bool(fields) or kind in SUMMARY_FIELDS)
     if not typed:  # metadata only: the rest is skipped, not decoded
         cls = meta_v1_pb2.PartialObjectMetadataList if kind.endswith("List") else meta_v1_pb2.PartialObjectMetadata
     try:
@@ -307,15 +341,20 @@ def unknown_dict(unknown: Any, full: bool = False, metadata_only: bool = False) 
     found: dict[str, Any] = {"apiVersion": api_version, "kind": kind}
     if full:
         return {**found, **message_dict(message)}
+    if typed and fields:
+        if kind.endswith("List") and "items" in message.DESCRIPTOR.fields_by_name:
+            project = projector(message.DESCRIPTOR.fields_by_name["items"].message_type, fields)
+            return {**found, "metadata": object_meta(message.metadata), "items": [project(i) for i in message.items]}
+        return {**found, **projector(message.DESCRIPTOR, fields)(message)}
     if "metadata" in message.DESCRIPTOR.fields_by_name and message.HasField("metadata"):
         meta = message.metadata
         if "managedFields" in meta.DESCRIPTOR.fields_by_name:
             meta.ClearField("managedFields")  # not read by watchers, and dearer to build than the rest of metadata
         found["metadata"] = object_meta(meta)
-    return {**found, **_project(message, _summary_tree(kind))} if typed else found
+    return {**found, **_summary(message.DESCRIPTOR, kind)(message)} if typed else found
 
 
-def decode_object(data: bytes, full: bool = False, metadata_only: bool = False) -> dict[str, Any]:
+def decode_object(data: bytes, full: bool = False, metadata_only: bool = False, fields: Fields = ()) -> dict[str, Any]:
     """A protobuf body (a GET's, a LIST's, an error's Status, a watch event's object): `k8s\\x00` + Unknown."""
     if not data.startswith(MAGIC):
         raise WatchError(f"not a Kubernetes protobuf object (no k8s\\x00 prefix): {bytes(data[:16])!r}")
@@ -323,7 +362,7 @@ def decode_object(data: bytes, full: bool = False, metadata_only: bool = False) 
         unknown = runtime_pb2.Unknown.FromString(data[len(MAGIC):])
     except DecodeError as error:
         raise WatchError(f"not a Kubernetes protobuf object ({error})") from None
-    return unknown_dict(unknown, full, metadata_only)
+    return unknown_dict(unknown, full, metadata_only, fields)
 
 
 def decode_status(body: bytes) -> dict[str, Any]:
@@ -339,7 +378,7 @@ def list_metadata(body: bytes) -> dict[str, Any]:
     return decode_object(body).get("metadata") or {}
 
 
-def decode_event(frame: bytes, received_at: float, size: int, full: bool = False) -> WatchEvent:
+def decode_event(frame: bytes, received_at: float, size: int, full: bool = False, fields: Fields = ()) -> WatchEvent:
     """One frame's metav1.WatchEvent, its object decoded."""
     try:
         event = meta_v1_pb2.WatchEvent.FromString(frame)
@@ -348,7 +387,7 @@ def decode_event(frame: bytes, received_at: float, size: int, full: bool = False
     if not event.type:
         raise WatchError(f"not a protobuf watch event (no type): {frame[:32]!r}")
     # a BOOKMARK carries only metadata (its resourceVersion, and the end of the initial events)
-    return WatchEvent(event.type, decode_object(event.object.raw, full, metadata_only=event.type == "BOOKMARK"),
+    return WatchEvent(event.type, decode_object(event.object.raw, full, event.type == "BOOKMARK", fields),
                       received_at, size)
 
 
@@ -357,8 +396,8 @@ class ProtobufWatchDecoder:
     last one kept for the next chunk. `wanted` says how many bytes end the frame being read, so a transport
     can read exactly that and hand each event on the moment its last byte arrives."""
 
-    def __init__(self, full: bool = False) -> None:
-        self.full = full
+    def __init__(self, full: bool = False, fields: Fields = ()) -> None:
+        self.full, self.fields = full, fields
         self._pending = bytearray()
 
     def _frame_length(self) -> int | None:
@@ -384,7 +423,7 @@ class ProtobufWatchDecoder:
             end = FRAME_HEADER + length
             frame = bytes(self._pending[FRAME_HEADER:end])
             del self._pending[:end]  # cheap: a bytearray drops its head without moving the rest
-            events.append(decode_event(frame, received_at, end, self.full))
+            events.append(decode_event(frame, received_at, end, self.full, self.fields))
         return events
 
     def finish(self, received_at: float) -> list[WatchEvent]:

@@ -30,6 +30,8 @@ from loadtests.kube import objects
 from loadtests.kube.rest import RestClient, short_error
 from loadtests.measure.cluster_objects import (
     LEASE_NAMESPACE,
+    NODE_FIELDS,
+    POD_FIELDS,
     LeaseLists,
     NodeState,
     Watched,
@@ -123,10 +125,11 @@ class ClusterHealthSampler:
         self.pod_namespaces = tuple(pod_namespaces)
         self.origin = origin  # monotonic time the window opened (start() when None)
         self.client = RestClient(info.access, pool_size=2 + len(self.pod_namespaces) + 2, user_agent=USER_AGENT)
-        self.nodes: Watched[NodeState] = Watched(self.client, "nodes", node_state,
+        self.nodes: Watched[NodeState] = Watched(self.client, "nodes", node_state, NODE_FIELDS,
                                                  label_selector=objects.NODE_SELECTOR)
         self.leases = LeaseLists(self.client)
-        self.pods = [Watched(self.client, "pods", pod_state, namespace=ns, key=uid_of, flag=lambda p: p.evicted)
+        self.pods = [Watched(self.client, "pods", pod_state, POD_FIELDS, namespace=ns, key=uid_of,
+                             flag=lambda p: p.evicted)
                      for ns in self.pod_namespaces]
         self.scrape_timeout_s = min(10.0, max(2.0, interval_s))
         self.sources, self._source_notes = metrics_sources(info, timeout_s=self.scrape_timeout_s)

@@ -33,11 +33,18 @@ WRITE_TIMEOUT_S = 10.0  # a probe write stuck on a silent apiserver gives up wit
 
 
 def probe_watch(client: RestClient, resource: str, namespace: str, handler: Any,
-                field_selector: str = "") -> BackgroundReflector:
-    """A watch of the collection from now on: a one-item LIST only for its resourceVersion, then WATCH."""
+                field_selector: str = "", fields: tuple[str, ...] = ()) -> BackgroundReflector:
+    """A watch of the collection from now on: a one-item LIST only for its resourceVersion, then WATCH. With
+    `fields` (all the probe reads of each object), in protobuf, only those converted: a probe's watch of the
+    churn's pods decoded each whole from JSON."""
     names = WatchNames.of(resource, namespace, "probe", list_rv="0")
     return BackgroundReflector(client, resource, names, namespace=namespace, field_selector=field_selector,
-                               page_limit=1, all_pages=False, on_event=handler)
+                               page_limit=1, all_pages=False, on_event=handler,
+                               encoding="protobuf" if fields else "json", fields=fields)
+
+
+# what pod_running_ready reads of a pod
+RUNNING_READY_FIELDS = ("status.phase", "status.conditions.type", "status.conditions.status")
 
 
 def pod_running_ready(pod: Json) -> bool:
@@ -56,14 +63,14 @@ class _WatchProbe:
     PART = ""  # its name in its user agent
 
     def __init__(self, access: ClusterAccess, namespace: str, resource: str, field_selector: str = "",
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, fields: tuple[str, ...] = ()) -> None:
         self.access = access
         self.namespace = namespace
         self.client = RestClient(access, pool_size=2, timeout_s=timeout_s, user_agent=f"{USER_AGENT}-{self.PART}")
         self._cond = threading.Condition()
         self._began: dict[Any, float] = {}
         self._ended: dict[Any, float] = {}
-        self._watch = probe_watch(self.client, resource, namespace, self.on_event, field_selector)
+        self._watch = probe_watch(self.client, resource, namespace, self.on_event, field_selector, fields)
 
     @property
     def watch(self) -> Reflector:
@@ -130,7 +137,7 @@ class PodStartupProbe(_WatchProbe):
     PART = "pod-startup"
 
     def __init__(self, access: ClusterAccess, namespace: str) -> None:
-        super().__init__(access, namespace, "pods")
+        super().__init__(access, namespace, "pods", fields=RUNNING_READY_FIELDS)
 
     def handle_event(self, kind: str, obj: Json, received: float) -> None:
         uid = (obj.get("metadata") or {}).get("uid")

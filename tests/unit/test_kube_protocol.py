@@ -224,18 +224,23 @@ class FakeApi:
         self.calls: list[tuple[str, str, str]] = []
         self.initial_events: list[bool] = []  # each watch: whether it asked for the state first (WatchList)
         self.encodings: list[str] = []  # each call's encoding
+        self.fields: list[tuple[str, ...]] = []  # each call's fields
 
     def list_all(self, resource: str, namespace: str, names: Any, *, resource_version: str, limit: int,
-                 field_selector: str, label_selector: str, all_pages: bool, encoding: str = "json") -> ListPage:
+                 field_selector: str, label_selector: str, all_pages: bool, encoding: str = "json",
+                 fields: tuple[str, ...] = ()) -> ListPage:
         self.calls.append(("LIST", names.first, resource_version))
         self.encodings.append(encoding)
+        self.fields.append(fields)
         return ListPage(resource_version="100", continue_token="", size_bytes=10, items=[{"metadata": {}}])
 
     def watch(self, resource: str, namespace: str, name: str, *, resource_version: str, field_selector: str,
-              label_selector: str, timeout_s: float, initial_events: bool = False, encoding: str = "json") -> Any:
+              label_selector: str, timeout_s: float, initial_events: bool = False, encoding: str = "json",
+              fields: tuple[str, ...] = ()) -> Any:
         self.calls.append(("WATCH", name, resource_version))
         self.initial_events.append(initial_events)
         self.encodings.append(encoding)
+        self.fields.append(fields)
         assert timeout_s >= 1
         answer = self.watches.pop(0)
         if isinstance(answer, Exception):
@@ -288,11 +293,12 @@ class TestReflector:
         names = WatchNames.of("pods", "", "informer", list_rv="0")
         api = FakeApi([FakeStream([event("ADDED", "101")], end=Gone("410"), rv="101"), FakeStream([], rv="")])
         reflector = Reflector(api, "pods", names, backoff=Backoff(sleep=lambda _s: None),  # type: ignore[arg-type]
-                              encoding="protobuf")
+                              encoding="protobuf", fields=("status.phase",))
         for _ in range(2):
             reflector.step()
         assert [verb for verb, _, _ in api.calls] == ["LIST", "WATCH", "LIST", "WATCH"]
         assert api.encodings == ["protobuf"] * 4
+        assert api.fields == [("status.phase",)] * 4  # what of each object is read, asked of every call
 
     def test_failed_watch_backs_off_and_a_quick_empty_end_too(self) -> None:
         slept: list[float] = []

@@ -39,6 +39,7 @@ from loadtests.kube.watch import (
     iter_watch_events,
 )
 from loadtests.kube.watch_protobuf import (
+    ALWAYS,
     API_VERSIONS,
     FRAME_HEADER,
     INLINE,
@@ -52,6 +53,17 @@ from loadtests.kube.watch_protobuf import (
     go_duration,
     list_metadata,
 )
+from loadtests.measure.cluster_objects import (
+    LEASE_FIELDS,
+    NODE_FIELDS,
+    POD_FIELDS,
+    TAINT_UNREACHABLE,
+    NodeState,
+    lease_state,
+    node_state,
+    pod_state,
+)
+from loadtests.measure.watchers import RUNNING_READY_FIELDS, pod_running_ready
 from tests.checks import leaves
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -500,3 +512,84 @@ class TestGeneratedModules:
         for name in generate.SOURCES:
             digest = hashlib.sha256(generate.source_file(cache, name).read_bytes()).hexdigest()
             assert f"sha256 {digest}" in (PB / f"{name}_pb2.py").read_text(), name
+
+
+def restricted(obj: Any, paths: tuple[str, ...]) -> Any:
+    """The JSON form cut to the fields `paths` name (a list's elements each cut), as a projection converts them."""
+    tree: dict = {}
+    for path in paths:
+        node = tree
+        for name in path.split("."):
+            node = node.setdefault(name, {})
+
+    def cut(value: Any, below: dict) -> Any:
+        if not below:
+            return value
+        if isinstance(value, list):
+            return [cut(v, below) for v in value]
+        return {k: cut(value[k], b) for k, b in below.items() if k in value}
+
+    return cut(obj, tree)
+
+
+def node() -> core_v1_pb2.Node:
+    """A kwok node the node lifecycle controller found unreachable: its Ready Unknown, its taints."""
+    found = core_v1_pb2.Node()
+    found.metadata.name, found.metadata.uid, found.metadata.resourceVersion = "kwok-node-00001", "u-n", "88"
+    found.metadata.labels["type"] = "kwok"
+    for key, effect in (("kwok.x-k8s.io/node", "NoSchedule"), (TAINT_UNREACHABLE, "NoExecute")):
+        found.spec.taints.add(key=key, effect=effect)
+    for kind, state in (("Ready", "Unknown"), ("MemoryPressure", "Unknown")):
+        condition = found.status.conditions.add(type=kind, status=state, reason="NodeStatusUnknown")
+        condition.lastHeartbeatTime.seconds = STAMP
+    found.status.capacity["cpu"].string = "32"
+    return found
+
+
+NODE_JSON = {"metadata": {"name": "kwok-node-00001", "uid": "u-n", "resourceVersion": "88",
+                          "labels": {"type": "kwok"}},
+             "spec": {"taints": [{"key": "kwok.x-k8s.io/node", "effect": "NoSchedule"},
+                                 {"key": TAINT_UNREACHABLE, "effect": "NoExecute"}]},
+             "status": {"conditions": [{"type": kind, "status": "Unknown", "reason": "NodeStatusUnknown",
+                                        "lastHeartbeatTime": "2023-11-14T22:13:20Z"}
+                                       for kind in ("Ready", "MemoryPressure")],
+                        "capacity": {"cpu": "32"}}}
+
+
+class TestProjections:
+    """What a reader names of each object is all that is converted, and reads as the JSON form reads."""
+
+    def test_the_recorded_pod_projected_is_its_json_cut_to_the_fields_and_reads_alike(self) -> None:
+        as_json = json.loads(Path(f"{RECORDED}.json").read_bytes())
+        body = Path(f"{RECORDED}.pb").read_bytes()
+        for fields, read in ((POD_FIELDS, pod_state), (RUNNING_READY_FIELDS, pod_running_ready)):
+            found = decode_object(body, fields=fields)
+            assert {k: v for k, v in found.items() if k not in ("apiVersion", "kind")} == restricted(
+                as_json, (*ALWAYS, *fields))
+            assert read(found) == read(as_json)
+        assert pod_running_ready(as_json)  # the recorded pod runs: the reading above could have said otherwise
+
+    def test_a_node_and_a_lease_read_as_their_json_forms(self) -> None:
+        found = decode_object(encode_object(node(), "v1", "Node"), fields=NODE_FIELDS)
+        assert node_state(found) == node_state(NODE_JSON) == NodeState("Unknown", frozenset({TAINT_UNREACHABLE}))
+        assert "labels" not in found["metadata"] and "capacity" not in found["status"]
+        found = decode_object(encode_object(lease(), "coordination.k8s.io/v1", "Lease"), fields=LEASE_FIELDS)
+        assert found["spec"] == {"renewTime": "2023-11-14T22:13:30.123456Z", "leaseDurationSeconds": 40}
+        assert lease_state(found) == lease_state(LEASE_JSON)
+
+    def test_a_list_projects_each_item_and_keeps_its_metadata(self) -> None:
+        pods = core_v1_pb2.PodList(items=[pod("5"), pod("6", phase="Running")])
+        pods.metadata.resourceVersion = "9"
+        setattr(pods.metadata, "continue", "next")  # a Python keyword
+        found = decode_object(encode_object(pods, "v1", "PodList"), fields=("status.phase",))
+        assert found["metadata"] == {"resourceVersion": "9", "continue": "next"}
+        assert found["items"] == [{"metadata": {"name": "churn-1", "namespace": "loadtest-churn", "uid": "u-1",
+                                                "resourceVersion": rv}, "status": {"phase": phase}}
+                                  for rv, phase in (("5", "Pending"), ("6", "Running"))]
+
+    def test_a_watch_decoder_with_fields_hands_on_only_those(self) -> None:
+        events = ProtobufWatchDecoder(fields=("spec.nodeName",)).feed(stream(), 0.0)
+        assert summary(events) == [(t, k, n, rv, "") for t, k, n, rv, _ in EXPECTED]
+        assert [e.object.get("spec") for e in events] == [{"nodeName": "kwok-node-00001"}, None,
+                                                          {"nodeName": "kwok-node-00001"},
+                                                          {"nodeName": "kwok-node-00001"}]

@@ -206,9 +206,10 @@ class KubeApi:
 
     def list_all(self, resource: str, namespace: str, names: ListNames, *, resource_version: str = "0",
                  limit: int = 0, field_selector: str = "", label_selector: str = "",
-                 all_pages: bool = True, encoding: str = "json") -> ListPage | None:
+                 all_pages: bool = True, encoding: str = "json", fields: tuple[str, ...] = ()) -> ListPage | None:
         """A LIST followed through all its pages (unless all_pages is False); the result carries the first
-        page's resourceVersion (the list's) and the total size. None when any page failed."""
+        page's resourceVersion (the list's) and the total size. None when any page failed. Its items are not
+        decoded (the load reads none of them), so `fields` chooses nothing here."""
         first = self.list_page(resource, namespace, names.first, resource_version=resource_version,
                                limit=limit, field_selector=field_selector, label_selector=label_selector,
                                encoding=encoding)
@@ -224,9 +225,11 @@ class KubeApi:
 
     def watch(self, resource: str, namespace: str, name: str, *, resource_version: str = "",
               field_selector: str = "", label_selector: str = "", timeout_s: float = WATCH_TIMEOUT_MIN_S,
-              bookmarks: bool = True, initial_events: bool = False, encoding: str = "json") -> WatchStream | None:
+              bookmarks: bool = True, initial_events: bool = False, encoding: str = "json",
+              fields: tuple[str, ...] = ()) -> WatchStream | None:
         """Open a watch (with `initial_events`, one that first sends the collection's state: see watch_query)
-        in `encoding` (protobuf: as a kubelet asks, decoded by the answer's Content-Type); None when it could
+        in `encoding` (protobuf: as a kubelet asks, decoded by the answer's Content-Type, only `fields` of each
+        object when named); None when it could
         not be established, Gone when the server answers 410. A connection that breaks or stalls past the read
         timeout later is reported once, as a failure named `<name> stream` (a normal end after timeoutSeconds
         is not a failure)."""
@@ -249,7 +252,7 @@ class KubeApi:
                                response_length=stream.bytes, exception=error)
 
         if is_protobuf(_content_type(response)):
-            decoder = decoder_for(_content_type(response))
+            decoder = decoder_for(_content_type(response), fields=fields)
             # exactly the rest of the frame being read: each event is handed on as soon as it is complete
             return WatchStream(lambda: raw.read(decoder.wanted()), raw.release, on_broken=report_broken,
                                broken_errors=(OSError, HTTPParseError), decoder=decoder)
