@@ -46,21 +46,47 @@ def _matches(labels: LabelSet, match: Mapping[str, Matcher]) -> bool:
 _SUFFIXES = ("", "_bucket", "_sum", "_count", "_total", "_created")
 
 
+def _family_blocks(text: str) -> Iterator[tuple[str, int, int]]:
+    """(family, start, end) of each family's lines: from its first HELP or TYPE line to the next family's. The
+    text format keeps a family's lines together, its HELP and TYPE first; found by str.find, in C, where
+    splitting a kube-apiserver's 3 MB page into lines took 14 ms a scrape."""
+    comments = [0] if text.startswith("#") else []  # where each comment line starts
+    at = text.find("\n#")
+    while at != -1:
+        comments.append(at + 1)
+        at = text.find("\n#", at + 1)
+    family, begin = "", 0
+    for at in comments:
+        if text.startswith(("# HELP ", "# TYPE "), at):
+            found = _PLAIN_NAME.match(text, at + 7)
+            name = found.group(0) if found else ""
+            if name != family:
+                if family:
+                    yield family, begin, at
+                family, begin = name, at
+    if family:
+        yield family, begin, len(text)
+
+
 def select_families(text: str, families: Collection[str]) -> str:
     """The lines of the named families only, still exposition text for the parser to read.
 
     Lines are kept by metric name alone (never by value), so the parser still does all the parsing; this only
-    spares it the families no probe reads, which are most of a kube-apiserver's page.
+    spares it the families no probe reads, which are most of a kube-apiserver's page. A family is its HELP and
+    TYPE lines and the samples after them (_family_blocks); within a kept one, only samples of its names.
     """
     wanted = {family + suffix for family in families for suffix in _SUFFIXES}
     kept = []
-    for line in text.splitlines():
-        if line.startswith("#"):
-            parts = line.split(None, 3)
-            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and parts[2] in wanted:
+    for family, begin, end in _family_blocks(text):
+        if family not in wanted:
+            continue
+        for line in text[begin:end].splitlines():
+            if line.startswith("#"):
+                parts = line.split(None, 3)
+                if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and parts[2] in wanted:
+                    kept.append(line)
+            elif line.split("{", 1)[0].strip().split(" ", 1)[0] in wanted:  # the sample's metric name
                 kept.append(line)
-        elif line.split("{", 1)[0].strip().split(" ", 1)[0] in wanted:  # the sample's metric name
-            kept.append(line)
     return "\n".join(kept) + "\n"
 
 

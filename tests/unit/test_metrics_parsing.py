@@ -1,5 +1,6 @@
 """The plain-text parser the probes read pages with gives what prometheus_client's parser gives, sample for
-sample, on every page recorded here; and a step recorded before it existed keeps every server figure."""
+sample, on every page recorded here; a page's families are selected as a line-by-line filter selects them; and
+a step recorded before either existed keeps every server figure."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from loadtests import results
-from loadtests.analysis.metrics import parsed_samples, plain_samples
+from loadtests.analysis.metrics import parsed_samples, plain_samples, select_families
 from loadtests.analysis.scrapes import recompute
+from loadtests.measure.component_metrics import SOURCE_FIGURES, _families
 
 DATA = Path(__file__).parent / "data"
 RECORDED = DATA / "recorded_default_1000"  # the default plan's 1,000-node step, its results written before
@@ -36,6 +38,38 @@ def test_every_recorded_page_parses_to_the_reference_samples(path: Path) -> None
     fast = plain_samples(text)
     assert fast is not None, "a page a Go component wrote is plain text"
     assert _same(fast, parsed_samples(text))
+
+
+def _lines_of(text: str, families: set[str]) -> str:
+    """The reference selection: every line, kept by the metric name it names."""
+    wanted = {family + suffix for family in families
+              for suffix in ("", "_bucket", "_sum", "_count", "_total", "_created")}
+    kept = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and parts[2] in wanted:
+                kept.append(line)
+        elif line.split("{", 1)[0].strip().split(" ", 1)[0] in wanted:
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: str(p.relative_to(DATA)))
+def test_every_recorded_page_gives_each_source_the_lines_of_its_families(path: Path) -> None:
+    text = _text(path)
+    for source in SOURCE_FIGURES:
+        families = set(_families(source))
+        assert select_families(text, families) == _lines_of(text, families), source
+
+
+def test_a_family_is_its_lines_from_its_help_or_type_to_the_next_family() -> None:
+    text = ("# HELP a\n# TYPE a counter\na_total 1\n# TYPE b gauge\nb 2\nstray 3\n"
+            "# HELP c the c\n# TYPE c histogram\nc_bucket{le=\"+Inf\"} 1\nc_count 1\nc_sum 0.5\n")
+    assert select_families(text, {"a", "c"}) == ("# HELP a\n# TYPE a counter\na_total 1\n# HELP c the c\n"
+                                                 "# TYPE c histogram\nc_bucket{le=\"+Inf\"} 1\nc_count 1\n"
+                                                 "c_sum 0.5\n")
+    assert select_families(text, {"b"}) == "# TYPE b gauge\nb 2\n"  # a stray sample after b is not b's
 
 
 def test_there_are_pages_of_every_component() -> None:
