@@ -263,17 +263,6 @@ def _json_field(descriptor: Any, name: str) -> tuple[Any, ...]:
     return ()
 
 
-def _present(message: Any, fields: tuple[Any, ...]) -> tuple[bool, Any]:
-    """(whether it is set, its value) of a field reached through `fields`."""
-    *parents, field = fields
-    for parent in parents:
-        if not message.HasField(parent.name):
-            return False, None
-        message = getattr(message, parent.name)
-    value = getattr(message, field.name)
-    return (bool(value) if field.is_repeated else message.HasField(field.name)), value
-
-
 Projector = Callable[[Any], dict[str, Any]]
 
 
@@ -281,32 +270,43 @@ def _compile(descriptor: Any, tree: Tree) -> Projector:
     """A function that converts the fields of a tree of one message type, nested as in the JSON form; a list's
     elements each projected; what is unset, empty or zero left out (what JSON's omitempty leaves out). Each
     field's descriptor and converter are looked up here, once, not per object: a watch converts thousands."""
-    # (JSON name, the fields that reach it, how its value becomes JSON, whether it is a projected message)
-    steps: list[tuple[str, tuple[Any, ...], Callable[[Any], Any] | None, bool]] = []
+    # (JSON name, the embedded structs on the way, the field, whether it is a singular message (asked whether it
+    # is set; a scalar or a list unset reads empty), how its value becomes JSON, whether it is projected)
+    steps: list[tuple[str, tuple[str, ...], str, bool, Callable[[Any], Any] | None, bool]] = []
     for name, below in tree.items():
         fields = _json_field(descriptor, name)
         if not fields:
             continue
-        last = fields[-1]
+        *parents, last = fields
+        singular = last.message_type is not None and not last.is_repeated
         if below and last.message_type is not None and last.message_type.full_name not in SPECIAL:
             inner = _compile(last.message_type, below)
-            steps.append((name, fields, (lambda value, inner=inner: [inner(v) for v in value])  # type: ignore[misc]
-                          if last.is_repeated else inner, True))
+            convert = (lambda value, inner=inner: [inner(v) for v in value]) if last.is_repeated else inner
+            steps.append((name, tuple(p.name for p in parents), last.name, singular, convert, True))
         else:
-            steps.append((name, fields, _converter(last, omit_empty=True)[2], False))
+            steps.append((name, tuple(p.name for p in parents), last.name, singular,
+                          _converter(last, omit_empty=True)[2], False))
 
     def project(message: Any) -> dict[str, Any]:
         found: dict[str, Any] = {}
-        for name, fields, convert, nested in steps:
-            present, value = _present(message, fields)
-            if not present:
-                continue
-            if convert is not None:
-                value = convert(value)
-            if nested and not any(value):  # nothing read in it (a dict's keys, a list's projected elements)
-                continue
-            if value != "" and value != 0:
-                found[name] = value
+        for name, parents, field, singular, convert, nested in steps:
+            holder = message
+            for parent in parents:
+                if not holder.HasField(parent):
+                    break
+                holder = getattr(holder, parent)
+            else:
+                if singular and not holder.HasField(field):
+                    continue
+                value = getattr(holder, field)
+                if not singular and not value:  # "", 0, False or an empty list: what omitempty leaves out
+                    continue
+                if convert is not None:
+                    value = convert(value)
+                if nested and not any(value):  # nothing read in it (a dict's keys, a list's projected elements)
+                    continue
+                if value != "" and value != 0:
+                    found[name] = value
         return found
 
     return project
