@@ -12,10 +12,17 @@ Once the watches are established (apiserver_longrunning_requests, verb WATCH, le
 they are held `--hold-s`; at its end: the load's memory (RSS and USS summed over its processes), kube-apiserver's
 and etcd's RSS, the machine's memory in use; over the hold: CPU of the load, kube-apiserver, etcd and the machine.
 
+With `--apiservers N` (2 or 3) the control plane has N kube-apiservers (and HAProxy in front, which the
+controller-manager and scheduler reach them through), and the nodes' agents reach the apiservers' own addresses,
+node i's kubelet and kube-proxy the (i mod N)-th (NodeIdentities.servers): each apiserver holds a third of the
+watches, each a socket under its own open-file limit. Their memory and CPU are summed and kept per apiserver.
+
 Every process this benchmark starts gets its open-file soft limit raised to the hard limit (each watch is a socket
-in the load and in kube-apiserver). A size whose watches exceed that limit in kube-apiserver is not run, and says so.
+in the load and in kube-apiserver). A size whose watches exceed that limit in one kube-apiserver, or the source
+ports 127.0.0.1 has to one apiserver's port, is not run, and says so.
 
     .venv/bin/python benchmarks/watch_memory.py [--watches 2500 5000 ...] [--hold-s 60] [--label after]
+        [--apiservers 3]
     .venv/bin/python benchmarks/watch_memory.py --from-raw
 
 Written: benchmarks/results/watch_memory.md; each size's figures in benchmarks/results/raw/watch_memory/.
@@ -33,6 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +52,10 @@ from benchmarks.markdown import RAW_DIR, keep_raw, results_head, write_results  
 from loadtests.binaries import cache as binaries  # noqa: E402
 from loadtests.config import versions  # noqa: E402
 from loadtests.config.node_agents import KUBE_PROXY, KUBELET, node_watches  # noqa: E402
+from loadtests.config.topology import APISERVER, Topology, component_of  # noqa: E402
 from loadtests.controlplane.base import TargetInfo  # noqa: E402
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
+from loadtests.kube.node_identity import NodeIdentities  # noqa: E402
 from loadtests.kube.objects import node_name  # noqa: E402
 from loadtests.load.generator import LoadGenerator, StepLoad  # noqa: E402
 from loadtests.measure.processes import CpuMeter  # noqa: E402
@@ -57,11 +67,14 @@ SIZES = [2500, 5000, 10_000, 20_000, 40_000]
 WATCHES_PER_NODE = sum(len(node_watches(agent)) for agent in (KUBELET, KUBE_PROXY))
 FD_MARGIN = 500  # open files a process needs besides its watches' sockets (libraries, logs, its own clients)
 ESTABLISH_CAP_S = 300.0  # the longest wait for the watches to be established
+PORT_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")  # the source ports one address has to one destination
 Row = dict[str, Any]
 # what a watch's memory in a Locust process is made of, measured apart from this benchmark (small programs on this
 # machine, each holding 1,000-2,000 of one thing, USS and tracemalloc before and after); said beside the table
 CODE = ("Code: before = the load as on main (445386d; measured at 411668d, which adds only this benchmark); after = "
-        "a1cf165: one SSLContext per identity in a Locust process, one jitter generator for every watcher.")
+        "a1cf165: one SSLContext per identity in a Locust process, one jitter generator for every watcher; the rows "
+        "of 3 kube-apiservers: that load at 1dd280d, which adds only NodeIdentities.servers and this benchmark's "
+        "--apiservers.")
 WHERE = [
     "Where a watch's memory goes (measured apart: small programs holding 1,000-2,000 of one thing, USS and "
     "tracemalloc before and after):",
@@ -88,12 +101,23 @@ WHERE = [
     "geventhttpclient's and Locust's request and response objects about 1.5 KiB. The rest of the slope: the "
     "node's SSLContexts (above) and its two Locust users.",
     "",
-    "What stops 40,000 on this machine: each watch is a socket in kube-apiserver too, and the open-file hard "
-    "limit is 20,000 (raising it is refused: no CAP_SYS_RESOURCE), so one kube-apiserver holds at most about "
-    "19,500 HTTP/1.1 watches; 40,000 needs a larger hard limit or two apiservers the load reaches directly "
-    "(HAProxy holds two sockets per connection under the same limit). Next the ports: 127.0.0.1 to one port has "
-    "28,232 source ports (ip_local_port_range 32768-60999); beyond them the load's connections need other "
-    "loopback source addresses (127.0.0.x), which its connection pool does not choose today.",
+    "What stops 40,000 on this machine, and what held them: each watch is a socket in kube-apiserver too, and "
+    "the open-file hard limit is 20,000 (raising it is refused: no CAP_SYS_RESOURCE), so one kube-apiserver holds "
+    "at most about 19,500 HTTP/1.1 watches (HAProxy in front would hold two sockets per connection under the same "
+    "limit). With 3 kube-apiservers and each node's kubelet and kube-proxy sent to one apiserver's own address "
+    "(node i to the (i mod 3)-th: NodeIdentities.servers), 40,000 were held for the hold's 60 s, none lost: "
+    "13,378-13,435 watches per apiserver (those of the controller-manager and scheduler included), below its "
+    "20,000 open files and below the 28,232 source ports 127.0.0.1 has to one port (ip_local_port_range "
+    "32768-60999); the load in a master and three workers, each under its own 20,000 open files. The load took "
+    "2.65 GiB USS (69.5 KiB per watch; the slope measured against one apiserver projected 2.64 GiB for the same "
+    "four processes, the load here differing only by a kube-proxy SSLContext per apiserver), the control plane "
+    "5.50 GiB RSS (1.8 GiB per apiserver, 142 KiB per watch; etcd 79 MiB), about twice the load's; the watches "
+    "opened in 134 s. Locust's master never said \"All users spawned\" with its workers busy opening 10,000 "
+    "connections each (its wait for their reports ran out): the benchmark waits for the apiservers' count of "
+    "watches instead. Next here: about 58,000 watches, "
+    "three apiservers' open files (the local control plane runs 3 at most); with a larger limit, 28,232 source "
+    "ports to each apiserver's port, beyond which the load's connections would need other loopback source "
+    "addresses (127.0.0.x), which its connection pool does not choose today.",
 ]
 
 
@@ -114,9 +138,45 @@ def workers_for(watches: int, asked: int | None, open_files: int) -> int:
     return 0 if watches <= per_process else math.ceil(watches / per_process)
 
 
+def apiservers_of(info: TargetInfo) -> dict[str, str]:
+    """Each kube-apiserver instance's own address (one apiserver: the cluster's)."""
+    return dict(info.apiservers) or {APISERVER: info.access.server}
+
+
+def watches_by_apiserver(info: TargetInfo) -> dict[str, float]:
+    """The watches each apiserver holds now (apiserver_longrunning_requests, verb WATCH), read from its own page."""
+    found = {}
+    for instance, url in apiservers_of(info).items():
+        snapshot = scrape_apiserver(replace(info.access, server=url), families=["apiserver_longrunning_requests"])
+        found[instance] = snapshot.total("apiserver_longrunning_requests", verb="WATCH") or 0.0
+    return found
+
+
 def watches_open(info: TargetInfo) -> float:
-    snapshot = scrape_apiserver(info.access, families=["apiserver_longrunning_requests"])
-    return snapshot.total("apiserver_longrunning_requests", verb="WATCH") or 0.0
+    return sum(watches_by_apiserver(info).values())
+
+
+def source_ports() -> int:
+    """How many source ports one local address has to one destination (ip_local_port_range)."""
+    low, high = map(int, PORT_RANGE.read_text().split())
+    return high - low + 1
+
+
+def not_run(watches: int, nodes: int, apiservers: int, open_files: int) -> str | None:
+    """Why a size cannot be held here, if it cannot: the most watches one apiserver gets (its nodes' ten each)
+    against its open files and against the source ports to its port."""
+    most = math.ceil(nodes / apiservers) * WATCHES_PER_NODE
+    who = "kube-apiserver's" if apiservers == 1 else f"each of {apiservers} kube-apiservers'"
+    if most + FD_MARGIN > open_files:
+        return f"{who} open-file limit ({open_files:,}, the hard limit here) is below {most:,} sockets"
+    if most > source_ports():
+        return f"127.0.0.1 has {source_ports():,} source ports to one apiserver's port, below {most:,} watches"
+    return None
+
+
+def spread_over(identities: NodeIdentities, info: TargetInfo) -> NodeIdentities:
+    """With several apiservers, each node's agents sent to one's own address (not through the load balancer)."""
+    return replace(identities, servers=tuple(info.apiservers.values())) if info.apiservers else identities
 
 
 def settled_watches(info: TargetInfo) -> float:
@@ -145,7 +205,9 @@ def memory_of(pids: list[int]) -> dict[str, float]:
 
 
 def established(info: TargetInfo, baseline: float, want: int, load: LoadGenerator) -> tuple[float, float]:
-    """Wait until the load's watches are all open (or stop growing for 20 s): (watches open, seconds waited)."""
+    """Wait until the load's watches are all open, or stop growing for 20 s once some are: (watches open, seconds
+    waited). The count is the readiness, not Locust's "All users spawned": with workers busy opening thousands of
+    connections, the master's wait for their reports runs out and it never says so."""
     start = time.monotonic()
     best, best_at = 0.0, start
 
@@ -154,7 +216,7 @@ def established(info: TargetInfo, baseline: float, want: int, load: LoadGenerato
         count = watches_open(info) - baseline
         if count > best:
             best, best_at = count, time.monotonic()
-        return count >= want or time.monotonic() - best_at > 20.0
+        return count >= want or (best > 0 and time.monotonic() - best_at > 20.0)
 
     poll_until(done, ESTABLISH_CAP_S, interval_s=2.0, abort=lambda: not load.running())
     return best, time.monotonic() - start
@@ -162,31 +224,39 @@ def established(info: TargetInfo, baseline: float, want: int, load: LoadGenerato
 
 def hold(info: TargetInfo, load: LoadGenerator, baseline: float, hold_s: float) -> Row:
     """The figures of one hold: CPU over it, memory and watches at its end."""
-    meter = CpuMeter({**{c: info.pids[c] for c in ("kube-apiserver", "etcd")}, "load": load.pids()})
+    apiservers = [name for name in info.pids if component_of(name) == APISERVER]
+    meter = CpuMeter({**{c: info.pids[c] for c in (*apiservers, "etcd")}, "load": load.pids()})
     meter.read()
     time.sleep(hold_s)  # a measured interval, not a wait for readiness
     cpu = {name.removeprefix("cpu."): value for name, value in meter.read().items()}
-    components = {c: memory_of(info.pids[c])["rss_mib"] for c in ("kube-apiserver", "etcd")}
+    apiserver_cpu = {name: cpu.pop(name) or 0.0 for name in apiservers}
+    rss = {name: memory_of(info.pids[name])["rss_mib"] for name in apiservers}
     machine = psutil.virtual_memory()
-    return {"cpu": cpu, "load": memory_of(load.pids()), "apiserver_rss_mib": components["kube-apiserver"],
-            "etcd_rss_mib": components["etcd"], "machine_used_mib": (machine.total - machine.available) / 2**20,
-            "held": watches_open(info) - baseline}
+    by_apiserver = watches_by_apiserver(info)
+    return {"cpu": {**cpu, "kube-apiserver": sum(apiserver_cpu.values())}, "load": memory_of(load.pids()),
+            "apiserver_rss_mib": sum(rss.values()), "etcd_rss_mib": memory_of(info.pids["etcd"])["rss_mib"],
+            "machine_used_mib": (machine.total - machine.available) / 2**20,
+            "held": sum(by_apiserver.values()) - baseline,
+            **({"per_apiserver": {name: {"rss_mib": rss[name], "cpu": apiserver_cpu[name],
+                                         "watches": by_apiserver.get(name)} for name in apiservers}}
+               if len(apiservers) > 1 else {})}
 
 
 def measure_size(watches: int, args: argparse.Namespace, bins: binaries.Binaries, open_files: int) -> Row:
     nodes = math.ceil(watches / WATCHES_PER_NODE)
     workers = workers_for(watches, args.workers, open_files)
     row: Row = {"label": args.label, "watches": watches, "nodes": nodes, "workers": workers,
-                "open_files": open_files, "hold_s": args.hold_s}
-    if watches + FD_MARGIN > open_files:
-        return {**row, "skipped": f"kube-apiserver's open-file limit ({open_files:,}, the hard limit here) is below "
-                                  f"{watches:,} sockets"}
+                "open_files": open_files, "hold_s": args.hold_s, "apiservers": args.apiservers}
+    why = not_run(watches, nodes, args.apiservers, open_files)
+    if why:
+        return {**row, "skipped": why}
     with tempfile.TemporaryDirectory(prefix="watch-memory-") as tmp:
         plane = LocalControlPlane(LocalOptions(name=f"wm-{watches}", directory=Path(tmp) / "c", kwok=False,
-                                               profiling=False), bins)
+                                               profiling=False, topology=Topology(apiservers=args.apiservers)),
+                                  bins)
         info = plane.up(log=lambda _m: None)
         try:
-            identities = plane.node_identities([node_name(i) for i in range(nodes)])
+            identities = spread_over(plane.node_identities([node_name(i) for i in range(nodes)]), info)
             baseline = settled_watches(info)
             machine_before = psutil.virtual_memory()
             step = StepLoad({"node_agents": {"max_nodes": nodes}}, nodes=nodes,
@@ -194,7 +264,6 @@ def measure_size(watches: int, args: argparse.Namespace, bins: binaries.Binaries
                             workers=workers)
             with LoadGenerator(step, info.access, node_identities=identities) as load:
                 load.start()
-                load.wait_spawned(timeout=600)
                 row["established"], row["establish_s"] = established(info, baseline, watches, load)
                 row.update(hold(info, load, baseline, args.hold_s))
             row["machine_before_mib"] = (machine_before.total - machine_before.available) / 2**20
@@ -207,29 +276,41 @@ def _mib(value: float | None) -> str:
     return "not measured" if value is None else f"{value:,.0f} MiB"
 
 
+def _each(row: Row, key: str, form: str) -> str:
+    """ (a / b / c): a figure per apiserver, in start order, for a row of several apiservers; else nothing."""
+    each = (row.get("per_apiserver") or {}).values()
+    return f" ({' / '.join(form.format(figures[key] or 0) for figures in each)})" if each else ""
+
+
 def table_row(row: Row) -> str:
-    head = f"| {row['label']} | {row['watches']:,} | {row['nodes']:,} | {row['workers'] or 1}" + (
-        " + master" if row["workers"] else "") + " |"
+    head = f"| {row['label']} | {row.get('apiservers', 1)} | {row['watches']:,} | {row['nodes']:,} | " + (
+        f"{row['workers'] or 1}" + (" + master" if row["workers"] else "") + " |")
     if row.get("skipped"):
         return head + f" not run: {row['skipped']} |" + " |" * 9
     held = max(1.0, row["held"])
     load, cpu = row["load"], row["cpu"]
     cores = 100 * (os.cpu_count() or 1)
-    return head + (
-        f" {row['established']:,.0f}; {row['held']:,.0f} at the end | {_mib(load['rss_mib'])} / "
-        f"{_mib(load['uss_mib'])} | {load['rss_mib'] * 1024 / held:,.1f} / {load['uss_mib'] * 1024 / held:,.1f} KiB | "
-        f"{_mib(row['apiserver_rss_mib'])} ({row['apiserver_rss_mib'] * 1024 / held:,.1f} KiB per watch) | "
-        f"{_mib(row['etcd_rss_mib'])} | {_mib(row['machine_used_mib'])} "
-        f"(+{row['machine_used_mib'] - row['machine_before_mib']:,.0f}) | {cpu.get('load') or 0:.0f} % | "
-        f"{cpu.get('kube-apiserver') or 0:.0f} % | {cpu.get('etcd') or 0:.0f} % | "
-        f"{cpu.get('machine') or 0:.0f} % of {cores} % |")
+    apiserver_mib = row["apiserver_rss_mib"]
+    cells = [
+        f"{row['established']:,.0f}; {row['held']:,.0f} at the end{_each(row, 'watches', '{:,.0f}')}",
+        f"{_mib(load['rss_mib'])} / {_mib(load['uss_mib'])}",
+        f"{load['rss_mib'] * 1024 / held:,.1f} / {load['uss_mib'] * 1024 / held:,.1f} KiB",
+        f"{_mib(apiserver_mib)}{_each(row, 'rss_mib', '{:,.0f}')}, {apiserver_mib * 1024 / held:,.1f} KiB per watch",
+        _mib(row["etcd_rss_mib"]),
+        f"{_mib(row['machine_used_mib'])} (+{row['machine_used_mib'] - row['machine_before_mib']:,.0f})",
+        f"{cpu.get('load') or 0:.0f} %",
+        f"{cpu.get('kube-apiserver') or 0:.0f} %{_each(row, 'cpu', '{:.0f}')}",
+        f"{cpu.get('etcd') or 0:.0f} %",
+        f"{cpu.get('machine') or 0:.0f} % of {cores} %",
+    ]
+    return head + "".join(f" {cell} |" for cell in cells)
 
 
 def from_raw() -> list[Row]:
     rows = [json.loads(gzip.decompress(path.read_bytes())) for path in (RAW_DIR / RAW).glob("*.json.gz")]
     labels = {label: index for index, label in enumerate(dict.fromkeys(r["label"] for r in sorted(
         rows, key=lambda r: r.get("measured_at", 0))))}
-    return sorted(rows, key=lambda r: (labels[r["label"]], r["watches"]))
+    return sorted(rows, key=lambda r: (labels[r["label"]], r.get("apiservers", 1), r["watches"]))
 
 
 def slope(rows: list[Row], key: str) -> tuple[float, float] | None:
@@ -244,18 +325,47 @@ def slope(rows: list[Row], key: str) -> tuple[float, float] | None:
 
 
 def summary(rows: list[Row]) -> list[str]:
-    """Per code measured: the load's memory per watch more (the slope over the sizes), and what 40,000 would take."""
+    """Per code and apiservers measured: the load's memory per watch more (the slope over three sizes or more of
+    one process count), or with fewer, each size's memory as measured."""
     lines = []
-    for label in dict.fromkeys(row["label"] for row in rows):
-        mine = [row for row in rows if row["label"] == label]
+    for label, apiservers in dict.fromkeys((row["label"], row.get("apiservers", 1)) for row in rows):
+        mine = [row for row in rows if (row["label"], row.get("apiservers", 1)) == (label, apiservers)]
+        name = label + (f", {apiservers} apiservers" if apiservers > 1 else "")
+        held = [row for row in mine if not row.get("skipped")]
         fits = {key: slope(mine, key) for key in ("rss_mib", "uss_mib")}
-        if fits["rss_mib"] is None or fits["uss_mib"] is None:
+        if len(held) < 3 or fits["rss_mib"] is None or fits["uss_mib"] is None:
+            lines += [f"- {name}: measured, not fitted: " + "; ".join(
+                f"{row['held']:,.0f} watches {row['load']['uss_mib'] / 1024:.2f} GiB USS in {row['workers'] + 1} "
+                f"processes ({row['load']['uss_mib'] * 1024 / row['held']:.1f} KiB per watch)" for row in held)
+                + "; a master and workers, as the open files ask"] if held else []
             continue
         base, per = fits["uss_mib"]
-        lines.append(f"- {label}: {fits['rss_mib'][1]:.1f} KiB RSS, {per:.1f} KiB USS per watch more (least "
-                     f"squares over the sizes run; {base:.0f} MiB USS at none); 40,000 watches at that rate: "
+        lines.append(f"- {name}: {fits['rss_mib'][1]:.1f} KiB RSS, {per:.1f} KiB USS per watch more (least squares "
+                     f"over the sizes run; {base:.0f} MiB USS at none); 40,000 watches at that rate: "
                      f"{(base * 4 + per * 40_000 / 1024) / 1024:.2f} GiB USS in four processes (a master and "
                      "three workers, as the open files ask)")
+    return lines
+
+
+def machine_share(rows: list[Row]) -> list[str]:
+    """Where the machine's memory and CPU went at each size held with several apiservers."""
+    lines = []
+    for row in rows:
+        if row.get("apiservers", 1) == 1 or row.get("skipped"):
+            continue
+        gib = {key: row[key] / 1024 for key in ("machine_used_mib", "machine_before_mib", "apiserver_rss_mib",
+                                                 "etcd_rss_mib")}
+        cpu = {key: row["cpu"].get(key) or 0 for key in ("machine", "load", "kube-apiserver", "etcd")}
+        more = gib["machine_used_mib"] - gib["machine_before_mib"]
+        lines.append(
+            f"- {row['label']}, {row['apiservers']} apiservers, {row['held']:,.0f} watches held: the machine "
+            f"{gib['machine_used_mib']:.1f} GiB in use, everyone's ({more:.1f} more than before the load, the "
+            f"control plane already up) of {psutil.virtual_memory().total / 2**30:.0f} GiB: the load "
+            f"{row['load']['uss_mib'] / 1024:.2f} GiB USS, the control plane "
+            f"{gib['apiserver_rss_mib'] + gib['etcd_rss_mib']:.2f} GiB RSS (the apiservers "
+            f"{gib['apiserver_rss_mib']:.2f}, etcd {gib['etcd_rss_mib']:.2f}); CPU {cpu['machine']:.0f} % of "
+            f"{100 * (os.cpu_count() or 1)} %, everyone's (the load {cpu['load']:.0f} %, the apiservers "
+            f"{cpu['kube-apiserver']:.0f} %, etcd {cpu['etcd']:.0f} %)")
     return lines
 
 
@@ -263,22 +373,29 @@ def write(out: Path, rows: list[Row]) -> None:
     commands = dict.fromkeys(row["command"] for row in rows)
     lines = results_head(
         "Node-agent watches held from one machine: the load's memory per watch",
-        f"Kubernetes {versions.DEFAULT_KUBE_VERSION}, one local control plane per size (1 etcd, 1 kube-apiserver, "
-        f"no kwok), `node_agents` (protobuf, bookmarks, timeoutSeconds 300-600 s renewed; {WATCHES_PER_NODE} "
-        "watches per node, each on its own HTTP/1.1 TLS connection) on all but empty collections, held "
-        f"{rows[0]['hold_s']:.0f} s once established.",
+        f"Kubernetes {versions.DEFAULT_KUBE_VERSION}, one local control plane per size (1 etcd, the kube-apiservers "
+        "the table says, no kwok; with several, HAProxy in front for the controller-manager and scheduler, and each "
+        "node's agents sent to one apiserver's own address, node i's to the (i mod n)-th), `node_agents` (protobuf, "
+        f"bookmarks, timeoutSeconds 300-600 s renewed; {WATCHES_PER_NODE} watches per node, each on its own "
+        f"HTTP/1.1 TLS connection) on all but empty collections, held {rows[0]['hold_s']:.0f} s once established.",
         "; ".join(f"`{c}`" for c in commands).strip("`"),
-        ["code", "watches asked", "nodes", "Locust processes", "watches established",
-         "load memory RSS / USS", "load per watch RSS / USS", "kube-apiserver RSS", "etcd RSS",
-         "machine memory in use (+ over before the load)", "load CPU", "kube-apiserver CPU", "etcd CPU",
+        ["code", "kube-apiservers", "watches asked", "nodes", "Locust processes", "watches established",
+         "load memory RSS / USS", "load per watch RSS / USS", "kube-apiserver RSS (per apiserver)", "etcd RSS",
+         "machine memory in use (+ over before the load)", "load CPU", "kube-apiserver CPU (per apiserver)",
+         "etcd CPU",
          "machine CPU"])
     lines += [table_row(row) for row in rows]
     lines += ["", "Watches established: apiserver_longrunning_requests (verb WATCH) less those open before the load "
-                  "(the controller-manager's and scheduler's), the most seen while waiting, and at the hold's end. "
-                  "Memory: psutil at the hold's end; the load's summed over its processes (RSS counts pages the "
-                  "master and workers share once per process; USS only what each holds alone). CPU: mean over the "
-                  "hold, 100 % = one core; the machine's from /proc/stat, everyone's (others measure on it too)."]
-    lines += ["", CODE, "", "The load's memory per watch more, by code:", *summary(rows), "", *WHERE]
+                  "(the controller-manager's and scheduler's), summed over the apiservers (each read from its own "
+                  "page), the most seen while waiting, and at the hold's end (per apiserver in brackets, those "
+                  "open before the load included). Memory: psutil at the hold's end; the load's summed over its "
+                  "processes (RSS counts pages the master and workers share once per process; USS only what each "
+                  "holds alone); the apiservers' summed (per apiserver in brackets). CPU: mean over the hold, "
+                  "100 % = one core; the machine's from /proc/stat, everyone's (others measure on it too)."]
+    lines += ["", CODE, "", "The load's memory per watch more, by code:", *summary(rows)]
+    shares = machine_share(rows)
+    lines += ["", "The machine's share with several apiservers:", *shares] if shares else []
+    lines += ["", *WHERE]
     write_results(out, lines, also=f", raw: {RAW_DIR / RAW}")
 
 
@@ -287,6 +404,8 @@ def main() -> int:
     parser.add_argument("--watches", type=int, nargs="+", default=SIZES)
     parser.add_argument("--hold-s", type=float, default=60.0)
     parser.add_argument("--workers", type=int, help="Locust worker processes (default: as the open files need)")
+    parser.add_argument("--apiservers", type=int, default=1, choices=(1, 2, 3),
+                        help="kube-apiservers; with more than one, each node's agents reach one directly")
     parser.add_argument("--label", default="after", help="what code was measured (rows of one label go together)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "watch_memory.md")
     parser.add_argument("--from-raw", action="store_true", help="rebuild the table from the kept rows, run nothing")
@@ -296,10 +415,13 @@ def main() -> int:
         bins = binaries.find(os.environ.get("KUBE_VERSION") or versions.DEFAULT_KUBE_VERSION)
         command = (f".venv/bin/python benchmarks/watch_memory.py --watches {' '.join(map(str, args.watches))} "
                    f"--hold-s {args.hold_s:g} --label {args.label}"
-                   + ("" if args.workers is None else f" --workers {args.workers}"))
+                   + ("" if args.workers is None else f" --workers {args.workers}")
+                   + ("" if args.apiservers == 1 else f" --apiservers {args.apiservers}"))
+        # rows of one apiserver keep their old names; others beside them
+        kind = args.label if args.apiservers == 1 else f"{args.label}-{args.apiservers}apiservers"
         for watches in args.watches:
             row = {**measure_size(watches, args, bins, open_files), "command": command, "measured_at": time.time()}
-            keep_raw(f"{RAW}/{args.label}-{watches}.json.gz", row)
+            keep_raw(f"{RAW}/{kind}-{watches}.json.gz", row)
             print(table_row(row), flush=True)
     write(args.out, from_raw())
     return 0

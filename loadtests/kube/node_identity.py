@@ -4,11 +4,17 @@ the Node authorizer's and NodeRestriction's user) and its kube-proxy as kubeadm'
 Paths only, so it travels to the Locust processes as JSON beside the load's own access. The certificates are
 made by the target (controlplane/pki.py), which holds the cluster's CA; one folder holds them all:
 `<folder>/<node>.crt` per node and `<folder>/node.key`, the one key every node's certificate is for.
+
+A node's agents reach `server` (with several apiservers: their load balancer), or, given `servers` (the
+apiservers' own addresses), each node's kubelet and kube-proxy one of them, node i the (i mod n)-th: one
+apiserver holds only its share of the nodes' watches, each a socket under its own open-file limit, where a load
+balancer would hold two per watch under one.
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +28,7 @@ NODE_KEY = "node.key"
 PROXY_USER = "system:serviceaccount:kube-system:kube-proxy"
 PROXY_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:kube-system")
 _NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_NODE_NUMBER = re.compile(r"(\d+)$")  # node_name(i) ends in i: kwok-node-00007
 
 
 def node_user(node: str) -> str:
@@ -47,15 +54,25 @@ class NodeIdentities:
     key_file: str  # <folder>/node.key: the key of every node's certificate
     proxy_cert_file: str
     proxy_key_file: str
+    servers: tuple[str, ...] = ()  # the apiservers' own addresses the nodes spread over; none: all to `server`
+
+    def server_for(self, node: str | None) -> str:
+        """The apiserver a node's agents reach: `server`, or with `servers` the one of the node's number (the
+        digits its name ends in, as node_name(i) writes i) modulo their count, so consecutive nodes take turns;
+        a name without a number by a digest of it."""
+        if not self.servers or node is None:
+            return self.server
+        number = _NODE_NUMBER.search(node)
+        return self.servers[(int(number.group(1)) if number else zlib.crc32(node.encode())) % len(self.servers)]
 
     def node_access(self, node: str) -> ClusterAccess:
         """The node's kubelet: its own certificate (the target issued it for this name), the shared key."""
-        return ClusterAccess(server=self.server, kubeconfig=self.kubeconfig, ca_file=self.ca_file,
+        return ClusterAccess(server=self.server_for(node), kubeconfig=self.kubeconfig, ca_file=self.ca_file,
                              cert_file=str(node_cert_file(self.folder, node)), key_file=self.key_file)
 
-    def proxy_access(self) -> ClusterAccess:
-        """kube-proxy (every node's: they share kubeadm's ServiceAccount identity)."""
-        return ClusterAccess(server=self.server, kubeconfig=self.kubeconfig, ca_file=self.ca_file,
+    def proxy_access(self, node: str | None = None) -> ClusterAccess:
+        """kube-proxy (every node's: they share kubeadm's ServiceAccount identity), to the apiserver of `node`."""
+        return ClusterAccess(server=self.server_for(node), kubeconfig=self.kubeconfig, ca_file=self.ca_file,
                              cert_file=self.proxy_cert_file, key_file=self.proxy_key_file)
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,4 +80,4 @@ class NodeIdentities:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NodeIdentities:
-        return cls(**data)
+        return cls(**{**data, "servers": tuple(data.get("servers") or ())})

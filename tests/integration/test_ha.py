@@ -1,12 +1,14 @@
 """A highly available control plane, as a user starts one: `loadtest up --etcd-members 3 --apiservers 2`, every
-client through HAProxy, which takes an apiserver that stops answering out of rotation; `loadtest down` leaves no
-process and no port. And a run on such a plane reads every apiserver's requests, not the one a scrape reached."""
+client through HAProxy, which takes an apiserver that stops answering out of rotation, or node agents spread over
+the apiservers' own addresses; `loadtest down` leaves no process and no port. And a run on such a plane reads every
+apiserver's requests, not the one a scrape reached."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,8 @@ from loadtests import results
 from loadtests.controlplane import haproxy
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions
 from loadtests.controlplane.processes import ClusterState, http_ok, wait_for
+from loadtests.kube.errors import ApiError
+from loadtests.kube.objects import node_name
 from loadtests.kube.rest import RestClient
 from tests.checks import assert_nothing_left
 from tests.cli import loadtest, private_cache, write_tiny_plan
@@ -47,6 +51,14 @@ def test_up_with_three_etcd_members_and_two_apiservers_serves_through_haproxy(bi
         status = json.loads(loadtest("status", "--name", "ha", "--json", env=env).stdout)
         assert all(c["alive"] for c in status["components"]) and len(status["components"]) == 9
 
+        # node agents spread over the apiservers' own addresses: node i's to the (i mod 2)-th, no HAProxy between
+        names = [node_name(i) for i in range(2)]
+        spread = replace(plane.node_identities(names), servers=tuple(state.apiservers.values()))
+        kubelets = [RestClient(spread.node_access(name)) for name in names]
+        assert [k.access.server for k in kubelets] == list(state.apiservers.values())
+        assert ([k.get(f"/api/v1/nodes/{name}")["metadata"]["name"] for k, name in zip(kubelets, names, strict=True)]
+            == names)
+
         # the second apiserver dies: HAProxy's /readyz checks take it out, and every request still succeeds
         second = next(r for r in records if r.component == "kube-apiserver-2")
         os.kill(second.pid, signal.SIGKILL)
@@ -54,6 +66,13 @@ def test_up_with_three_etcd_members_and_two_apiservers_serves_through_haproxy(bi
                  "HAProxy taking the dead apiserver out")
         assert all(len(client.list_items("nodes")) == 5 for _ in range(20))
         client.close()
+        # the node sent to it reached it directly: it has lost its apiserver; the other node has not
+        assert kubelets[0].get(f"/api/v1/nodes/{names[0]}")["metadata"]["name"] == names[0]
+        with pytest.raises(ApiError) as lost:
+            kubelets[1].get(f"/api/v1/nodes/{names[1]}")
+        assert lost.value.status == 0
+        for kubelet in kubelets:
+            kubelet.close()
     finally:
         down = loadtest("down", "--name", "ha", env=env, timeout=120)
     assert down.returncode == 0, down.stderr

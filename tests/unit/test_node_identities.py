@@ -4,6 +4,8 @@ to the Locust processes, and the local apiserver's admission flags as a plan's c
 from __future__ import annotations
 
 import json
+from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from loadtests.controlplane.local import PROXY_BINDING, grants, with_extra_flags
 from loadtests.controlplane.pki import KWOK_USER, Authority, create_cluster_pki, issue_node_certificates
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.node_identity import NODE_KEY, PROXY_GROUPS, PROXY_USER, NodeIdentities
+from loadtests.kube.objects import node_name
 from loadtests.load.contract import LoadConfig
 from loadtests.load.generator import StepLoad
 
@@ -86,6 +89,22 @@ def test_a_node_access_is_that_nodes_certificate_and_the_shared_key(tmp_path: Pa
     assert found.proxy_access().cert_file == found.proxy_cert_file
     with pytest.raises(ValueError):
         found.node_access("../p")
+
+
+def test_nodes_spread_over_the_apiservers_given_each_nodes_agents_to_one(tmp_path: Path) -> None:
+    servers = ("https://127.0.0.1:7001", "https://127.0.0.1:7002", "https://127.0.0.1:7003")
+    spread = replace(identities(tmp_path), servers=servers)
+    names = [node_name(i) for i in range(3000)]
+    chosen = [spread.node_access(name).server for name in names]
+    assert chosen[:4] == [*servers, servers[0]]  # node i -> the (i mod n)-th
+    assert Counter(chosen) == {server: 1000 for server in servers}
+    assert [spread.proxy_access(name).server for name in names] == chosen  # its kube-proxy: the same one
+    assert spread.proxy_access().server == spread.server  # no node: the cluster's address
+    assert spread.node_access("worker-a").server == spread.node_access("worker-a").server in servers
+    assert {identities(tmp_path).node_access(name).server for name in names} == {"https://127.0.0.1:6443"}
+    config = LoadConfig(access=ClusterAccess(server="https://127.0.0.1:6443", kubeconfig="k"), scenarios={},
+                        nodes=3, node_identities=spread)
+    assert LoadConfig.from_dict(json.loads(json.dumps(config.to_dict()))).node_identities == spread
 
 
 def test_node_identities_travel_to_local_locust_processes_only(tmp_path: Path) -> None:

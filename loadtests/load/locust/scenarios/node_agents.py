@@ -82,8 +82,10 @@ class NodeAgentUser(KubeUser):
         self.node = self.config.node(worker + next(self._slots) * max(1, self.config.workers))
         identities = self.config.node_identities
         if identities is not None:  # a local control plane: the agent is the node (or kube-proxy) itself
-            self.access = identities.node_access(self.node) if self.agent == KUBELET else identities.proxy_access()
-            self.ssl_context_factory = ssl_contexts(self.access)  # every kube-proxy: one
+            kubelet = self.agent == KUBELET
+            self.access = identities.node_access(self.node) if kubelet else identities.proxy_access(self.node)
+            self.host = self.access.server.rstrip("/")  # the node's apiserver (NodeIdentities.server_for)
+            self.ssl_context_factory = ssl_contexts(self.access)  # every kube-proxy of one apiserver: one
         super().__init__(environment)
         self.encoding = str(self.params["encoding"])
         self.children = Group()  # its greenlets: the watches, and what a pod's change makes it send
