@@ -68,26 +68,51 @@ def _family_blocks(text: str) -> Iterator[tuple[str, int, int]]:
         yield family, begin, len(text)
 
 
+def _loose_lines(text: str, prefix: str, names: Collection[str]) -> Iterator[tuple[int, str]]:
+    """(where, line) of each sample line that begins with `prefix` and is of one of `names`: samples no HELP or
+    TYPE line covers (an untyped sample may have none), looked for by one str.find per line found."""
+    at = 0 if text.startswith(prefix) else text.find("\n" + prefix) + 1
+    while at != -1 and (at > 0 or text.startswith(prefix)):
+        end = text.find("\n", at)
+        line = text[at:] if end == -1 else text[at:end]
+        if line.split("{", 1)[0].strip().split(" ", 1)[0] in names:
+            yield at, line
+        if end == -1:
+            return
+        found = text.find("\n" + prefix, end)
+        at = -1 if found == -1 else found + 1
+
+
 def select_families(text: str, families: Collection[str]) -> str:
     """The lines of the named families only, still exposition text for the parser to read.
 
     Lines are kept by metric name alone (never by value), so the parser still does all the parsing; this only
     spares it the families no probe reads, which are most of a kube-apiserver's page. A family is its HELP and
-    TYPE lines and the samples after them (_family_blocks); within a kept one, only samples of its names.
+    TYPE lines and the samples after them (_family_blocks); within a kept one, only samples of its names; a name
+    no HELP or TYPE line covers is looked for as a sample on its own.
     """
     wanted = {family + suffix for family in families for suffix in _SUFFIXES}
-    kept = []
+    kept: list[tuple[int, str]] = []
+    covered: set[str] = set()
     for family, begin, end in _family_blocks(text):
+        covered.update(family + suffix for suffix in _SUFFIXES)
         if family not in wanted:
             continue
         for line in text[begin:end].splitlines():
             if line.startswith("#"):
                 parts = line.split(None, 3)
                 if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and parts[2] in wanted:
-                    kept.append(line)
+                    kept.append((begin, line))
             elif line.split("{", 1)[0].strip().split(" ", 1)[0] in wanted:  # the sample's metric name
-                kept.append(line)
-    return "\n".join(kept) + "\n"
+                kept.append((begin, line))
+    loose = wanted - covered
+    strays: dict[int, str] = {}  # by where: one family's name may begin another's
+    for family in families:
+        if any(family + suffix in loose for suffix in _SUFFIXES):
+            strays.update(_loose_lines(text, family, loose))
+    kept.extend(strays.items())
+    kept.sort(key=lambda found: found[0])  # stable: a block's lines keep their order
+    return "\n".join(line for _, line in kept) + "\n"
 
 
 INSTANCE = "instance"  # the label merge_pages gives each sample: which instance's page it came from

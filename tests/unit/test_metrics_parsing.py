@@ -70,6 +70,10 @@ def test_a_family_is_its_lines_from_its_help_or_type_to_the_next_family() -> Non
                                                  "# TYPE c histogram\nc_bucket{le=\"+Inf\"} 1\nc_count 1\n"
                                                  "c_sum 0.5\n")
     assert select_families(text, {"b"}) == "# TYPE b gauge\nb 2\n"  # a stray sample after b is not b's
+    # samples no HELP or TYPE covers are looked for alone, in the page's order, each once
+    assert select_families(text, {"stray", "st"}) == "stray 3\n"
+    assert select_families("x 1\nst 2\nstray{a=\"1\"} 3\n# TYPE b gauge\nb 4\n", {"st", "stray", "b"}) == (
+        "st 2\nstray{a=\"1\"} 3\n# TYPE b gauge\nb 4\n")
 
 
 def test_there_are_pages_of_every_component() -> None:
