@@ -105,19 +105,16 @@ WHERE = [
     "the open-file hard limit is 20,000 (raising it is refused: no CAP_SYS_RESOURCE), so one kube-apiserver holds "
     "at most about 19,500 HTTP/1.1 watches (HAProxy in front would hold two sockets per connection under the same "
     "limit). With 3 kube-apiservers and each node's kubelet and kube-proxy sent to one apiserver's own address "
-    "(node i to the (i mod 3)-th: NodeIdentities.servers), 40,000 were held for the hold's 60 s, none lost: "
-    "13,378-13,435 watches per apiserver (those of the controller-manager and scheduler included), below its "
-    "20,000 open files and below the 28,232 source ports 127.0.0.1 has to one port (ip_local_port_range "
-    "32768-60999); the load in a master and three workers, each under its own 20,000 open files. The load took "
-    "2.65 GiB USS (69.5 KiB per watch; the slope measured against one apiserver projected 2.64 GiB for the same "
-    "four processes, the load here differing only by a kube-proxy SSLContext per apiserver), the control plane "
-    "5.50 GiB RSS (1.8 GiB per apiserver, 142 KiB per watch; etcd 79 MiB), about twice the load's; the watches "
-    "opened in 134 s. Locust's master never said \"All users spawned\" with its workers busy opening 10,000 "
-    "connections each (its wait for their reports ran out): the benchmark waits for the apiservers' count of "
-    "watches instead. Next here: about 58,000 watches, "
-    "three apiservers' open files (the local control plane runs 3 at most); with a larger limit, 28,232 source "
-    "ports to each apiserver's port, beyond which the load's connections would need other loopback source "
-    "addresses (127.0.0.x), which its connection pool does not choose today.",
+    "(node i to the (i mod 3)-th: NodeIdentities.servers), each apiserver holds a third of the watches (the rows "
+    "above, per apiserver, those of the controller-manager and scheduler included), below its open files and "
+    "below the source ports 127.0.0.1 has to one port (ip_local_port_range), and the load runs in a master and "
+    "workers, each under its own open files; the load there differs from one apiserver's only by a kube-proxy "
+    "SSLContext per apiserver. Locust's master never said \"All users spawned\" with its workers busy opening "
+    "10,000 connections each (its wait for their reports ran out): the benchmark waits for the apiservers' count "
+    "of watches instead. Next here: about 58,000 watches, three apiservers' open files (the local control plane "
+    "runs 3 at most); with a larger limit, the source ports to each apiserver's port, beyond which the load's "
+    "connections would need other loopback source addresses (127.0.0.x), which its connection pool does not "
+    "choose today.",
 ]
 
 

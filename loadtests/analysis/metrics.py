@@ -68,19 +68,21 @@ def _family_blocks(text: str) -> Iterator[tuple[str, int, int]]:
         yield family, begin, len(text)
 
 
+def _sample_name(line: str) -> str:
+    """The metric name a sample line is of."""
+    return line.split("{", 1)[0].strip().split(" ", 1)[0]
+
+
 def _loose_lines(text: str, prefix: str, names: Collection[str]) -> Iterator[tuple[int, str]]:
     """(where, line) of each sample line that begins with `prefix` and is of one of `names`: samples no HELP or
     TYPE line covers (an untyped sample may have none), looked for by one str.find per line found."""
-    at = 0 if text.startswith(prefix) else text.find("\n" + prefix) + 1
-    while at != -1 and (at > 0 or text.startswith(prefix)):
+    at = 0 if text.startswith(prefix) else text.find("\n" + prefix) + 1 or -1
+    while at != -1:
         end = text.find("\n", at)
         line = text[at:] if end == -1 else text[at:end]
-        if line.split("{", 1)[0].strip().split(" ", 1)[0] in names:
+        if _sample_name(line) in names:
             yield at, line
-        if end == -1:
-            return
-        found = text.find("\n" + prefix, end)
-        at = -1 if found == -1 else found + 1
+        at = -1 if end == -1 else text.find("\n" + prefix, end) + 1 or -1
 
 
 def select_families(text: str, families: Collection[str]) -> str:
@@ -92,10 +94,11 @@ def select_families(text: str, families: Collection[str]) -> str:
     no HELP or TYPE line covers is looked for as a sample on its own.
     """
     wanted = {family + suffix for family in families for suffix in _SUFFIXES}
+    blocks = list(_family_blocks(text))
+    loose = wanted - {family + suffix for family, _, _ in blocks for suffix in _SUFFIXES}
+    inside = wanted - loose  # a loose name is found below, once, wherever its samples are
     kept: list[tuple[int, str]] = []
-    covered: set[str] = set()
-    for family, begin, end in _family_blocks(text):
-        covered.update(family + suffix for suffix in _SUFFIXES)
+    for family, begin, end in blocks:
         if family not in wanted:
             continue
         for line in text[begin:end].splitlines():
@@ -103,9 +106,8 @@ def select_families(text: str, families: Collection[str]) -> str:
                 parts = line.split(None, 3)
                 if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and parts[2] in wanted:
                     kept.append((begin, line))
-            elif line.split("{", 1)[0].strip().split(" ", 1)[0] in wanted:  # the sample's metric name
+            elif _sample_name(line) in inside:
                 kept.append((begin, line))
-    loose = wanted - covered
     strays: dict[int, str] = {}  # by where: one family's name may begin another's
     for family in families:
         if any(family + suffix in loose for suffix in _SUFFIXES):

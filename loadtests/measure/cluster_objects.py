@@ -3,8 +3,8 @@ lifecycle controller puts on them), their Leases' renewals, and the harness's po
 current by watches (one LIST per step, then only the changes) or, for Leases, one LIST per sample.
 
 All of it is asked for in protobuf and only the fields each reduction reads are converted (NODE_FIELDS,
-LEASE_FIELDS, POD_FIELDS): a step's LIST of 3,000 pods cost the harness 180-400 ms read whole from JSON, and
-the pods' managed fields, labels and specs are never read."""
+LEASE_FIELDS, POD_FIELDS): a step's LIST of 3,000 pods cost the harness 275 ms of CPU read whole from JSON and
+123 ms projected, as the pods' managed fields, labels and specs are never read."""
 
 from __future__ import annotations
 

@@ -74,6 +74,7 @@ def test_a_family_is_its_lines_from_its_help_or_type_to_the_next_family() -> Non
     assert select_families(text, {"stray", "st"}) == "stray 3\n"
     assert select_families("x 1\nst 2\nstray{a=\"1\"} 3\n# TYPE b gauge\nb 4\n", {"st", "stray", "b"}) == (
         "st 2\nstray{a=\"1\"} 3\n# TYPE b gauge\nb 4\n")
+    assert select_families("# TYPE b gauge\nb 4\nst 5", {"st", "b"}) == "# TYPE b gauge\nb 4\nst 5\n"
 
 
 def test_there_are_pages_of_every_component() -> None:

@@ -229,10 +229,9 @@ class KubeApi:
               fields: tuple[str, ...] = ()) -> WatchStream | None:
         """Open a watch (with `initial_events`, one that first sends the collection's state: see watch_query)
         in `encoding` (protobuf: as a kubelet asks, decoded by the answer's Content-Type, only `fields` of each
-        object when named); None when it could
-        not be established, Gone when the server answers 410. A connection that breaks or stalls past the read
-        timeout later is reported once, as a failure named `<name> stream` (a normal end after timeoutSeconds
-        is not a failure)."""
+        object when named); None when it could not be established, Gone when the server answers 410. A
+        connection that breaks or stalls past the read timeout later is reported once, as a failure named
+        `<name> stream` (a normal end after timeoutSeconds is not a failure)."""
         query = watch_query(timeout_s=timeout_s, resource_version=resource_version, bookmarks=bookmarks,
                             field_selector=field_selector, label_selector=label_selector,
                             initial_events=initial_events)
