@@ -4,9 +4,10 @@ A background thread samples every `interval_s` (5 s by default: at 5,000 nodes a
 would be a load of its own) from the step probes' start to their gather:
 
 - the API: kwok nodes NotReady or unreachable and the taints the node lifecycle controller put on them, and the
-  pods of the harness's namespaces that are not Running or were evicted, kept current by watches (one LIST per
-  step, then only the changes); how long the nodes' Leases went unrenewed, against the lease duration, from a
-  LIST of the Leases per sample (they change 500 times a second at 5,000 nodes: a watch would cost more);
+  pods of the harness's namespaces that are not Running or were evicted, kept current by the run's watches
+  (ClusterView: one LIST, then only the changes); how long the nodes' Leases went unrenewed, against the lease
+  duration, from a LIST of the Leases per sample (they change 500 times a second at 5,000 nodes: a watch would
+  cost more);
 - /metrics, one scrape per source and sample: the scheduler's queues and attempts, the controller-manager's
   work queues and evictions, the apiserver's in-flight requests and API Priority and Fairness, etcd's slow
   applies, leader changes and disk latency over each interval;
@@ -17,6 +18,7 @@ Every request goes out as user agent "k8s-loadtest/health", so the apiserver's l
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,16 +32,13 @@ from loadtests.kube import objects
 from loadtests.kube.rest import RestClient, short_error
 from loadtests.measure.cluster_objects import (
     LEASE_NAMESPACE,
-    NODE_FIELDS,
-    POD_FIELDS,
+    ClusterView,
     LeaseLists,
     NodeState,
     Watched,
+    WatchMark,
     node_figures,
-    node_state,
     pod_figures,
-    pod_state,
-    uid_of,
 )
 from loadtests.measure.component_metrics import (
     CONTROLLER_MANAGER,
@@ -119,18 +118,20 @@ class ClusterHealthSampler:
     def __init__(self, info: TargetInfo, pids: Mapping[str, Iterable[int]] | None = None, *,
                  interval_s: float = DEFAULT_INTERVAL_S,
                  pod_namespaces: Sequence[str] = (objects.NS_FLEET, objects.NS_CHURN),
-                 origin: float | None = None) -> None:
+                 origin: float | None = None, view: ClusterView | None = None) -> None:
         self.info = info
         self.interval_s = interval_s
-        self.pod_namespaces = tuple(pod_namespaces)
+        self.pod_namespaces = tuple(dict.fromkeys(pod_namespaces))
         self.origin = origin  # monotonic time the window opened (start() when None)
-        self.client = RestClient(info.access, pool_size=2 + len(self.pod_namespaces) + 2, user_agent=USER_AGENT)
-        self.nodes: Watched[NodeState] = Watched(self.client, "nodes", node_state, NODE_FIELDS,
-                                                 label_selector=objects.NODE_SELECTOR)
+        # the nodes and pods, watched: the run's view shared with other windows, else one of the window's own
+        self.owns_view = view is None
+        self.view = view if view is not None else ClusterView(info.access, self.pod_namespaces)
+        self.pods = [self.view.pods_in(ns) for ns in self.pod_namespaces]
+        self.client = RestClient(info.access, pool_size=2, user_agent=USER_AGENT)
         self.leases = LeaseLists(self.client)
-        self.pods = [Watched(self.client, "pods", pod_state, POD_FIELDS, namespace=ns, key=uid_of,
-                             flag=lambda p: p.evicted)
-                     for ns in self.pod_namespaces]
+        self._marks: dict[int, WatchMark] = {}  # each watch's trouble before the window is not the window's
+        self._view_sent: dict[tuple[str, str], int] = {}
+        self._evicted_before: list[frozenset[str]] = []  # evicted pods present as the window opened
         self.scrape_timeout_s = min(10.0, max(2.0, interval_s))
         self.sources, self._source_notes = metrics_sources(info, timeout_s=self.scrape_timeout_s)
         self.cpu = CpuMeter(pids if pids is not None else info.pids)
@@ -144,14 +145,20 @@ class ClusterHealthSampler:
         self._gathered: ClusterHealth | None = None
 
     # -- lifecycle --
+    @property
+    def nodes(self) -> Watched[NodeState]:
+        return self.view.nodes
+
     def _watches(self) -> list[Watched[Any]]:
         return [self.nodes, *self.pods]
 
     def start(self) -> None:
         if self.origin is None:
             self.origin = time.monotonic()
-        for watched in self._watches():
-            watched.start()
+        self.view.start()
+        self._marks = {id(watched): watched.mark() for watched in self._watches()}
+        self._view_sent = self.view.sent()
+        self._evicted_before = [watched.flagged_now() for watched in self.pods]
         self._thread = threading.Thread(target=self._run, name="cluster-health", daemon=True)
         self._thread.start()
 
@@ -176,15 +183,19 @@ class ClusterHealthSampler:
     def stop(self) -> None:
         """Stop sampling and watching without gathering (an aborted step); safe to call again."""
         self._stop_thread(timeout_s=2.0)  # an aborted step must not wait for a slow scrape
-        for watched in self._watches():
-            watched.stop()
+        if self.owns_view:
+            self.view.stop()
         for source in self.sources:
             source.close()
         self.client.close()
 
     def requests(self) -> dict[tuple[str, str], int]:
-        """API requests sent so far per (verb, resource), to take off the apiserver's counts."""
-        return self.client.sent()
+        """API requests sent since start() per (verb, resource), the view's included, to take off the apiserver's
+        counts."""
+        sent = collections.Counter(self.client.sent())
+        sent.update(self.view.sent())
+        sent.subtract(self._view_sent)
+        return {key: count for key, count in sent.items() if count}
 
     def add(self, component: str, pids: Iterable[int]) -> None:
         self.cpu.add(component, pids)
@@ -202,7 +213,9 @@ class ClusterHealthSampler:
             pods = [w.items() for w in self.pods]
             if all(p is not None for p in pods):
                 merged = {key: state for p in pods if p is not None for key, state in p.items()}
-                values.update(pod_figures(merged, sum(len(w.flagged) for w in self.pods)))
+                evicted = sum(watched.flagged(self.origin, before)
+                              for watched, before in zip(self.pods, self._evicted_before, strict=False))
+                values.update(pod_figures(merged, evicted))
             bounds: dict[str, str] = {}
             for source in self.sources:
                 values.update(self._source_figures(source, bounds))
@@ -237,7 +250,8 @@ class ClusterHealthSampler:
         summary = self._summary()
         notes = list(self._source_notes)
         notes += [n for n in (s.note() for s in self.sources) if n]
-        notes += [n for n in (w.note() for w in (*self._watches(), self.leases)) if n]
+        notes += [n for n in (w.note(self._marks.get(id(w), WatchMark(1, 0))) for w in self._watches()) if n]
+        notes += [n for n in [self.leases.note()] if n]
         notes += self.notes
         used = dict(sorted(self.metrics_used.items()))
         used["nodes"] = API_SOURCES["nodes"]

@@ -1,6 +1,7 @@
 """The API's view of a cluster's health, reduced to what a sample needs: kwok nodes (Ready, the taints the node
 lifecycle controller puts on them), their Leases' renewals, and the harness's pods (Running, evicted), kept
-current by watches (one LIST per step, then only the changes) or, for Leases, one LIST per sample.
+current by watches (ClusterView: one LIST when the run's first window opens, then only the changes, shared by
+every window and by the pod-startup probe) or, for Leases, one LIST per sample.
 
 All of it is asked for in protobuf and only the fields each reduction reads are converted (NODE_FIELDS,
 LEASE_FIELDS, POD_FIELDS): a step's LIST of 3,000 pods cost the harness 275 ms of CPU read whole from JSON and
@@ -9,17 +10,20 @@ LEASE_FIELDS, POD_FIELDS): a step's LIST of 3,000 pods cost the harness 275 ms o
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from loadtests.kube import objects
+from loadtests.kube.access import ClusterAccess
 from loadtests.kube.errors import ApiError
 from loadtests.kube.names import WatchNames
 from loadtests.kube.reflector import BackgroundReflector
 from loadtests.kube.rest import RestClient
 from loadtests.kube.watch import ListPage, WatchEvent
-from loadtests.measure.component_metrics import Figures
+from loadtests.measure.component_metrics import USER_AGENT, Figures
 
 Json = dict[str, Any]
 
@@ -147,10 +151,20 @@ class _NoListFirst(BackgroundReflector):
         self._thread.start()
 
 
-class Watched(Generic[S]):
-    """One collection kept current by LIST+WATCH, each object reduced to the little the samples read.
+@dataclass(frozen=True)
+class WatchMark:
+    """Where a watch stood when a window opened: its trouble since then is the window's."""
 
-    `flag` marks states worth remembering after the object is gone (an evicted pod is deleted soon after).
+    lists: int
+    errors: int
+
+
+class Watched(Generic[S]):
+    """One collection kept current by LIST+WATCH, each object reduced to the little the samples read; its events
+    also go to whoever listens (the pod-startup probe times pods on the same watch).
+
+    `flag` marks states worth remembering after the object is gone (an evicted pod is deleted soon after), with
+    the monotonic time each key was first flagged, so a window counts those of its own time.
     """
 
     def __init__(self, client: RestClient, resource: str, reduce: Callable[[Json], S], fields: tuple[str, ...], *,
@@ -161,11 +175,13 @@ class Watched(Generic[S]):
         self._key = key or name_of
         self._lock = threading.Lock()
         self._items: dict[str, S] = {}
-        self.flagged: set[str] = set()
+        self._flagged: dict[str, float] = {}
+        self._listeners: tuple[Callable[[WatchEvent], None], ...] = ()
         self.synced = False
         names = WatchNames.of(resource, namespace, "health", list_rv="0")
         self._watch = _NoListFirst(client, resource, names, namespace=namespace, label_selector=label_selector,
                                    on_list=self._replace, on_event=self._apply, encoding=ENCODING, fields=fields)
+        self._started = False
 
     @property
     def label(self) -> str:
@@ -173,8 +189,8 @@ class Watched(Generic[S]):
 
     def _store(self, key: str, state: S) -> None:
         self._items[key] = state
-        if self._flag is not None and self._flag(state):
-            self.flagged.add(key)
+        if self._flag is not None and key not in self._flagged and self._flag(state):
+            self._flagged[key] = time.monotonic()
 
     def _replace(self, page: ListPage) -> None:
         with self._lock:
@@ -192,26 +208,109 @@ class Watched(Generic[S]):
                 self._items.pop(key, None)
             else:
                 self._store(key, self._reduce(event.object))
+        for listener in self._listeners:
+            listener(event)
+
+    def listen(self, listener: Callable[[WatchEvent], None]) -> None:
+        """Hand `listener` every ADDED, MODIFIED and DELETED event from now on (in the watch's thread)."""
+        with self._lock:
+            self._listeners = (*self._listeners, listener)
+
+    def unlisten(self, listener: Callable[[WatchEvent], None]) -> None:
+        with self._lock:
+            self._listeners = tuple(known for known in self._listeners if known is not listener)
 
     def items(self) -> dict[str, S] | None:
         """A copy of the current states; None until the first LIST arrived."""
         with self._lock:
             return dict(self._items) if self.synced else None
 
-    def note(self) -> str | None:
-        """What went wrong with the watch, if anything did."""
+    def flagged(self, since: float, present: frozenset[str] = frozenset()) -> int:
+        """Keys flagged at or after `since` (monotonic), together with `present` (flagged ones there already)."""
+        with self._lock:
+            return len(present.union(key for key, at in self._flagged.items() if at >= since))
+
+    def flagged_now(self) -> frozenset[str]:
+        """The keys present now whose state is flagged."""
+        with self._lock:
+            return frozenset(key for key in self._items if key in self._flagged)
+
+    def mark(self) -> WatchMark:
+        """Where the watch stands now (its first LIST, done or not, is never a relist)."""
         reflector = self._watch.reflector
-        if reflector.errors or reflector.lists > 1 or not self.synced:
-            state = "never listed" if not self.synced else f"{reflector.lists - 1} relists"
-            return (f"watch of {self.label}: {state}, {reflector.errors} errors"
-                    + (f" (last: {reflector.last_error})" if reflector.last_error else ""))
+        return WatchMark(max(1, reflector.lists), reflector.errors)
+
+    def note(self, since: WatchMark = WatchMark(1, 0)) -> str | None:
+        """What went wrong with the watch, if anything did (since `since`: a window's share of a run-long watch)."""
+        reflector = self._watch.reflector
+        relists, errors = reflector.lists - since.lists, reflector.errors - since.errors
+        if errors or relists > 0 or not self.synced:
+            state = "never listed" if not self.synced else f"{relists} relists"
+            return (f"watch of {self.label}: {state}, {errors} errors"
+                    + (f" (last: {reflector.last_error})" if errors and reflector.last_error else ""))
         return None
 
     def start(self) -> None:
-        self._watch.start()
+        """Start the LIST+WATCH once (a view shared by windows is started by the first)."""
+        if not self._started:
+            self._started = True
+            self._watch.start()
 
     def stop(self) -> None:
         self._watch.stop()
+
+
+class ClusterView:
+    """The nodes and the harness's pods as a run's windows read them: one watch of each collection, listed once
+    and kept current, shared by every window's health sampler and pod-startup probe (a window of its own LISTs
+    and a second watch of the churn's pods were the harness's largest costs at 1,000 nodes).
+
+    A run makes one and stops it when its steps end; a window given none makes its own. A namespace is watched
+    from the first time a window asks for its pods (ClusterLoader2's phases each churn in their own).
+    """
+
+    POOL_SIZE = 16  # connections made only when used: the nodes' watch and one per namespace asked for
+
+    def __init__(self, access: ClusterAccess, pod_namespaces: Sequence[str] = ()) -> None:
+        self.client = RestClient(access, pool_size=self.POOL_SIZE, user_agent=USER_AGENT)
+        self.nodes: Watched[NodeState] = Watched(self.client, "nodes", node_state, NODE_FIELDS,
+                                                 label_selector=objects.NODE_SELECTOR)
+        self._pods: dict[str, Watched[PodState]] = {}
+        self._lock = threading.Lock()
+        self._started = False
+        for namespace in pod_namespaces:
+            self.pods_in(namespace)
+
+    def pods_in(self, namespace: str) -> Watched[PodState]:
+        """The pods of one namespace, watched from now on if the view runs (else from its start)."""
+        with self._lock:
+            watched = self._pods.get(namespace)
+            if watched is None:
+                watched = self._pods[namespace] = Watched(self.client, "pods", pod_state, POD_FIELDS,
+                                                          namespace=namespace, key=uid_of, flag=lambda p: p.evicted)
+                if self._started:
+                    watched.start()
+            return watched
+
+    def watches(self) -> list[Watched[Any]]:
+        with self._lock:
+            return [self.nodes, *self._pods.values()]
+
+    def start(self) -> None:
+        """Start every watch (again: nothing); their first LISTs run in their own threads."""
+        with self._lock:
+            self._started = True
+        for watched in self.watches():
+            watched.start()
+
+    def sent(self) -> dict[tuple[str, str], int]:
+        """Requests the view sent so far per (verb, resource)."""
+        return self.client.sent()
+
+    def stop(self) -> None:
+        for watched in self.watches():
+            watched.stop()
+        self.client.close()
 
 
 class LeaseLists:

@@ -26,6 +26,7 @@ from loadtests.kube.rest import RestClient
 from loadtests.measure import etcd as etcd_asked
 from loadtests.measure.audit import AuditReader
 from loadtests.measure.cluster_health import DEFAULT_INTERVAL_S, ClusterHealthSampler
+from loadtests.measure.cluster_objects import ClusterView
 from loadtests.measure.controlled import ControlledPodsProbe
 from loadtests.measure.object_counts import count_objects
 from loadtests.measure.processes import ProcessSampler, harness_note
@@ -82,6 +83,8 @@ class Window:
     counted: Mapping[str, str] = field(default_factory=dict)  # more collections to count: name -> path
     apiserver_families: frozenset[str] = frozenset()  # what the apiserver's scrapes keep (every reader's)
     etcd_families: frozenset[str] = frozenset()
+    view: ClusterView | None = None  # the nodes and pods, watched (the run's, shared by its windows)
+    owns_view: bool = False  # the view is the window's own, made by cluster_view()
     on_open: Callable[[], None] | None = None  # runs as the window opens (the start scrape's answer)
     on_close: Callable[[], None] | None = None  # runs as it closes (the end scrape's answer)
     notes: list[str] = field(default_factory=list)
@@ -90,6 +93,20 @@ class Window:
     closed_at: float | None = None
     apiserver: dict[str, Snapshot | None] = field(default_factory=lambda: {"start": None, "end": None})
     etcd: dict[str, Snapshot | None] = field(default_factory=lambda: {"start": None, "end": None})
+
+    def cluster_view(self) -> ClusterView:
+        """The nodes and pods, watched: the run's view when it has one, else one of the window's own (the
+        window's probes share it; it stops with them)."""
+        if self.view is None:
+            self.view = ClusterView(self.info.access, (objects.NS_FLEET, self.churn_namespace))
+            self.owns_view = True
+        return self.view
+
+    def stop_view(self) -> None:
+        """Stop the view when it is the window's own (the run stops its own)."""
+        if self.owns_view and self.view is not None:
+            self.owns_view = False
+            self.view.stop()
 
     def attempt(self, what: str, action: Callable[[], T]) -> T | None:
         """The action's value, or None with a note naming what failed: one broken probe must not cost the others."""
@@ -153,14 +170,13 @@ class _Watcher:
         self.probe.stop()
 
     def fill(self, step: StepResult, notes: list[str]) -> None:
-        setattr(step, self.field_name, self.probe.gather())
+        found = self.probe.gather()
+        if found is not None:
+            setattr(step, self.field_name, found)
         if note := self.probe.shortfall():
             notes.append(note)
-        watch = self.probe.watch
-        relists = watch.lists - 1
-        if watch.errors or relists > 0:
-            notes.append(f"{self.label} watch: {watch.errors} errors, {relists} relists "
-                         f"(last error: {watch.last_error})")
+        if trouble := self.probe.watch_trouble():
+            notes.append(f"{self.label} {trouble}")
 
     def stop(self) -> None:
         self.probe.abort()  # writes in flight are not waited for
@@ -420,14 +436,14 @@ PROBES: dict[str, ProbeKind] = {
     "processes": ProbeKind("process sampler",
                            lambda w: _Processes(ProcessSampler(w.pids, w.process_interval_s))),
     "pod_startup": ProbeKind("pod startup probe", lambda w: _Watcher(
-        PodStartupProbe(w.info.access, w.churn_namespace), "pod startup", "pod_startup")),
+        PodStartupProbe(w.cluster_view().pods_in(w.churn_namespace)), "pod startup", "pod_startup")),
     "watch_delay": ProbeKind("watch delay probe", lambda w: _Watcher(
         WatchDelayProbe(w.info.access, w.probe_namespace, w.watch_delay_interval_s), "watch delay", "watch_delay")),
     "controlled": ProbeKind("controlled pods probe", lambda w: _Controlled(ControlledPodsProbe(
         w.info.access, w.controlled, w.objects_selector)) if w.controlled else None),
     "health": ProbeKind("cluster health sampler", lambda w: _Health(ClusterHealthSampler(
         w.info, w.pids, interval_s=w.health_interval_s, pod_namespaces=(objects.NS_FLEET, w.churn_namespace),
-        origin=w.opened))),
+        origin=w.opened, view=w.cluster_view()))),
     "profiles": ProbeKind("profiler", lambda w: ProfileProbe(w.info, w.profiles, w.opened)
                           if w.profiles is not None else None),
 }
@@ -451,8 +467,10 @@ class StepProbes:
                  health_interval_s: float = DEFAULT_INTERVAL_S, extra_families: Iterable[str] = (),
                  scrapes_dir: Path | None = None, counted: Mapping[str, str] | None = None,
                  controlled: Iterable[str] = (), objects_selector: str = "",
-                 profiles: ProfileSettings | None = None, probes: Iterable[str] | None = None) -> None:
+                 profiles: ProfileSettings | None = None, probes: Iterable[str] | None = None,
+                 view: ClusterView | None = None) -> None:
         self.target_info = target_info
+        self.view = view  # the run's watches of nodes and pods (None: each window makes its own)
         self.counted = dict(counted or {})  # more collections to count at the window's close: name -> path
         self.controlled = tuple(controlled)  # the objects scenario's pod-controlling kinds, timed per window
         self.objects_selector = objects_selector
@@ -480,7 +498,7 @@ class StepProbes:
         return Window(self.target_info, pids or {}, self.probe_namespace, self.churn_namespace,
                       self.process_interval_s, self.watch_delay_interval_s, self.health_interval_s,
                       self.controlled, self.objects_selector, self.profiles, self.counted, self.apiserver_families,
-                      self.etcd_families, on_open, on_close)
+                      self.etcd_families, self.view, on_open=on_open, on_close=on_close)
 
     @property
     def notes(self) -> list[str]:
@@ -567,6 +585,7 @@ class StepProbes:
             window.attempt(self.kinds[name].label, lambda probe=probe: probe.fill(step, self.notes))
         # gathered probes are done with; pids added from now on wait for the next start()
         self._running = {}
+        window.stop_view()
         step.notes.extend(self.notes)
         return step
 
@@ -596,3 +615,4 @@ class StepProbes:
         for name, probe in reversed(self._running.items()):
             self.window.attempt(f"{self.kinds[name].label} stop", probe.stop)
         self._running = {}
+        self.window.stop_view()

@@ -3,10 +3,12 @@
 API timestamps have one-second precision, so both probes time events by when this process receives them
 (time.monotonic()), which also includes the watch delivery delay a real client would suffer.
 
-- PodStartupProbe: pod creation -> Running and Ready, both as seen by one watch on the namespace.
-- WatchDelayProbe: a ConfigMap written at a fixed interval; delay = event received - write sent.
+- PodStartupProbe: pod creation -> Running and Ready, both as seen by one watch on the namespace: the run's
+  watch of the churn's pods (measure/cluster_objects.ClusterView), which the health sampler reads too.
+- WatchDelayProbe: a ConfigMap written at a fixed interval; delay = event received - write sent, on a watch of
+  its own.
 
-Both watch through the shared LIST+WATCH loop (loadtests.kube.reflector) on the harness's REST client, whose
+Both watch through the shared LIST+WATCH loop (loadtests.kube.reflector) on the harness's REST clients, whose
 request counts let the runner take the probes' own requests off the apiserver's.
 """
 
@@ -25,6 +27,7 @@ from loadtests.kube.paths import resource_path
 from loadtests.kube.reflector import BackgroundReflector, Reflector
 from loadtests.kube.rest import RestClient
 from loadtests.kube.watch import WatchEvent
+from loadtests.measure.cluster_objects import Watched, WatchMark
 from loadtests.results.distribution import Distribution
 
 Json = dict[str, Any]
@@ -33,18 +36,11 @@ WRITE_TIMEOUT_S = 10.0  # a probe write stuck on a silent apiserver gives up wit
 
 
 def probe_watch(client: RestClient, resource: str, namespace: str, handler: Any,
-                field_selector: str = "", fields: tuple[str, ...] = ()) -> BackgroundReflector:
-    """A watch of the collection from now on: a one-item LIST only for its resourceVersion, then WATCH. With
-    `fields` (all the probe reads of each object), in protobuf, only those converted: a probe's watch of the
-    churn's pods decoded each whole from JSON."""
+                field_selector: str = "") -> BackgroundReflector:
+    """A watch of the collection from now on: a one-item LIST only for its resourceVersion, then WATCH."""
     names = WatchNames.of(resource, namespace, "probe", list_rv="0")
     return BackgroundReflector(client, resource, names, namespace=namespace, field_selector=field_selector,
-                               page_limit=1, all_pages=False, on_event=handler,
-                               encoding="protobuf" if fields else "json", fields=fields)
-
-
-# what pod_running_ready reads of a pod
-RUNNING_READY_FIELDS = ("status.phase", "status.conditions.type", "status.conditions.status")
+                               page_limit=1, all_pages=False, on_event=handler)
 
 
 def pod_running_ready(pod: Json) -> bool:
@@ -54,30 +50,17 @@ def pod_running_ready(pod: Json) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
 
 
-class _WatchProbe:
-    """What both watch probes share: their client (whose counts are the probe's requests), the watch they
-    read, and the moments each sample began and ended (a sample that began but never ended is missing)."""
+class _Samples:
+    """What both watch probes share: the moments each sample began and ended, as received (a sample that began
+    but never ended is missing)."""
 
     SOURCE = ""
     MISSING = ""  # what a sample that never ended means, for the step's notes
-    PART = ""  # its name in its user agent
 
-    def __init__(self, access: ClusterAccess, namespace: str, resource: str, field_selector: str = "",
-                 timeout_s: float = 30.0, fields: tuple[str, ...] = ()) -> None:
-        self.access = access
-        self.namespace = namespace
-        self.client = RestClient(access, pool_size=2, timeout_s=timeout_s, user_agent=f"{USER_AGENT}-{self.PART}")
+    def __init__(self) -> None:
         self._cond = threading.Condition()
         self._began: dict[Any, float] = {}
         self._ended: dict[Any, float] = {}
-        self._watch = probe_watch(self.client, resource, namespace, self.on_event, field_selector, fields)
-
-    @property
-    def watch(self) -> Reflector:
-        return self._watch.reflector
-
-    def requests(self) -> dict[tuple[str, str], int]:
-        return self.client.sent()
 
     def on_event(self, event: WatchEvent) -> None:
         self.handle_event(event.type, event.object, event.received_at)
@@ -112,6 +95,46 @@ class _WatchProbe:
     def _detail(self) -> str:
         return ""
 
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        """Stop at once (an aborted step); a probe that only watches has nothing in flight to give up."""
+        self.stop()
+
+    def gather(self) -> Distribution | None:
+        self.stop()
+        return Distribution.of(self.samples(), source=self.SOURCE)
+
+
+class _WatchProbe(_Samples):
+    """A probe with a watch of its own, on its own client (whose counts are the probe's requests)."""
+
+    PART = ""  # its name in its user agent
+
+    def __init__(self, access: ClusterAccess, namespace: str, resource: str, field_selector: str = "",
+                 timeout_s: float = 30.0) -> None:
+        super().__init__()
+        self.access = access
+        self.namespace = namespace
+        self.client = RestClient(access, pool_size=2, timeout_s=timeout_s, user_agent=f"{USER_AGENT}-{self.PART}")
+        self._watch = probe_watch(self.client, resource, namespace, self.on_event, field_selector)
+
+    @property
+    def watch(self) -> Reflector:
+        return self._watch.reflector
+
+    def requests(self) -> dict[tuple[str, str], int]:
+        return self.client.sent()
+
+    def watch_trouble(self) -> str | None:
+        """The watch's errors and relists, if it had any."""
+        watch = self.watch
+        relists = watch.lists - 1
+        if watch.errors or relists > 0:
+            return f"watch: {watch.errors} errors, {relists} relists (last error: {watch.last_error})"
+        return None
+
     def start(self) -> None:
         self._watch.start()
 
@@ -119,25 +142,19 @@ class _WatchProbe:
         self._watch.stop()
         self.client.close()
 
-    def abort(self) -> None:
-        """Stop at once (an aborted step); a probe that only watches has nothing in flight to give up."""
-        self.stop()
 
-    def gather(self) -> Distribution:
-        self.stop()
-        return Distribution.of(self.samples(), source=self.SOURCE)
-
-
-class PodStartupProbe(_WatchProbe):
-    """Creation -> Running+Ready per pod created after start(), both moments as received by one watch."""
+class PodStartupProbe(_Samples):
+    """Creation -> Running+Ready per pod created after start(), both moments as received by one watch: the
+    churn namespace's watch of the run's ClusterView, which the health sampler reads too."""
 
     SOURCE = "watch receive times, create -> Running"
     MISSING = ("pod startup: {} pods created during the step were not seen Running+Ready "
                "(deleted first, or still starting)")
-    PART = "pod-startup"
 
-    def __init__(self, access: ClusterAccess, namespace: str) -> None:
-        super().__init__(access, namespace, "pods", fields=RUNNING_READY_FIELDS)
+    def __init__(self, pods: Watched[Any]) -> None:
+        super().__init__()
+        self.pods = pods
+        self._mark: WatchMark | None = None
 
     def handle_event(self, kind: str, obj: Json, received: float) -> None:
         uid = (obj.get("metadata") or {}).get("uid")
@@ -152,6 +169,25 @@ class PodStartupProbe(_WatchProbe):
     def not_running(self) -> int:
         """Pods seen created but never Running+Ready while watched (deleted first, or still pending)."""
         return self.missing
+
+    def requests(self) -> dict[tuple[str, str], int]:
+        return {}  # the view's watch is the health sampler's to count
+
+    def watch_trouble(self) -> str | None:
+        return self.pods.note(self._mark) if self._mark is not None else None
+
+    def gather(self) -> Distribution | None:
+        """None (not measured) when the watch never listed: no pod could have been seen."""
+        found = super().gather()
+        return found if self.pods.synced else None
+
+    def start(self) -> None:
+        self._mark = self.pods.mark()
+        self.pods.listen(self.on_event)
+        self.pods.start()
+
+    def stop(self) -> None:
+        self.pods.unlisten(self.on_event)
 
 
 class WatchDelayProbe(_WatchProbe):

@@ -32,6 +32,7 @@ from loadtests.kube import objects
 from loadtests.load.generator import LoadGenerator, StepLoad
 from loadtests.load.remote import MasterBind
 from loadtests.measure.availability import AvailabilityProbe
+from loadtests.measure.cluster_objects import ClusterView
 from loadtests.measure.probes import StepProbes
 from loadtests.measure.processes import HARNESS
 from loadtests.measure.profiles import PROFILES_DIR, ProfileSettings
@@ -73,6 +74,7 @@ class RunParts:
     ui_port: int | None = None
     final_run: bool = True  # no run of the same command follows (remote workers may go after the last step)
     steps_total: int | None = None  # a plan's own steps; None: a capacity search, which does not know
+    view: ClusterView | None = None  # the nodes and pods watched for every window (None: each window its own)
 
 
 @dataclass
@@ -390,7 +392,7 @@ class Probes(_Part):
         self.probes = probes = StepProbes(
             run.info, probe_namespace=objects.NS_PROBE, churn_namespace=settings.churn_namespace,
             scrapes_dir=ctx.step_dir, counted=settings.counted, controlled=settings.controlled,
-            objects_selector=settings.selector, profiles=profiles, probes=run.plan.probes())
+            objects_selector=settings.selector, profiles=profiles, probes=run.plan.probes(), view=run.view)
         ctx.count_requests = probes.count_requests
         for component, pids in {**ctx.pids, HARNESS: [os.getpid()]}.items():  # the harness itself too
             probes.add_pids(component, pids)

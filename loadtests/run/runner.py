@@ -41,11 +41,12 @@ from loadtests.errors import (
     full_disk_of,
     write_error_log,
 )
-from loadtests.kube.objects import node_name
+from loadtests.kube.objects import NS_FLEET, node_name
 from loadtests.kube.rest import RestClient
 from loadtests.load.contract import run_label
 from loadtests.load.remote import MasterBind
 from loadtests.measure.client_classes import client_classes, run_clients
+from loadtests.measure.cluster_objects import ClusterView
 from loadtests.results import RunResult, StepEvent, StepResult
 from loadtests.results.flow_control import ClientClass
 from loadtests.run.capacity import PlannedSteps, StepChooser, step_failures
@@ -256,9 +257,12 @@ class Runner:
         shared = RunParts(self.plan, self.target, info, fleet, Fleet(node_client) if node_client else fleet, made,
                           mix, self.options.out_dir, self._workers(), self.say, self._check_alive, self._elapsed,
                           self._at, self._watch, self.options.roll, self.options.master, self.options.ui_port,
-                          final_run=not self.options.runs_follow, steps_total=self._total)
+                          final_run=not self.options.runs_follow, steps_total=self._total,
+                          view=self._view(info))
         try:
             fleet.ensure_namespaces()
+            if shared.view is not None:
+                shared.view.start()  # listed while the fleet is small, then kept current: no window lists them
             limits = thresholds(run)
             step, index = self.chooser.first(), 0
             while step is not None:
@@ -281,6 +285,15 @@ class Runner:
             client.close()
             if node_client:
                 node_client.close()
+            if shared.view is not None:
+                shared.view.stop()
+
+    def _view(self, info: TargetInfo) -> ClusterView | None:
+        """The nodes and pods every window's health sampler and pod-startup probe read, watched for the whole run:
+        a window then lists none of them, and the churn's pods are watched once for both."""
+        if not {"health", "pod_startup"} & set(self.plan.probes()):
+            return None
+        return ClusterView(info.access, (NS_FLEET, ProbeSettings.of(self.plan).churn_namespace))
 
     def _at(self, where: str) -> None:
         self._phase = where

@@ -7,13 +7,14 @@ and run by kwok on a 50-node cluster that already held one pod no node can take.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import pytest
 
 from loadtests.analysis.metrics import Snapshot
 from loadtests.kube.errors import ApiError
-from loadtests.kube.watch import ListPage
+from loadtests.kube.watch import ListPage, WatchEvent
 from loadtests.measure import cluster_health as health
 from loadtests.measure import cluster_objects, component_metrics, processes
 from loadtests.measure.probes import StepProbes
@@ -235,6 +236,55 @@ def test_pods_pending_not_running_and_evicted() -> None:
     assert [uid for uid, state in found.items() if state.evicted] == ["e", "f"]
     assert cluster_objects.pod_figures(found, evicted=2) == {"pods": 6, "pods_pending": 2, "pods_not_running": 4,
                                                     "pods_evicted": 2}
+
+
+class TestTheRunsView:
+    """One watch per collection for the whole run: each window reads its own share of it (fed here the pages and
+    events the watch would deliver; the HTTP side needs a cluster)."""
+
+    @staticmethod
+    def pod(uid: str, phase: str = "Running", **status: Any) -> dict[str, Any]:
+        return {"metadata": {"uid": uid, "name": uid}, "status": {"phase": phase, **status}}
+
+    def evicted(self, uid: str) -> dict[str, Any]:
+        return self.pod(uid, "Failed", reason="Evicted")
+
+    def test_a_window_counts_evictions_of_its_own_time_and_those_still_there_when_it_opened(self) -> None:
+        pods = cluster_objects.ClusterView(unreachable_target({}).access).pods_in("fleet")
+        pods._replace(ListPage("1", "", 0, items=[self.pod("a"), self.evicted("old"), self.evicted("gone")]))
+        pods._apply(WatchEvent("DELETED", self.evicted("gone"), 1.0))
+        opened = time.monotonic()
+        present = pods.flagged_now()
+        assert present == {"old"}
+        pods._apply(WatchEvent("MODIFIED", self.evicted("a"), 2.0))
+        pods._apply(WatchEvent("DELETED", self.evicted("a"), 3.0))  # deleted soon after: still counted
+        assert pods.flagged(opened, present) == 2  # "old" (there when it opened) and "a"; not "gone"
+        assert pods.flagged(time.monotonic() + 1, pods.flagged_now()) == 1  # the next window: "old" alone
+
+    def test_listeners_get_every_change_until_they_stop_listening(self) -> None:
+        pods = cluster_objects.ClusterView(unreachable_target({}).access).pods_in("churn")
+        heard: list[str] = []
+        listener = lambda event: heard.append(f"{event.type} {event.object['metadata']['uid']}")  # noqa: E731
+        pods.listen(listener)
+        pods._apply(WatchEvent("ADDED", self.pod("a", "Pending"), 1.0))
+        pods._apply(WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": "9"}}, 1.5))
+        pods._apply(WatchEvent("MODIFIED", self.pod("a"), 2.0))
+        pods.unlisten(listener)
+        pods._apply(WatchEvent("DELETED", self.pod("a"), 3.0))
+        assert heard == ["ADDED a", "MODIFIED a"]
+        assert pods.items() is None  # never listed: no state to read, though events came
+
+    def test_a_window_notes_only_the_trouble_of_its_own_time(self) -> None:
+        nodes = cluster_objects.ClusterView(unreachable_target({}).access).nodes
+        reflector = nodes._watch.reflector
+        nodes.synced, reflector.lists, reflector.errors, reflector.last_error = True, 3, 2, "Gone"
+        assert nodes.note() == "watch of nodes: 2 relists, 2 errors (last: Gone)"  # the whole run's
+        mark = nodes.mark()
+        assert nodes.note(mark) is None
+        reflector.lists, reflector.errors = 4, 3
+        assert nodes.note(mark) == "watch of nodes: 1 relists, 1 errors (last: Gone)"
+        first = cluster_objects.ClusterView(unreachable_target({}).access).nodes
+        assert first.mark().lists == 1  # marked before its first LIST: that LIST is not a relist
 
 
 # ---- the sampler and the results ----------------------------------------------------------------------------

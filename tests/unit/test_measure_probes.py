@@ -41,8 +41,10 @@ def test_failures_are_noted_and_the_rest_is_still_measured() -> None:
     result = probes.gather(step())
     notes = "\n".join(result.notes)
     for what in ("apiserver /metrics scrape at step start", "apiserver /metrics scrape at step end",
-                 "pod startup probe start", "watch delay probe start"):
+                 "pod startup watch of pods in churn-ns: never listed", "watch delay probe start"):
         assert what in notes
+    # its watch never listed: left as not measured (no source), not measured as "no pod started"
+    assert result.pod_startup.count == 0 and result.pod_startup.source == ""
     assert [p.component for p in result.processes] == ["harness"]  # the sampler did not depend on the rest
     assert result.server == [] and result.requests_by_code == {}
     assert result.etcd.db_size_bytes is None
@@ -111,5 +113,5 @@ def test_probes_a_plan_turned_off_do_not_run(monkeypatch: pytest.MonkeyPatch) ->
     result = probes.gather(step())
     notes = "\n".join(result.notes)
     assert "watch delay probe" not in notes and "object counts" not in notes
-    assert "pod startup probe start" in notes  # a probe that runs still says what failed
+    assert "pod startup watch of pods in churn-ns: never listed" in notes  # a probe that runs still says so
     assert result.objects == {}  # not counted: "not measured", as in results before the counts existed

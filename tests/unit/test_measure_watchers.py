@@ -8,6 +8,7 @@ import pytest
 
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.watch import WatchEvent
+from loadtests.measure.cluster_objects import ClusterView
 from loadtests.measure.watchers import PodStartupProbe, WatchDelayProbe, pod_running_ready
 
 ACCESS = ClusterAccess(server="https://127.0.0.1:1", kubeconfig="/nonexistent")  # never contacted here
@@ -30,7 +31,7 @@ def test_running_and_ready_are_both_required() -> None:
 
 class TestPodStartup:
     def test_latency_is_from_added_to_the_first_running_ready_event(self) -> None:
-        probe = PodStartupProbe(ACCESS, "churn")
+        probe = PodStartupProbe(ClusterView(ACCESS).pods_in("churn"))
         probe.handle_event("ADDED", pod("a"), 10.0)
         probe.handle_event("MODIFIED", pod("a", "Running", ready=False), 10.5)
         probe.handle_event("MODIFIED", pod("a", "Running", ready=True), 12.25)
@@ -38,14 +39,16 @@ class TestPodStartup:
         probe.handle_event("ADDED", pod("b"), 11.0)
         probe.handle_event("MODIFIED", pod("b", "Running", ready=True), 11.5)
         assert sorted(probe.samples()) == [pytest.approx(0.5), pytest.approx(2.25)]
+        assert probe.gather() is None  # the view's watch never listed: not measured
+        probe.pods.synced = True  # as its first LIST would
         result = probe.gather()  # never started: stopping is still safe
-        assert result.count == 2
+        assert result is not None and result.count == 2
         assert result.max == pytest.approx(2.25)
         assert result.source == PodStartupProbe.SOURCE
         probe.stop()
 
     def test_pods_not_created_while_watched_are_ignored(self) -> None:
-        probe = PodStartupProbe(ACCESS, "churn")
+        probe = PodStartupProbe(ClusterView(ACCESS).pods_in("churn"))
         probe.handle_event("MODIFIED", pod("old", "Running", ready=True), 5.0)  # existed before start()
         probe.handle_event("ADDED", pod("gone"), 6.0)
         probe.handle_event("DELETED", pod("gone", "Running", ready=True), 7.0)  # deleted: not a start-up
@@ -53,7 +56,7 @@ class TestPodStartup:
         assert probe.not_running == 1
 
     def test_a_pod_added_already_running_counts_zero(self) -> None:
-        probe = PodStartupProbe(ACCESS, "churn")
+        probe = PodStartupProbe(ClusterView(ACCESS).pods_in("churn"))
         probe.handle_event("ADDED", pod("c", "Running", ready=True), 3.0)
         assert probe.samples() == [0.0]
 
@@ -87,7 +90,7 @@ class TestWatchDelay:
 
 
 def test_events_reach_the_probe_from_the_shared_watch_loop() -> None:
-    probe = PodStartupProbe(ACCESS, "churn")
+    probe = PodStartupProbe(ClusterView(ACCESS).pods_in("churn"))
     probe.on_event(WatchEvent("ADDED", pod("a"), 1.0))
     probe.on_event(WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": "9"}}, 1.5))
     probe.on_event(WatchEvent("MODIFIED", pod("a", "Running", ready=True), 2.0))
