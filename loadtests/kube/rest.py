@@ -20,7 +20,7 @@ import ssl
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, urlencode, urlsplit
@@ -310,18 +310,32 @@ class RestClient:
             query["fieldSelector"] = field_selector
         if label_selector:
             query["labelSelector"] = label_selector
-        path = resource_path(resource, namespace)
-        result = self._list(path, query, encoding, fields)
+        pages = self.list_pages(resource_path(resource, namespace), query, encoding=encoding, fields=fields)
+        result = next(pages)
         meta = result.get("metadata", {})
         page = ListPage(str(meta.get("resourceVersion", "")), str(meta.get("continue", "")), 0,
                         items=list(result.get("items", [])))
-        while all_pages and page.continue_token:
-            more = {k: v for k, v in query.items() if k != "resourceVersion"}
-            result = self._list(path, {**more, "continue": page.continue_token}, encoding, fields)
+        for result in pages if all_pages else ():
             page.items = [*(page.items or []), *result.get("items", [])]
             page.continue_token = str(result.get("metadata", {}).get("continue", ""))
             page.pages += 1
         return page
+
+    def list_pages(self, path: str, query: dict[str, Any], *, encoding: str = "json",
+                   fields: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
+        """Each page of a LIST at `path` (any resource, discovery's too) as it arrives, its continue tokens followed
+        to the last: a reader that reduces each page before asking for the next holds one page, never the whole
+        collection. The first page is asked with `query`; the next ones with its continue token instead of a
+        resourceVersion (a continuation carries its own)."""
+        more = {k: v for k, v in query.items() if k != "resourceVersion"}
+        result = self._list(path, query, encoding, fields)
+        while True:
+            token = str(result.get("metadata", {}).get("continue", ""))
+            yield result
+            del result  # the reader's page is let go before the next one is read
+            if not token:
+                return
+            result = self._list(path, {**more, "continue": token}, encoding, fields)
 
     def _list(self, path: str, query: dict[str, Any], encoding: str, fields: tuple[str, ...]) -> dict[str, Any]:
         """One LIST page as a dict, asked for in `encoding`."""

@@ -26,6 +26,7 @@ FORBIDDEN = {
     "config": {"measure", "controlplane", "run", "load", "report", "cli", "binaries"},
     "kube": {"measure", "controlplane", "run", "load", "report", "analysis", "cli", "config", "binaries"},
     "binaries": {"measure", "controlplane", "run", "load", "report", "analysis", "cli", "kube"},
+    "capture": {"report", "cli", "run", "load", "controlplane"},
 }
 SHARED = {"__init__", "errors", "polling", "shutdown"}  # the top-level modules: vocabulary every room speaks
 MAX_TOP_LEVEL = 6
