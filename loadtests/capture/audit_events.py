@@ -9,8 +9,10 @@ ends early) is skipped and said in a note, since rotating logs are copied that w
 from __future__ import annotations
 
 import gzip
+import math
 import zlib
 from collections.abc import Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -103,10 +105,21 @@ def _lines(path: Path, cut: list[str], label: str) -> Iterator[tuple[int, bytes]
                                  f"({type(error).__name__}: {str(error)[:120]}); {FIX}") from None
 
 
+def _first_time(path: Path) -> float:
+    """When a file's first event was written; infinite for a file with none readable (refused when read)."""
+    with closing(_lines(path, [], "")) as lines:
+        try:
+            return next(event_of(line).at for _, line in lines if line.strip())
+        except (StopIteration, ValueError):  # UnreadableFile is a ValueError
+            return math.inf
+
+
 def read_events(paths: Sequence[Path], notes: list[str]) -> Iterator[AuditEvent]:
-    """Every event of the files, in the order given (one log's rotated files, oldest first) and each file's
-    order; a note for each last line cut short. UnreadableFile at the first line that is no event."""
-    for index, path in enumerate(paths):
+    """Every event of the files (one log's rotated files), the file whose first event is oldest first, each in
+    its order; a note for each last line cut short. UnreadableFile at the first line that is no event."""
+    order = sorted(range(len(paths)), key=lambda index: (_first_time(paths[index]), index))
+    for index in order:
+        path = paths[index]
         label = f"audit file {index + 1} of {len(paths)}"  # the profile names no file: a name may say whose
         read = 0
         for number, line in _lines(path, notes, label):

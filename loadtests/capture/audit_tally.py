@@ -16,7 +16,7 @@ Watches open at once are counted in the log's order (the order the apiserver wro
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -99,12 +99,13 @@ class AuditTally:
         self.events = 0
         self.first, self.last = math.inf, -math.inf
         self.rates: Counter[_RateKey] = Counter()
-        self.minutes: dict[int, Counter[str]] = {}
-        self.shapes: dict[tuple[str, str, str, str], ShapeTally] = {}
-        self.watches: dict[_WatchKey, _Watches] = {}
+        self.minutes: defaultdict[int, Counter[str]] = defaultdict(Counter)
+        self.shapes: defaultdict[tuple[str, str, str, str], ShapeTally] = defaultdict(ShapeTally)
+        self.watches: defaultdict[_WatchKey, _Watches] = defaultdict(_Watches)
         self.open: dict[str, tuple[_WatchKey, float]] = {}  # audit ID -> the watch's key, when it was received
-        self.latencies: dict[_LatencyKey, Sketch] = {}
-        self.users: dict[tuple[str, str], Counter[str]] = {}  # (class, product) -> hashed user -> requests
+        self.latencies: defaultdict[_LatencyKey, Sketch] = defaultdict(Sketch)
+        # (class, product) -> hashed user -> requests
+        self.users: defaultdict[tuple[str, str], Counter[str]] = defaultdict(Counter)
 
     def add(self, event: AuditEvent) -> None:
         self.events += 1
@@ -116,25 +117,25 @@ class AuditTally:
             self._count(event, who)
             if event.subresource not in STREAMS:  # an exec's or a log's stream lasts as long as it is used
                 key = (event.verb, event.group, event.resource, event.subresource, _scope(event))
-                self.latencies.setdefault(key, Sketch()).add(max(0.0, event.at - event.received))
+                self.latencies[key].add(max(0.0, event.at - event.received))
 
     def _count(self, event: AuditEvent, who: tuple[str, str]) -> None:
         """One request: its rate, its minute, its user and (a LIST or WATCH) its shape."""
         key = (event.verb, event.group, event.resource, event.subresource, _scope(event), *who, event.code,
                None if event.resource else clients.path_of(event.uri))
         self.rates[key] += 1
-        self.minutes.setdefault(int(event.at // 60), Counter())[event.verb] += 1
-        self.users.setdefault(who, Counter())[clients.hashed(self.salt, event.username)] += 1
+        self.minutes[int(event.at // 60)][event.verb] += 1
+        self.users[who][clients.hashed(self.salt, event.username)] += 1
         if event.verb in SHAPED_VERBS and event.resource:
             shape = (event.verb, who[0], event.group, event.resource)
-            self.shapes.setdefault(shape, ShapeTally()).add(event.uri)
+            self.shapes[shape].add(event.uri)
 
     def _watch(self, event: AuditEvent, who: tuple[str, str]) -> None:
         key = (event.group, event.resource, *who)
         if event.stage == STARTED:
             if event.audit_id not in self.open:  # a stage written twice counts once
                 self.open[event.audit_id] = (key, event.received)
-                self.watches.setdefault(key, _Watches()).open()
+                self.watches[key].open()
                 self._count(event, who)
             return
         if event.stage not in ENDS:
@@ -145,7 +146,7 @@ class AuditTally:
             if inside:
                 self._count(event, who)
             return
-        watches = self.watches.setdefault(opened[0] if opened else key, _Watches())
+        watches = self.watches[opened[0] if opened else key]
         if opened is None:
             if inside:
                 watches.late += 1

@@ -42,7 +42,7 @@ RATE_LABELS = ("verb", "group", "resource", "subresource", "scope", "component",
 
 def traffic_from_audit(paths: Sequence[Path], salt: bytes, *,
                        aggregated_groups: frozenset[str] = AGGREGATED_GROUPS) -> TrafficProfile:
-    """The traffic in audit log files (one apiserver's, its rotated files oldest first), streamed: memory grows
+    """The traffic in audit log files (one apiserver's and its rotated files, in any order), streamed: memory grows
     with the kinds of request, identities and watches open at once, not with the events. UnreadableFile, one
     line naming the file and line, for a file that is not an audit log (a last line cut short is skipped)."""
     if not paths:
@@ -92,7 +92,7 @@ def _watches(before: Snapshot | None, after: Snapshot) -> list[WatchLoad]:
     start, end = open_by_resource(before), open_by_resource(after)
     rows = [WatchLoad(group=group, resource=resource, client_class=None, product=None, max_open=None,
                       mean_open=None, open_at_start=start.get((group, resource)) if before is not None else None,
-                      open_at_end=end.get((group, resource), 0), opened=None, lifetime_s=None)
+                      open_at_end=end.get((group, resource)), opened=None, lifetime_s=None)
             for group, resource in start.keys() | end.keys()]
     return sorted(rows, key=lambda r: (-(r.open_at_end or 0), r.group, r.resource))
 

@@ -284,3 +284,48 @@ def test_watches_whose_open_the_policy_omits_are_counted_at_their_end(tmp_path: 
     assert watches.max_open == 2  # the late one taken as open since the start: a bound, one at a time in truth
     assert watches.mean_open == pytest.approx((10 + 25) / 60)
     assert traffic.requests == 3 and any("without their ResponseStarted" in note for note in traffic.notes)
+
+
+def _scalars(value: object) -> set[str]:
+    """Every string of a profile's dict, keys and values."""
+    if isinstance(value, dict):
+        return {str(k) for k in value} | {s for v in value.values() for s in _scalars(v)}
+    if isinstance(value, list):
+        return {s for v in value for s in _scalars(v)}
+    return {value} if isinstance(value, str) else set()
+
+
+def test_a_real_apiservers_log_is_read_stage_by_stage() -> None:
+    """kube-apiserver v1.37.2's audit log of a harness run (its last 1,000 lines, gzipped: most watches opened
+    before them): every request counted at the stage that says it, every watch's open and end paired, and none
+    of its users, namespaces or object names in the profile."""
+    path = DATA / "kube-apiserver_v1.37.2_audit.log.gz"
+    events = [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines()]
+    traffic = traffic_from_audit([path], SALT)
+    watches = [e for e in events if e["verb"] == "watch"]
+    opened = {e["auditID"] for e in watches if e["stage"] == "ResponseStarted"}
+    ended_unopened = [e for e in watches if e["stage"] == "ResponseComplete" and e["auditID"] not in opened]
+    assert all(e["requestReceivedTimestamp"] < events[0]["stageTimestamp"] for e in ended_unopened)  # before
+    requests = sum(e["verb"] != "watch" and e["stage"] == "ResponseComplete" for e in events) + len(opened)
+    assert traffic.requests == requests and len(opened) > 20 and len(ended_unopened) > 100
+    assert sum(w.opened or 0 for w in traffic.watches) == len(opened)
+    ended = sum(e["stage"] == "ResponseComplete" for e in watches)
+    assert sum(w.lifetime_s.count for w in traffic.watches if w.lifetime_s) == ended
+    assert sum(w.open_at_end or 0 for w in traffic.watches) == len(opened) - (ended - len(ended_unopened))
+    assert set(traffic.client_classes or ()) == {"controller", "serviceaccount", "user"}
+    assert {"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "k8s-loadtest"} <= {
+        r.product for r in traffic.rates}
+    names = {e["user"]["username"] for e in events} | {
+        (e.get("objectRef") or {}).get(key, "") for e in events for key in ("namespace", "name")}
+    assert not (names - {""}) & _scalars(traffic.to_dict())
+
+
+def test_files_are_read_oldest_first_in_whatever_order_they_are_named(tmp_path: Path) -> None:
+    """A rotated file named after the live one is still read first: a watch opened in it and ended in the live
+    one is one watch that lived 49 s, not one open before the window and another never closed."""
+    rotated, live = tmp_path / "audit.log", tmp_path / "audit-rotated.log.gz"
+    rotated.write_text(event(1, "watch", "pods", stage="ResponseStarted", audit_id="w", **WATCH_A))
+    live.write_bytes(gzip.compress(event(50, "watch", "pods", received=1, audit_id="w", **WATCH_A).encode()))
+    (watches,) = traffic_from_audit([live, rotated], SALT).watches
+    assert (watches.opened, watches.open_at_start, watches.open_at_end, watches.max_open) == (1, 0, 0, 1)
+    assert watches.lifetime_s is not None and watches.lifetime_s.max == 49.0
