@@ -29,8 +29,12 @@ class Quantiles:
     exact: bool = True
 
     def to_dict(self, digits: int = 6) -> dict[str, object]:
-        out: dict[str, object] = {"count": self.count, "p50": round(self.p50, digits), "p90": round(self.p90, digits),
-                                  "p99": round(self.p99, digits), "max": round(self.max, digits)}
+        """Rounded to `digits` (0: whole numbers, as a LIST's limit is)."""
+        def rounded(value: float) -> float | int:
+            return round(value) if digits == 0 else round(value, digits)
+
+        out: dict[str, object] = {"count": self.count, "p50": rounded(self.p50), "p90": rounded(self.p90),
+                                  "p99": rounded(self.p99), "max": rounded(self.max)}
         if self.count < FEW:
             out["p99_is_max"] = True  # of so few, the p99 is their slowest (largest), and says so
         if not self.exact:
