@@ -37,13 +37,18 @@ def client_of(user_agent: str, username: str) -> str:
     agent = user_agent.strip()
     if not agent:
         return f"(no user agent) {username}".strip()
-    product = agent.split(" ", 1)[0]
-    name, _, version = product.partition("/")
+    name = product_of(agent)
     if name == "k8s-loadtest":
-        return product  # k8s-loadtest/<part>
+        return agent.split(" ", 1)[0]  # k8s-loadtest/<part>
     if name == "kube-controller-manager" and username.startswith(_SERVICE_ACCOUNT):
         return f"{name} ({username.removeprefix(_SERVICE_ACCOUNT)})"
     return name or agent
+
+
+def product_of(user_agent: str) -> str:
+    """The product a user agent names, its first word up to the first `/` (`kubelet`, `kube-proxy`, an
+    operator's name): what client-go puts first, the same for every version and platform of one program."""
+    return user_agent.strip().split(" ", 1)[0].partition("/")[0]
 
 
 def scope_of(verb: str, namespace: str, name: str) -> str:
@@ -54,7 +59,8 @@ def scope_of(verb: str, namespace: str, name: str) -> str:
     return "namespace" if namespace else "cluster"
 
 
-def _timestamp(text: str) -> float:
+def event_time(text: str) -> float:
+    """An audit event's timestamp (RFC 3339, microseconds, `Z`) in epoch seconds."""
     return datetime.fromisoformat(text).timestamp()
 
 
@@ -155,8 +161,8 @@ class AuditReader:
             if not _counts(event):
                 continue
             try:
-                received = _timestamp(event["requestReceivedTimestamp"])
-                finished = _timestamp(event["stageTimestamp"])
+                received = event_time(event["requestReceivedTimestamp"])
+                finished = event_time(event["stageTimestamp"])
             except (KeyError, ValueError):
                 summary.unreadable += 1
                 continue
