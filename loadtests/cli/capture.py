@@ -7,19 +7,21 @@ import argparse
 import contextlib
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadtests.cli.flags import seconds_arg
 from loadtests.cli.output import say, write
 from loadtests.errors import LoadTestError
 from loadtests.kube.access import ClusterAccess
 
-# TRAFFIC HOOK: the traffic part (loadtests/capture/traffic.py) is wired here when it lands: --audit-log and
-# --window are parsed already, and its plain-data section goes into Profile.traffic
-TRAFFIC_NOT_YET = ("traffic capture (--audit-log, --window) is not in this build yet; leave them out to capture "
-                   "the cluster's objects")
+if TYPE_CHECKING:
+    from loadtests.capture.traffic import TrafficProfile
+
+BOTH_SOURCES = ("--audit-log and --window are two sources of the same traffic figures: give the audit log (who "
+                "sent what) or, without one, --window SECONDS (two /metrics scrapes that far apart)")
 
 
 @contextlib.contextmanager
@@ -55,22 +57,45 @@ def out_path(text: str | None) -> Path:
     return path
 
 
+def metrics_traffic(access: ClusterAccess, window_s: float) -> TrafficProfile:
+    """The apiserver's /metrics scraped twice `window_s` apart (its request counters and open watches): the
+    traffic of the window, whoever sent it (one GET /metrics of the capture's own among it)."""
+    from loadtests.analysis.server import REQUESTS
+    from loadtests.capture.traffic import LONGRUNNING, traffic_from_metrics
+    from loadtests.measure.prometheus import scrape_apiserver
+
+    families = (REQUESTS, LONGRUNNING)
+    before = scrape_apiserver(access, families=families)
+    opened = time.monotonic()
+    say(f"traffic: scraping the apiserver's /metrics again in {window_s:.0f} s")
+    time.sleep(window_s)  # the window asked for: the traffic is what the cluster does meanwhile
+    after = scrape_apiserver(access, families=families)
+    return traffic_from_metrics(before, after, time.monotonic() - opened)
+
+
 def cmd_capture(args: argparse.Namespace) -> int:
     from loadtests.capture.take import USER_AGENT, cluster_role_yaml, take
+    from loadtests.capture.traffic import traffic_from_audit
     from loadtests.kube.rest import RestClient
 
     if args.print_rbac:
         write(cluster_role_yaml())
         return 0
-    if args.audit_log or args.window is not None:
-        raise LoadTestError(TRAFFIC_NOT_YET)
+    if args.audit_log and args.window is not None:
+        raise LoadTestError(BOTH_SOURCES)
     out = out_path(args.out)
+    salt = os.urandom(16)  # one per capture, never written: its hashes group, and match no other capture's
+    # the audit log is read first: a file that is not one is refused before the cluster is asked anything
+    traffic = traffic_from_audit([Path(p) for p in args.audit_log], salt) if args.audit_log else None
     with capture_access(args) as access:
         client = RestClient(access, user_agent=USER_AGENT, timeout_s=60.0)
         try:
-            profile = take(client, progress=say)
+            profile = take(client, salt=salt, progress=say)
         finally:
             client.close()
+        if args.window is not None:  # after the objects' LISTs, so the window holds none of them
+            traffic = metrics_traffic(access, args.window)
+    profile.traffic = traffic.to_dict() if traffic is not None else None
     profile.write(out)
     figures = profile.capture
     peak = f"{figures.peak_rss_bytes / 2**20:.0f} MiB" if figures.peak_rss_bytes else "not measured"
@@ -81,8 +106,8 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    p = sub.add_parser("capture", help="a read-only profile of a cluster's objects (counts, sizes, shapes; no "
-                                       "names or values) into one YAML file")
+    p = sub.add_parser("capture", help="a read-only profile of a cluster's objects (counts, sizes, shapes) and "
+                                       "traffic (rates, watches, shapes) into one YAML file, with no names or values")
     p.add_argument("--out", help="the profile file to write (YAML)")
     p.add_argument("--kubeconfig", help="capture an existing cluster with this kubeconfig")
     p.add_argument("--context", help="the kubeconfig context to capture (required with --kubeconfig)")
@@ -93,7 +118,9 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--print-rbac", action="store_true",
                    help="print the read-only ClusterRole a capture needs, and nothing else")
     p.add_argument("--audit-log", action="append", default=[], metavar="FILE",
-                   help="an audit log to read the traffic from (repeatable; not in this build yet)")
+                   help="an audit log (audit.k8s.io/v1 JSON lines, plain or gzipped) to read the traffic from; "
+                        "repeat for rotated files")
     p.add_argument("--window", type=seconds_arg, default=None, metavar="SECONDS",
-                   help="without --audit-log: scrape /metrics twice this far apart (not in this build yet)")
+                   help="without --audit-log: the traffic from the apiserver's /metrics scraped twice this far apart "
+                        "(rates and watches; who sent them is then unknown)")
     p.set_defaults(func=cmd_capture)

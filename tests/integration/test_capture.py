@@ -106,7 +106,7 @@ def test_capture_counts_what_the_cluster_holds_says_nothing_private_and_changes_
     out = tmp_path / "profile.yaml"
     kubeconfig = control_plane.access.kubeconfig
     done = loadtest("capture", "--kubeconfig", kubeconfig, "--context", CONTEXT, "--allow-context", CONTEXT,
-                    "--out", str(out), timeout=60)
+                    "--out", str(out), "--window", "1", timeout=60)
     assert done.returncode == 0, done.stderr
     text = out.read_text()
     assert PLANTED not in text
@@ -127,5 +127,9 @@ def test_capture_counts_what_the_cluster_holds_says_nothing_private_and_changes_
     pods = found.kind("Pod")
     assert pods is not None and pods.pods is not None and pods.pods.containers.max == 2
     assert found.kind("Namespace") is not None and not any(s.resource == "gizmos" for s in found.skipped)
+    # the traffic of a 1-second window, from two scrapes of the apiserver's /metrics: what, never who
+    traffic = found.traffic
+    assert traffic is not None and traffic["client_classes"] == "unknown" and traffic["window"]["seconds"] >= 1
+    assert any(row["verb"] == "get" and row.get("path") == "/metrics" for row in traffic["rates"])  # its own GET
     print(f"capture: {found.capture.objects_read} objects, {found.capture.seconds} s, peak RSS "
           f"{found.capture.peak_rss_bytes} bytes (at start {found.capture.rss_at_start_bytes})")

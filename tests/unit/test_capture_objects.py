@@ -304,8 +304,9 @@ def test_print_rbac_prints_the_role(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--audit-log", "audit.log", "--out", "p.yaml"], "not in this build yet"),
-    (["--window", "60", "--out", "p.yaml"], "not in this build yet"),
+    (["--audit-log", "audit.log", "--window", "60", "--out", "p.yaml"], "--audit-log and --window"),
+    (["--audit-log", "missing.log", "--out", "p.yaml"], "missing.log"),  # refused before the cluster is asked
+    (["--audit-log", "kc", "--out", "p.yaml"], "not an audit log"),
     (["--kubeconfig", "kc", "--out", "p.yaml"], "kc"),  # the existing-cluster guard: no context named
     (["--name", "x"], "--out"),
 ])
