@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ import yaml
 
 from loadtests.errors import LoadTestError, UnreadableFile
 from loadtests.results.distribution import Distribution
+from loadtests.results.schema import build
 
 SCHEMA_VERSION = 1
 SCHEMA = f"k8s-loadtest/profile/v{SCHEMA_VERSION}"
@@ -177,30 +177,6 @@ def load(path: Path | str) -> Profile:
         raise LoadTestError(f"{path}: a profile of {found}; this loadtest reads {SCHEMA!r} only: capture the "
                             "cluster again with this version")
     try:
-        return _build(Profile, data)
+        return build(Profile, data, strict=True)
     except (KeyError, TypeError, ValueError) as error:
         raise UnreadableFile(f"{path}: not a profile of {SCHEMA}: {type(error).__name__}: {error}") from None
-
-
-def _build(cls: type, data: Any) -> Any:
-    """A dataclass from its dict, nested dataclasses (alone, optional, in lists) from theirs."""
-    if not isinstance(data, dict):
-        raise TypeError(f"{cls.__name__}: expected a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    values = {}
-    for item in dataclasses.fields(cls):
-        if item.name in data:
-            values[item.name] = _value(hints[item.name], data[item.name])
-    return cls(**values)
-
-
-def _value(hint: Any, value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
-    if dataclasses.is_dataclass(hint):
-        return _build(hint, value)  # type: ignore[arg-type]
-    if typing.get_origin(hint) is list and dataclasses.is_dataclass(arg := typing.get_args(hint)[0]):
-        return [_build(arg, item) for item in value]  # type: ignore[arg-type]
-    return value

@@ -19,26 +19,31 @@ from typing import Any
 # (a step's keys as results.json holds them, the section's version in that file) -> the section
 Loader = Callable[[Mapping[str, Any], int], Any]
 
-def build(cls: Any, data: Any) -> Any:
-    """Rebuild a dataclass tree from JSON data (unknown keys are ignored, so newer files still load)."""
+def build(cls: Any, data: Any, *, strict: bool = False) -> Any:
+    """Rebuild a dataclass tree from JSON data (unknown keys are ignored, so newer files still load). `strict`:
+    data not of a dataclass's or a list's shape is a TypeError (a file read as input), not passed on as it is."""
     if dataclasses.is_dataclass(cls) and isinstance(data, dict):
         hints = typing.get_type_hints(cls)
         kwargs = {}
         for f in dataclasses.fields(cls):
             if f.name in data:
-                kwargs[f.name] = build(hints[f.name], data[f.name])
+                kwargs[f.name] = build(hints[f.name], data[f.name], strict=strict)
         return cls(**kwargs)
     origin = typing.get_origin(cls)
     if origin in (typing.Union, types.UnionType) and isinstance(data, dict):  # X | None: the dataclass X
         members = [arg for arg in typing.get_args(cls) if dataclasses.is_dataclass(arg)]
-        return build(members[0], data) if members else data
+        return build(members[0], data, strict=strict) if members else data
     if origin is list and isinstance(data, list):
         (item,) = typing.get_args(cls)
-        return [build(item, x) for x in data]
+        return [build(item, x, strict=strict) for x in data]
     if origin is dict and isinstance(data, dict):
         _, item = typing.get_args(cls)
-        return {key: build(item, value) for key, value in data.items()}
+        return {key: build(item, value, strict=strict) for key, value in data.items()}
+    if strict and data is not None and (dataclasses.is_dataclass(cls) or origin is list):
+        raise TypeError(f"{getattr(cls, '__name__', cls)}: expected a {'list' if origin is list else 'mapping'}, "
+                        f"got {type(data).__name__}")
     return data
+
 
 @dataclass(frozen=True)
 class Section:
