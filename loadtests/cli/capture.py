@@ -59,7 +59,7 @@ def out_path(text: str | None) -> Path:
 
 def metrics_traffic(access: ClusterAccess, window_s: float) -> TrafficProfile:
     """The apiserver's /metrics scraped twice `window_s` apart (its request counters and open watches): the
-    traffic of the window, whoever sent it (one GET /metrics of the capture's own among it)."""
+    traffic of the window, whoever sent it (the scrapes themselves are not among the apiserver's counts)."""
     from loadtests.analysis.server import REQUESTS
     from loadtests.capture.traffic import LONGRUNNING, traffic_from_metrics
     from loadtests.measure.prometheus import scrape_apiserver

@@ -130,6 +130,7 @@ def test_capture_counts_what_the_cluster_holds_says_nothing_private_and_changes_
     # the traffic of a 1-second window, from two scrapes of the apiserver's /metrics: what, never who
     traffic = found.traffic
     assert traffic is not None and traffic["client_classes"] == "unknown" and traffic["window"]["seconds"] >= 1
-    assert any(row["verb"] == "get" and row.get("path") == "/metrics" for row in traffic["rates"])  # its own GET
+    # the scheduler's and the controllers' watches of pods, open at both scrapes
+    assert any(w["resource"] == "pods" and w["open_at_start"] and w["open_at_end"] for w in traffic["watches"])
     print(f"capture: {found.capture.objects_read} objects, {found.capture.seconds} s, peak RSS "
           f"{found.capture.peak_rss_bytes} bytes (at start {found.capture.rss_at_start_bytes})")
