@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,11 +16,12 @@ import yaml
 from loadtests.analysis.metrics import Snapshot
 from loadtests.capture.clients import hashed
 from loadtests.capture.request_shapes import field_keys
-from loadtests.capture.sketch import EXACT, Sketch
+from loadtests.capture.sketch import EXACT, Quantiles, Sketch
 from loadtests.capture.traffic import audit_verb, traffic_from_audit, traffic_from_metrics
 from loadtests.errors import LoadTestError, UnreadableFile
 
 DATA = Path(__file__).parent / "data"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "profile.md"
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 SALT = b"test-salt"
 KUBELET = "kubelet/v1.37.2 (linux/amd64) kubernetes/abcdef0"
@@ -329,3 +331,31 @@ def test_files_are_read_oldest_first_in_whatever_order_they_are_named(tmp_path: 
     (watches,) = traffic_from_audit([live, rotated], SALT).watches
     assert (watches.opened, watches.open_at_start, watches.open_at_end, watches.max_open) == (1, 0, 0, 1)
     assert watches.lifetime_s is not None and watches.lifetime_s.max == 49.0
+
+
+# mappings keyed by the traffic's own words (verbs, field paths, hashes), not by field names
+KEYED_BY_VALUE = frozenset({"resource_version", "field_keys", "verbs", "busiest"})
+
+
+def _keys(value: object) -> set[str]:
+    """Every field name of a traffic section, nested ones too, but not the keys of KEYED_BY_VALUE's mappings."""
+    if isinstance(value, dict):
+        return {str(k) for k in value} | {key for k, v in value.items() if k not in KEYED_BY_VALUE
+                                          for key in _keys(v)}
+    if isinstance(value, list):
+        return {key for v in value for key in _keys(v)}
+    return set()
+
+
+def test_every_field_either_source_writes_is_named_in_the_docs(profile: dict) -> None:
+    """docs/profile.md says what each field of the traffic section is: a field added to it, from the audit log or
+    from /metrics, is one the page must name (in code) before this passes."""
+    before = Snapshot.parse((DATA / "apiserver_metrics_start.txt").read_text())
+    after = Snapshot.parse((DATA / "apiserver_metrics_end.txt").read_text())
+    metrics = traffic_from_metrics(before, after, 100.0).to_dict()
+    bucketed = Quantiles(EXACT + 1, 1.0, 1.0, 1.0, 1.0, exact=False).to_dict()  # `within`, past EXACT values
+    written = _keys(profile) | _keys(metrics) | set(bucketed)
+    assert {"path", "component", "busiest", "limit", "p99_is_max", "within"} <= written
+    prose = re.sub(r"```.*?```", "", DOCS.read_text(), flags=re.S)  # its tables and text, not its examples
+    named = {word for span in re.findall(r"`([^`]+)`", prose) for word in re.findall(r"\w+", span)}
+    assert not written - named, f"traffic fields docs/profile.md does not name: {sorted(written - named)}"
