@@ -115,9 +115,9 @@ class CaptureFigures:
     pages_read: int
     page_limit: int
     requests: dict[str, int]  # the capture's requests per verb (GET, LIST), every resend counted
-    rss_at_start_bytes: int | None
-    peak_rss_bytes: int | None  # this process's peak resident set (the kernel's VmHWM)
     peak_rss_since: str  # "capture start" (the peak was reset as it began) or "process start"
+    rss_at_start_bytes: int | None = None  # None (left out of the file): not measured
+    peak_rss_bytes: int | None = None  # this process's peak resident set (the kernel's VmHWM)
     quantiles: str = QUANTILE_METHOD
     user_agent: str = ""
 

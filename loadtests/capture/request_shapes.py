@@ -16,15 +16,18 @@ UNSET, FROM_CACHE, OTHER = "unset", "0", "other"
 _FIELD_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,99}")  # a field path: spec.nodeName, metadata.name
 UNREADABLE_KEY = "(unreadable)"
 _OPERATOR = re.compile(r"!=|==|=")
+_TERMS = re.compile(r"(?<!\\),")  # terms are split at commas a backslash does not escape, as the apiserver does
 
 
 def field_keys(selector: str) -> list[str]:
-    """The field of each term of a field selector (`spec.nodeName=n1,status.phase!=Failed`), never its value."""
+    """The field of each term of a field selector (`spec.nodeName=n1,status.phase!=Failed`), never its value: a
+    term without an operator is no field's (a value's piece, e.g. after an escaped comma) and is unreadable."""
     keys = []
-    for term in selector.split(","):
-        key = _OPERATOR.split(term, maxsplit=1)[0].strip()
-        if key:
-            keys.append(key if _FIELD_KEY.fullmatch(key) else UNREADABLE_KEY)
+    for term in _TERMS.split(selector):
+        parts = _OPERATOR.split(term, maxsplit=1)
+        key = parts[0].strip()
+        if key or len(parts) > 1:
+            keys.append(key if len(parts) > 1 and _FIELD_KEY.fullmatch(key) else UNREADABLE_KEY)
     return keys
 
 

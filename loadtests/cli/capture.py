@@ -83,6 +83,9 @@ def cmd_capture(args: argparse.Namespace) -> int:
         return 0
     if args.audit_log and args.window is not None:
         raise LoadTestError(BOTH_SOURCES)
+    if args.window is not None and args.window <= 0:
+        raise LoadTestError(f"--window {args.window:g}: the traffic window is the time between two scrapes; give a "
+                            "positive number of seconds (e.g. --window 300)")
     out = out_path(args.out)
     salt = os.urandom(16)  # one per capture, never written: its hashes group, and match no other capture's
     # the audit log is read first: a file that is not one is refused before the cluster is asked anything

@@ -3,6 +3,7 @@ schema, and that nothing private of the objects reaches the written profile."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,6 +278,8 @@ def test_a_profile_reads_back_as_it_was_written(tmp_path: Path) -> None:
     assert list(data) == ["schema", "capture", "kinds", "skipped", "traffic"] and data["schema"] == SCHEMA
     assert profile_mod.load(path) == written
     assert "traffic" not in Profile(capture=figures()).to_dict()
+    unmeasured = Profile(capture=dataclasses.replace(figures(), rss_at_start_bytes=None, peak_rss_bytes=None))
+    assert profile_mod.load(unmeasured.write(tmp_path / "q.yaml")) == unmeasured  # left out, read back as None
 
 
 @pytest.mark.parametrize("schema", ["k8s-loadtest/profile/v2", None])
@@ -307,6 +310,7 @@ def test_print_rbac_prints_the_role(capsys: pytest.CaptureFixture[str]) -> None:
     (["--audit-log", "audit.log", "--window", "60", "--out", "p.yaml"], "--audit-log and --window"),
     (["--audit-log", "missing.log", "--out", "p.yaml"], "missing.log"),  # refused before the cluster is asked
     (["--audit-log", "kc", "--out", "p.yaml"], "not an audit log"),
+    (["--window", "0", "--out", "p.yaml"], "positive number of seconds"),
     (["--kubeconfig", "kc", "--out", "p.yaml"], "kc"),  # the existing-cluster guard: no context named
     (["--name", "x"], "--out"),
 ])

@@ -255,6 +255,9 @@ def test_metric_verbs_and_field_keys() -> None:
     assert field_keys("spec.nodeName=n1,status.phase!=Failed,metadata.name==x") == [
         "spec.nodeName", "status.phase", "metadata.name"]
     assert field_keys("secret value=1") == ["(unreadable)"]
+    # a value's escaped comma does not end its term: the tail is the value's, never a key
+    assert field_keys(r"metadata.name=planted\,secretname,spec.nodeName=n1") == ["metadata.name", "spec.nodeName"]
+    assert field_keys("secretname") == ["(unreadable)"]  # no operator: no field's
 
 
 def test_quantiles_are_exact_for_few_values_and_within_one_percent_for_many() -> None:
