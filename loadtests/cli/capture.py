@@ -12,12 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loadtests.analysis.formats import number, percent
 from loadtests.cli.flags import seconds_arg
-from loadtests.cli.output import say, write
-from loadtests.errors import LoadTestError
+from loadtests.cli.output import say, say_table, write
+from loadtests.errors import EXIT_PASSED, EXIT_SLO_FAILED, LoadTestError
 from loadtests.kube.access import ClusterAccess
 
 if TYPE_CHECKING:
+    from loadtests.capture.compare import ClassFidelity, Fidelity, Judged, ReplayedShare
     from loadtests.capture.traffic import TrafficProfile
 
 BOTH_SOURCES = ("--audit-log and --window are two sources of the same traffic figures: give the audit log (who "
@@ -78,6 +80,11 @@ def cmd_capture(args: argparse.Namespace) -> int:
     from loadtests.capture.traffic import traffic_from_audit
     from loadtests.kube.rest import RestClient
 
+    if args.compare:
+        return compare_profiles(args)
+    if args.scale is not None:
+        raise LoadTestError("--scale goes with --compare ORIGINAL REPLAY: the multiple of the original the replay "
+                            "is judged against")
     if args.print_rbac:
         write(cluster_role_yaml())
         return 0
@@ -108,6 +115,97 @@ def cmd_capture(args: argparse.Namespace) -> int:
     return 0
 
 
+CAPTURE_FLAGS = (("out", "--out"), ("audit_log", "--audit-log"), ("window", "--window"),
+                 ("kubeconfig", "--kubeconfig"), ("context", "--context"), ("allow_context", "--allow-context"),
+                 ("print_rbac", "--print-rbac"))
+
+
+def compare_profiles(args: argparse.Namespace) -> int:
+    """--compare ORIGINAL REPLAY [--scale K]: the fidelity table; exit 0 when every target is met, 1 when one is
+    missed or not measured (a script can trust it), 2 for a bad scale or a file that is no profile."""
+    from loadtests.capture.compare import check_scale, compare
+    from loadtests.capture.profile import load
+
+    given = [flag for name, flag in CAPTURE_FLAGS if getattr(args, name) not in (None, False, [])]
+    if given:
+        raise LoadTestError(f"--compare reads two profiles and captures nothing: drop {', '.join(given)}")
+    scale = check_scale(args.scale if args.scale is not None else 1.0, "--scale")
+    original, replay = (Path(p) for p in args.compare)
+    fidelity = compare(load(original), load(replay), scale)
+    show_fidelity(fidelity, f"{replay} against {original} × {scale:g}")
+    return EXIT_PASSED if fidelity.passed else EXIT_SLO_FAILED
+
+
+def _verdict(verdict: str) -> str:
+    return verdict.upper() if verdict == "missed" else verdict
+
+
+def _cells(subject: str, figure: str, judged: Judged, unit: str, note: str | None = None) -> list[str]:
+    """A table row: the original (× k), the replay, how far apart, the target, the verdict (and a kind's note)."""
+    def shown(value: float | None) -> str:
+        return "—" if value is None else f"{number(value, 2 if unit == '/s' else 0)}{unit}"
+
+    if judged.difference is None:
+        difference = "—"
+    else:
+        difference = f"{judged.difference * 100:+.1f} %" if judged.relative else f"{judged.difference:+,.0f}"
+    cells = [subject, figure, shown(judged.original), shown(judged.replay), difference, judged.target,
+             _verdict(judged.verdict)]
+    return cells if note is None else [*cells, note]
+
+
+def _kind_rows(fidelity: Fidelity) -> list[list[str]]:
+    rows = []
+    for kind in fidelity.kinds:
+        name = f"{kind.kind}.{kind.group}" if kind.group else kind.kind
+        rows.append(_cells(name, "count", kind.count, "", kind.note))
+        rows.extend(_cells("", figure, judged, " B", "") for figure, judged in (("size p50", kind.size_p50),
+                                                                             ("size p99", kind.size_p99)) if judged)
+    return rows
+
+
+def _class_name(c: ClassFidelity) -> str:
+    """`list pods (cluster) by node`, `get deployments/status.apps (resource) by (any)`."""
+    path = "/".join(p for p in (c.resource, c.subresource) if p) or "(no resource)"
+    return f"{c.verb} {path}{'.' + c.group if c.group else ''} ({c.scope or '-'}) by {c.client_class}"
+
+
+def show_fidelity(fidelity: Fidelity, title: str) -> None:
+    """The fidelity as tables: its verdict counts first, then kinds, classes, watches and the replayed share."""
+    tally, k = fidelity.tally(), f"× {fidelity.scale:g}"
+    say(f"fidelity of {title}: {tally['met']} of {sum(tally.values())} targets met, {tally['missed']} missed, "
+        f"{tally['not measured']} not measured: {'faithful' if fidelity.passed else 'not shown faithful'}")
+    header = ["figure", f"original {k}", "replay", "difference", "target", "verdict"]
+    say(f"objects per kind: count exact at {k}; size p50 and p99 within 10 % (per object, not scaled)")
+    say_table([["kind", *header, "note"], *_kind_rows(fidelity)])
+    if fidelity.replay_only:
+        say("only in the replay, not judged: " + ", ".join(
+            f"{o.kind}.{o.group} ({o.count:,})" if o.group else f"{o.kind} ({o.count:,})"
+            for o in fidelity.replay_only))
+    notes = fidelity.notes
+    if fidelity.replayed is not None:
+        say(f"requests per second per class: the original's of at least 1/s at {k}, within 10 %")
+        say_table([["class", *header], *(_cells(_class_name(c), "requests", c.per_second, "/s")
+                                         for c in fidelity.classes)])
+        say(f"open watches per resource at {k}, within 5 %")
+        say_table([["resource", *header], *(_cells(f"{w.resource}.{w.group}" if w.group else w.resource,
+                                                   "open", w.open, "") for w in fidelity.watches)])
+        show_replayed(fidelity.replayed)
+        notes = [f"watches compared: {fidelity.watch_figure}", *notes]
+    for note in notes:
+        say(f"note: {note}")
+
+
+def show_replayed(replayed: ReplayedShare) -> None:
+    def share(value: float | None) -> str:
+        return percent(None if value is None else value * 100)
+
+    say(f"the original's requests in replayable classes: {share(replayed.share)} ({replayed.target}): "
+        f"{_verdict(replayed.verdict)}; in classes the replay shows: {share(replayed.seen)}")
+    for row in replayed.rest:
+        say(f"  not replayable: {row.get('what')}: {row.get('requests')} requests, {share(row.get('share'))}")
+
+
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("capture", help="a read-only profile of a cluster's objects (counts, sizes, shapes) and "
                                        "traffic (rates, watches, shapes) into one YAML file, with no names or values")
@@ -126,4 +224,11 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--window", type=seconds_arg, default=None, metavar="SECONDS",
                    help="without --audit-log: the traffic from the apiserver's /metrics scraped twice this far apart "
                         "(rates and watches; who sent them is then unknown)")
+    p.add_argument("--compare", nargs=2, metavar=("ORIGINAL", "REPLAY"),
+                   help="compare two profiles instead of capturing: how faithful a replay was (object counts exact, "
+                        "size p50/p99 within 10 %%, rates of classes of at least 1/s within 10 %%, open watches "
+                        "within 5 %%, at least 95 %% of the requests replayable); exit 0 when every target is met, "
+                        "1 when one is missed or not measured, 2 for bad input")
+    p.add_argument("--scale", metavar="K",
+                   help="with --compare: the multiple of the original the replay made (default 1)")
     p.set_defaults(func=cmd_capture)

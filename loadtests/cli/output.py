@@ -83,3 +83,12 @@ def say(message: str) -> None:
     except BrokenPipeError:
         _close_stdout()
     _raise_in_main_thread()
+
+
+def say_table(rows: list[list[str]], indent: str = "  ") -> None:
+    """Rows of cells as aligned columns, a line each (the first row is the header); the last column is left as it
+    is, so a long note there widens no other line."""
+    widths = [max(len(row[i]) for row in rows if len(row) > i) for i in range(max(map(len, rows), default=0))]
+    for row in rows:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + row[-1:]
+        say(indent + "  ".join(cells).rstrip())

@@ -1,0 +1,321 @@
+"""How faithful a replay was, measured: the replay's own capture set beside the original's × k, figure by figure,
+each judged against its target (docs/profile.md, "Comparing two profiles").
+
+A figure either side lacks is "not measured": never 0 and never met. Sizes are per object, so not scaled; counts,
+rates and watches are. Nothing here does I/O: the CLI prints a Fidelity, a run's results keep its `to_dict()`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadtests.capture.audit_tally import SOURCE as AUDIT_SOURCE
+from loadtests.capture.profile import KindProfile, Profile, Quantiles
+from loadtests.errors import LoadTestError
+
+MET, MISSED, NOT_MEASURED = "met", "missed", "not measured"
+SIZE_WITHIN = 0.10  # size p50 and p99, either side
+RATE_WITHIN = 0.10  # requests per second of a class, either side
+RATE_FLOOR = 1.0  # per second, after scaling: a class below it is too rare to judge over a replay's window
+WATCH_WITHIN = 0.05
+REPLAYED_AT_LEAST = 0.95
+ANY_CLASS = "(any)"  # a class key's client class where either profile does not know who sent its requests
+EPSILON = 1e-9  # a bound is inclusive: 110 against 100 is within 10 %, floating point notwithstanding
+WATCH_KEY = "open_at_end"
+WATCH_FIGURE = ("open_at_end: the watches open as the window ended, the one figure both sources write of the same "
+                "instant (from /metrics, the gauge at the second scrape; from an audit log, the watches whose open "
+                "is in it and whose end is not)")
+AUDIT_WATCHES = ("an audit log's open_at_end misses a watch opened before the log began and still open at its "
+                 "end: a log longer than the clients' watch timeouts (client-go's: 5 to 10 min) misses none")
+
+
+def check_scale(value: object, what: str = "scale") -> float:
+    """The multiple k a replay is judged at: a positive finite number, else refused in one line."""
+    try:
+        scale = float(value) if isinstance(value, int | float | str) and not isinstance(value, bool) else math.nan
+    except ValueError:
+        scale = math.nan
+    if not (math.isfinite(scale) and scale > 0):
+        shown = value if isinstance(value, str) and value.strip() else repr(value)
+        raise LoadTestError(f"{what} {shown}: a scale is a positive finite number, the multiple of the original "
+                            "a replay makes (e.g. 1, 2 or 0.5)")
+    return scale
+
+
+def scaled_count(count: int, scale: float) -> int:
+    """Objects of a kind at × k: the nearest whole number, a half rounded up (3 × 1.5 is 5)."""
+    return math.floor(count * scale + 0.5)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One figure judged: the original's (× k where it scales) beside the replay's, how far apart, the target."""
+
+    original: float | None  # × k already (sizes: as they are)
+    replay: float | None
+    difference: float | None  # `relative`: replay / original - 1; else replay - original
+    relative: bool
+    target: str  # "exact", "within 10 %"
+    verdict: str  # met | missed | not measured
+
+
+def exact(original: float | None, replay: float | None) -> Judged:
+    if original is None or replay is None:
+        return Judged(original, replay, None, False, "exact", NOT_MEASURED)
+    return Judged(original, replay, replay - original, False, "exact", MET if replay == original else MISSED)
+
+
+def within(original: float | None, replay: float | None, bound: float) -> Judged:
+    """Within `bound` of the original either side; an original of 0 is met only by a replay of 0."""
+    target = f"within {bound * 100:g} %"
+    if original is None or replay is None:
+        return Judged(original, replay, None, True, target, NOT_MEASURED)
+    if original == 0:
+        return Judged(original, replay, None, True, target, MET if replay == 0 else MISSED)
+    difference = replay / original - 1
+    return Judged(original, replay, difference, True, target, MET if abs(difference) <= bound + EPSILON else MISSED)
+
+
+@dataclass(frozen=True)
+class KindFidelity:
+    """A kind of the original: its count (exact) and its objects' size p50 and p99 (within 10 %)."""
+
+    group: str
+    kind: str
+    resource: str
+    count: Judged
+    size_p50: Judged | None = None  # None: the original has no object of the kind to size
+    size_p99: Judged | None = None
+    note: str = ""  # why the replay may fall short (its controllers make the objects), or why not measured
+
+
+@dataclass(frozen=True)
+class ReplayOnly:
+    """A kind only the replay has (the harness's own, or one the original could not list): listed, not judged."""
+
+    group: str
+    kind: str
+    resource: str
+    count: int
+
+
+@dataclass(frozen=True)
+class ClassFidelity:
+    """Requests per second of one class of the original that makes at least 1/s at × k (within 10 %)."""
+
+    verb: str
+    group: str
+    resource: str
+    subresource: str
+    scope: str
+    client_class: str  # ANY_CLASS: every class together, as one profile does not know who sent its requests
+    per_second: Judged
+
+
+@dataclass(frozen=True)
+class WatchFidelity:
+    """Watches open on one resource, every client together (within 5 %)."""
+
+    group: str
+    resource: str
+    open: Judged
+
+
+@dataclass(frozen=True)
+class ReplayedShare:
+    """The original's requests, by count, in classes a replay on fake nodes makes (1 - not_replayable.share): at
+    least 95 %; the rest listed by kind either way. `seen`: the share of the original's requests whose class the
+    replay's traffic shows at all, beside it and not judged."""
+
+    share: float | None
+    target: str
+    verdict: str
+    rest: list[dict[str, Any]] = field(default_factory=list)  # the original's not_replayable.kinds
+    seen: float | None = None
+
+
+@dataclass
+class Fidelity:
+    """Every target's verdict of one replay against its original × `scale`."""
+
+    scale: float
+    kinds: list[KindFidelity]
+    replay_only: list[ReplayOnly]
+    classes: list[ClassFidelity] = field(default_factory=list)
+    watches: list[WatchFidelity] = field(default_factory=list)
+    replayed: ReplayedShare | None = None  # None: the original holds no traffic
+    watch_figure: str = WATCH_FIGURE
+    notes: list[str] = field(default_factory=list)
+
+    def verdicts(self) -> list[str]:
+        sizes = [j for k in self.kinds for j in (k.size_p50, k.size_p99) if j is not None]
+        judged = [k.count for k in self.kinds] + sizes + [c.per_second for c in self.classes]
+        return [j.verdict for j in judged + [w.open for w in self.watches]] + (
+            [self.replayed.verdict] if self.replayed else [])
+
+    def tally(self) -> dict[str, int]:
+        found = self.verdicts()
+        return {verdict: found.count(verdict) for verdict in (MET, MISSED, NOT_MEASURED)}
+
+    @property
+    def passed(self) -> bool:
+        """Every target measured and met (and at least one to judge): a missed or unmeasured one is no pass."""
+        found = self.verdicts()
+        return bool(found) and all(verdict == MET for verdict in found)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "targets": self.tally(), **dataclasses.asdict(self)}
+
+
+def _owner_note(kind: KindProfile) -> str:
+    owned = kind.count - kind.without_owner
+    if not kind.owners or owned <= 0:
+        return ""
+    return (f"{owned:,} of {kind.count:,} owned ({', '.join(sorted(kind.owners))}): their controllers make them in a "
+            "replay, at × k only as far as they make them")
+
+
+def _size(original: Quantiles | None, replay: KindProfile | None, quantile: str) -> Judged:
+    found = replay.size_bytes if replay is not None and replay.count else None
+    return within(getattr(original, quantile), getattr(found, quantile) if found else None, SIZE_WITHIN)
+
+
+def _kind(kind: KindProfile, replay: Profile, scale: float) -> KindFidelity:
+    other = replay.kind(kind.kind, kind.group)
+    notes = [_owner_note(kind)]
+    if other is None:
+        skipped = next((s for s in replay.skipped if (s.group, s.resource) == (kind.group, kind.resource)), None)
+        notes.append(f"the replay's capture skipped it: {skipped.reason}" if skipped else
+                     "the replay's cluster does not serve it")
+    sizes = (_size(kind.size_bytes, other, "p50"), _size(kind.size_bytes, other, "p99")) if (
+        kind.count and kind.size_bytes) else (None, None)
+    return KindFidelity(kind.group, kind.kind, kind.resource,
+                        exact(scaled_count(kind.count, scale), other.count if other else None), *sizes,
+                        note="; ".join(n for n in notes if n))
+
+
+def _kinds(original: Profile, replay: Profile, scale: float) -> tuple[list[KindFidelity], list[ReplayOnly]]:
+    known = {(k.group, k.kind) for k in original.kinds}
+    only = [ReplayOnly(k.group, k.kind, k.resource, k.count) for k in replay.kinds if (k.group, k.kind) not in known]
+    return [_kind(kind, replay, scale) for kind in original.kinds], only
+
+
+def _rows(traffic: dict[str, Any] | None, section: str) -> list[dict[str, Any]] | None:
+    """A traffic section's rows; None where the profile has no traffic or the section is not measured."""
+    rows = traffic.get(section) if isinstance(traffic, dict) else None
+    return [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else None
+
+
+def knows_classes(traffic: dict[str, Any] | None) -> bool:
+    return isinstance(traffic, dict) and isinstance(traffic.get("client_classes"), list)
+
+
+ClassKey = tuple[str, str, str, str, str, str]
+
+
+def _summed(pairs: Iterable[tuple[Any, float | None]]) -> dict[Any, float | None]:
+    """Values summed per key; a key any of whose values is missing has none (a part not measured)."""
+    out: dict[Any, float | None] = {}
+    for key, value in pairs:
+        before = out.get(key, 0.0)
+        out[key] = None if before is None or value is None else before + value
+    return out
+
+
+def class_rates(traffic: dict[str, Any] | None, by_class: bool,
+                figure: str = "per_second") -> dict[ClassKey, float | None] | None:
+    """Requests per second (or in all: `figure` "count") per class key, over products, codes, components and
+    paths; None when the profile has no rates, or (per second) its window spans no time."""
+    rows = _rows(traffic, "rates")
+    window = (traffic or {}).get("window")
+    seconds = window.get("seconds") if isinstance(window, dict) else None
+    if rows is None or (figure == "per_second" and not (isinstance(seconds, int | float) and seconds > 0)):
+        return None
+    return _summed(((str(r.get("verb", "")), str(r.get("group", "")), str(r.get("resource", "")),
+                     str(r.get("subresource", "")), str(r.get("scope", "")),
+                     str(r.get("client_class")) if by_class else ANY_CLASS), r.get(figure)) for r in rows)
+
+
+def _classes(original: dict[str, Any], replay: dict[str, Any] | None, scale: float,
+             by_class: bool) -> list[ClassFidelity]:
+    """The original's classes of at least RATE_FLOOR at × k (and those whose rate is not measured, which might
+    be), each against the replay's rate: 0 where the replay's measured window has no request of the class."""
+    rates = class_rates(original, by_class) or dict.fromkeys(class_rates(original, by_class, "count") or {})
+    found = class_rates(replay, by_class)
+    rows = []
+    for key, rate in rates.items():
+        expected = None if rate is None else rate * scale
+        if expected is not None and expected < RATE_FLOOR:
+            continue
+        seen = None if found is None else found.get(key, 0.0)
+        rows.append(ClassFidelity(*key, per_second=within(expected, seen, RATE_WITHIN)))
+    return sorted(rows, key=lambda row: (row.per_second.original is None, -(row.per_second.original or 0)))
+
+
+def open_watches(traffic: dict[str, Any] | None) -> dict[tuple[str, str], float | None] | None:
+    """WATCH_KEY per (group, resource), every client together; None when the profile has no watches."""
+    rows = _rows(traffic, "watches")
+    if rows is None:
+        return None
+    return _summed(((str(r.get("group", "")), str(r.get("resource", ""))), r.get(WATCH_KEY)) for r in rows)
+
+
+def _watches(original: dict[str, Any], replay: dict[str, Any] | None, scale: float) -> list[WatchFidelity]:
+    found = open_watches(replay)
+    rows = [WatchFidelity(group, resource, within(None if held is None else held * scale,
+                                                  None if found is None else found.get((group, resource), 0),
+                                                  WATCH_WITHIN))
+            for (group, resource), held in (open_watches(original) or {}).items()]
+    return sorted(rows, key=lambda row: (-(row.open.original or 0), row.group, row.resource))
+
+
+def _replayed(original: dict[str, Any], replay: dict[str, Any] | None, by_class: bool) -> ReplayedShare:
+    section = original.get("not_replayable")
+    section = section if isinstance(section, dict) else {}
+    unplayable = section.get("share")
+    share = None if unplayable is None else round(1 - unplayable, 4)
+    verdict = NOT_MEASURED if share is None else MET if share >= REPLAYED_AT_LEAST - EPSILON else MISSED
+    rest = [dict(row) for row in section.get("kinds") or [] if isinstance(row, dict)]
+    counts = class_rates(original, by_class, "count") or {}
+    found = class_rates(replay, by_class, "count")
+    total = sum(n for n in counts.values() if n)
+    seen = None if found is None or not total else round(
+        sum(n for key, n in counts.items() if n and (found.get(key) or 0) > 0) / total, 4)
+    return ReplayedShare(share, f"at least {REPLAYED_AT_LEAST * 100:g} %", verdict, rest, seen)
+
+
+def _traffic_notes(original: dict[str, Any], replay: dict[str, Any] | None, by_class: bool) -> list[str]:
+    notes = []
+    if replay is None:
+        notes.append("the replay's profile holds no traffic (capture it with --audit-log or --window): its rates "
+                     "and watches are not measured")
+    elif not by_class:
+        unknown = "the original's" if not knows_classes(original) else "the replay's"
+        notes.append(f"{unknown} client classes are unknown (/metrics does not say who sent a request): rates are "
+                     f"compared per verb, resource, subresource and scope, every client class together "
+                     f"(by {ANY_CLASS})")
+    if any((t or {}).get("source") == AUDIT_SOURCE for t in (original, replay)):
+        notes.append(AUDIT_WATCHES)
+    return notes
+
+
+def compare(original: Profile, replay: Profile, scale: float) -> Fidelity:
+    """The replay's profile judged against the original's × `scale` (validated: a positive finite number)."""
+    scale = check_scale(scale)
+    kinds, only = _kinds(original, replay, scale)
+    fidelity = Fidelity(scale, kinds, only)
+    wanted = original.traffic if isinstance(original.traffic, dict) else None
+    if wanted is None:
+        fidelity.notes.append("the original holds no traffic: only its objects are compared")
+        return fidelity
+    found = replay.traffic if isinstance(replay.traffic, dict) else None
+    by_class = knows_classes(wanted) and (found is None or knows_classes(found))
+    fidelity.classes = _classes(wanted, found, scale, by_class)
+    fidelity.watches = _watches(wanted, found, scale)
+    fidelity.replayed = _replayed(wanted, found, by_class)
+    fidelity.notes.extend(_traffic_notes(wanted, found, by_class))
+    return fidelity
