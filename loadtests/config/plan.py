@@ -449,7 +449,7 @@ def _scenario(source: str, path: str, scenario: str, value: Any) -> dict[str, An
     _no_unknown(source, path, params, set(declared.defaults))
     merged = {**copy.deepcopy(declared.defaults), **params}
     for key in declared.template_lists:
-        merged[key] = _templates(source, f"{path}.{key}", merged[key], key != "install")
+        merged[key] = _templates(source, f"{path}.{key}", merged[key], key)
     for key, default in declared.defaults.items():
         value = merged[key]
         if key in declared.template_lists:
@@ -460,9 +460,9 @@ def _scenario(source: str, path: str, scenario: str, value: Any) -> dict[str, An
             _number(source, f"{path}.{key}", value, minimum=0, integer=isinstance(default, int))
         elif isinstance(default, str) and not isinstance(value, str):
             raise field_error(source, f"{path}.{key}", f"must be a string (got {value!r})")
-    if scenario == "objects" and not merged["templates"]:
-        raise field_error(source, f"{path}.templates", "must list at least one template (bundled: "
-                                                       f"{', '.join(templates.bundled())})")
+    if scenario == "objects" and not merged["templates"] and not merged["prefill"]:
+        raise field_error(source, f"{path}.templates", "must list at least one template, here or in `prefill` "
+                                                       f"(bundled: {', '.join(templates.bundled())})")
     if scenario == "pod_churn" and merged["payload_bytes"] > MAX_PAYLOAD_BYTES:
         raise field_error(source, f"{path}.payload_bytes", f"must be <= {MAX_PAYLOAD_BYTES} (annotations of one "
                                                            "object are limited to 256 KiB)")
@@ -472,16 +472,20 @@ def _scenario(source: str, path: str, scenario: str, value: Any) -> dict[str, An
     return merged
 
 
-def _templates(source: str, path: str, value: Any, counted: bool) -> list[dict[str, Any]]:
-    """A list of object templates, each read and checked (config/templates.py); `counted` entries may say
-    how many objects an iteration makes (`replicas`) and with which `input_vars`, the others only `template`
-    and `input_vars`."""
+def _templates(source: str, path: str, value: Any, key: str) -> list[dict[str, Any]]:
+    """A list of object templates, each read and checked (config/templates.py): `templates` entries may say
+    how many objects an iteration makes (`replicas`) and with which `input_vars`; `prefill` entries how many
+    objects in all, and how many in each namespace (`per_namespace`); `install` entries only `template` and
+    `input_vars`."""
     if value is None:
         return []
     if not isinstance(value, list):
         raise field_error(source, path, f"must be a list of templates (got {type(value).__name__})")
-    fields = frozenset({"template", "input_vars", *(("replicas",) if counted else ())})
-    return [templates.read(source, f"{path}[{i}]", entry, fields=fields).to_dict() for i, entry in enumerate(value)]
+    fields = frozenset({"template", "input_vars", *(("replicas",) if key != "install" else ()),
+                        *(("per_namespace",) if key == "prefill" else ())})
+    most = templates.MAX_PREFILL if key == "prefill" else templates.MAX_REPLICAS
+    return [templates.read(source, f"{path}[{i}]", entry, fields=fields, max_replicas=most).to_dict()
+            for i, entry in enumerate(value)]
 
 
 def _slo(source: str, value: Any) -> dict[str, float]:
