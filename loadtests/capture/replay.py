@@ -282,7 +282,10 @@ def load_plan(path: str | Path, *, duration_s: float | None = None) -> Plan:
     """A plan file; one with `workload: {profile, scale}` is the profile's replay (the profile's path relative to
     the plan's), the plan's other sections over it (its target, SLOs, load scenarios beside the replayed objects)."""
     found = Path(path)
-    data = yaml.safe_load(found.read_text()) if found.is_file() and found.suffix in (".yaml", ".yml") else None
+    try:
+        data = yaml.safe_load(found.read_text()) if found.is_file() else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = None  # the plan's own reader says what is wrong with it, in one line
     if not isinstance(data, dict) or "workload" not in data:
         return plan_mod.load(path)
     workload = data.pop("workload")

@@ -83,6 +83,8 @@ def node_manifest(name: str, index: int | None = None, *, capacity: dict[str, st
     node["status"]["allocatable"].update(allocatable or {})
     node["spec"]["taints"] += [{"key": key, "value": SHAPE_TAINT_VALUE, "effect": effect} for key, effect in taints]
     own = node["metadata"]["labels"]
+    if labels:  # the apiserver copies os and arch to their beta labels: counted among the node's
+        own.update({f"beta.{key}": own[key] for key in ("kubernetes.io/os", "kubernetes.io/arch")})
     own.update({f"{SHAPE_LABEL_PREFIX}{i}": "" for i in range(max(0, labels - len(own)))})
     return node
 
