@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from loadtests import results
 from loadtests.cli import worker
 from loadtests.cli.compare import compare_runs, show_comparison, threshold_pairs
-from loadtests.cli.flags import count_arg
+from loadtests.cli.flags import count_arg, number_arg
 from loadtests.cli.output import REPORTS_DIR, say
 from loadtests.config import plan as plan_mod
 from loadtests.config.plan import Plan
@@ -197,8 +197,37 @@ def warn_about_orphans() -> None:
         say(f"warning: {line}")
 
 
+def run_plan_of(args: argparse.Namespace) -> Plan:
+    """The plan a run command names: --plan (a plan file, bundled name, or a plan with `workload:`), or the
+    replay of --profile at --scale (capture/replay.py); the flags that go with neither are refused in one line."""
+    from loadtests.capture import profile as profile_mod
+    from loadtests.capture import replay
+
+    profile = getattr(args, "profile", None)
+    if profile is None:
+        if getattr(args, "scale", None) is not None:
+            raise LoadTestError("--scale goes with --profile PROFILE.yaml (a captured cluster to replay)")
+        return replay.load_plan(args.plan or "default", duration_s=getattr(args, "duration", None))
+    if args.plan is not None:
+        raise LoadTestError("--profile and --plan name two plans: give one (a plan may name its profile under "
+                            "`workload:`)")
+    scale = replay.check_scale(1.0 if args.scale is None else args.scale)
+    return replay.plan_of(profile_mod.load(profile), scale, source=str(profile),
+                          duration_s=args.duration or replay.DEFAULT_DURATION_S)
+
+
+def scale_arg(text: str) -> float:
+    """--scale: a positive finite number, refused in one line otherwise."""
+    from loadtests.capture.replay import check_scale
+
+    try:
+        return check_scale(float(text))
+    except (ValueError, LoadTestError):
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, e.g. 1 or 2.5 (got {text!r})") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    plan = plan_mod.load(args.plan)
+    plan = run_plan_of(args)
     if args.kube_version:
         plan = plan.on_kube_version(args.kube_version)
     repeat = repeats_of(plan, args)
@@ -312,9 +341,10 @@ def run_repeats(plan: Plan, out_dir: Path, repeat: int, request: RunRequest) -> 
 def cmd_capacity(args: argparse.Namespace) -> int:
     """Grow the fleet until the control plane stops holding, then narrow to the breaking point. Reaching
     a limit is the expected outcome: the exit code says whether the search finished (0), not the verdict."""
+    from loadtests.capture.replay import load_plan
     from loadtests.run.capacity import CapacitySearch, summarize
 
-    plan = plan_mod.load(args.plan)
+    plan = load_plan(args.plan)
     if args.kube_version:
         plan = plan.on_kube_version(args.kube_version)
     search = CapacitySearch(plan, args.max_nodes)
@@ -335,10 +365,12 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
                             "checks and SLOs, and compares nothing")
     if not args.rolling and args.rollback:
         raise LoadTestError("--rollback goes with --rolling (it rolls the control plane back after the upgrade)")
+    from loadtests.capture.replay import load_plan
+
     if not args.rolling and args.no_gate:
         raise LoadTestError("--no-gate goes with --rolling: a rehearsal of two versions exits on their comparison, "
                             "not on their SLOs")
-    plan_from = plan_mod.load(args.plan)
+    plan_from = load_plan(args.plan)
     base = Path(args.out) if args.out else REPORTS_DIR / f"rehearsal-{new_run_id(plan_from)}"
     if args.rolling:
         return rehearse_rolling(plan_from, args, base.resolve())
@@ -399,7 +431,14 @@ def rehearse_rolling(plan: Plan, args: argparse.Namespace, out_dir: Path) -> int
 
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("run", help="run a plan: growing steps, load, measurements, report")
-    p.add_argument("--plan", default="default", help="plan file, or the name of a bundled plan (default: default)")
+    p.add_argument("--plan", default=None, help="plan file, or the name of a bundled plan (default: default)")
+    p.add_argument("--profile", metavar="PROFILE.yaml",
+                   help="replay a captured cluster (`loadtest capture`) instead of a plan: its nodes, shapes and "
+                        "objects x --scale (docs/replay.md)")
+    p.add_argument("--scale", type=scale_arg, default=None, metavar="K",
+                   help="with --profile: the replay's multiple of the captured cluster (default: 1)")
+    p.add_argument("--duration", type=number_arg(1), default=None, metavar="SECONDS",
+                   help="with --profile (or a plan's workload): the replay's measured window (default: 60)")
     p.add_argument("--out", help="results folder (default: reports/<plan>-<time>)")
     p.add_argument("--kube-version", help="override the plan's Kubernetes version")
     run_options(p, repeat=True, baseline=True)

@@ -18,8 +18,10 @@ import yaml
 
 from loadtests import PACKAGE_DIR
 from loadtests.config import cl2, templates
+from loadtests.config import fleet as fleet_mod
 from loadtests.config import measure as measure_mod
 from loadtests.config import tenants as tenants_mod
+from loadtests.config import workload as workload_mod
 from loadtests.config.scenarios import SCENARIOS
 from loadtests.config.topology import Topology
 from loadtests.config.versions import DEFAULT_KUBE_VERSION, check_kube_version
@@ -204,11 +206,21 @@ class Plan:
     measure: dict[str, bool] = field(default_factory=dict)
     roll: Roll = field(default_factory=Roll)
     project_to: list[int] = field(default_factory=lambda: list(DEFAULT_PROJECT_TO))
+    # the fake nodes' shapes (config/fleet.py); none: every node is the bundled template's
+    fleet: fleet_mod.FleetShapes = field(default_factory=fleet_mod.FleetShapes)
+    # a plan compiled from a captured profile says so, and what it left out (config/workload.py)
+    replay: workload_mod.ReplaySettings | None = None
     source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("source")
+        data["fleet"] = self.fleet.to_dict()
+        if not self.fleet.shapes:  # a fleet of the template's nodes is written as before shapes (same digest)
+            data.pop("fleet")
+        data["replay"] = self.replay.to_dict() if self.replay else None
+        if self.replay is None:  # nor a plan written by hand
+            data.pop("replay")
         for step in data["steps"]:  # a step without a join is written as before joins existed (same digest)
             if not step["join"]["nodes"]:
                 step.pop("join")
@@ -314,7 +326,7 @@ def parse(data: Any, source: str = "plan") -> Plan:
     data = _mapping(source, "(top level)", data)
     _no_unknown(source, "", data, {"name", "target", "steps", "load", "slo", "gate", "workers", "compare",
                                    "capacity", "audit", "project_to", "repeat", "cl2", "roll", "profiles",
-                                   "measure"})
+                                   "measure", "fleet", "replay"})
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise field_error(source, "name", f"must be letters, digits, - or _ (got {name!r})")
@@ -336,7 +348,9 @@ def parse(data: Any, source: str = "plan") -> Plan:
                             else default_project_to(largest)),
                 compare=_compare(source, data.get("compare")), cl2=_cl2(source, data.get("cl2")),
                 roll=_roll(source, data.get("roll"), steps), profiles=_profiles(source, data.get("profiles")),
-                measure=measure_mod.parse(source, data.get("measure")), source=source)
+                measure=measure_mod.parse(source, data.get("measure")),
+                fleet=fleet_mod.parse(source, data.get("fleet")),
+                replay=workload_mod.parse(source, data.get("replay")), source=source)
 
 
 def _target(source: str, value: Any) -> Target:
@@ -435,7 +449,7 @@ def _scenario(source: str, path: str, scenario: str, value: Any) -> dict[str, An
     _no_unknown(source, path, params, set(declared.defaults))
     merged = {**copy.deepcopy(declared.defaults), **params}
     for key in declared.template_lists:
-        merged[key] = _templates(source, f"{path}.{key}", merged[key], key != "install")
+        merged[key] = _templates(source, f"{path}.{key}", merged[key], key)
     for key, default in declared.defaults.items():
         value = merged[key]
         if key in declared.template_lists:
@@ -446,9 +460,9 @@ def _scenario(source: str, path: str, scenario: str, value: Any) -> dict[str, An
             _number(source, f"{path}.{key}", value, minimum=0, integer=isinstance(default, int))
         elif isinstance(default, str) and not isinstance(value, str):
             raise field_error(source, f"{path}.{key}", f"must be a string (got {value!r})")
-    if scenario == "objects" and not merged["templates"]:
-        raise field_error(source, f"{path}.templates", "must list at least one template (bundled: "
-                                                       f"{', '.join(templates.bundled())})")
+    if scenario == "objects" and not merged["templates"] and not merged["prefill"]:
+        raise field_error(source, f"{path}.templates", "must list at least one template, here or in `prefill` "
+                                                       f"(bundled: {', '.join(templates.bundled())})")
     if scenario == "pod_churn" and merged["payload_bytes"] > MAX_PAYLOAD_BYTES:
         raise field_error(source, f"{path}.payload_bytes", f"must be <= {MAX_PAYLOAD_BYTES} (annotations of one "
                                                            "object are limited to 256 KiB)")
@@ -458,16 +472,20 @@ def _scenario(source: str, path: str, scenario: str, value: Any) -> dict[str, An
     return merged
 
 
-def _templates(source: str, path: str, value: Any, counted: bool) -> list[dict[str, Any]]:
-    """A list of object templates, each read and checked (config/templates.py); `counted` entries may say
-    how many objects an iteration makes (`replicas`) and with which `input_vars`, the others only `template`
-    and `input_vars`."""
+def _templates(source: str, path: str, value: Any, key: str) -> list[dict[str, Any]]:
+    """A list of object templates, each read and checked (config/templates.py): `templates` entries may say
+    how many objects an iteration makes (`replicas`) and with which `input_vars`; `prefill` entries how many
+    objects in all, and how many in each namespace (`per_namespace`); `install` entries only `template` and
+    `input_vars`."""
     if value is None:
         return []
     if not isinstance(value, list):
         raise field_error(source, path, f"must be a list of templates (got {type(value).__name__})")
-    fields = frozenset({"template", "input_vars", *(("replicas",) if counted else ())})
-    return [templates.read(source, f"{path}[{i}]", entry, fields=fields).to_dict() for i, entry in enumerate(value)]
+    fields = frozenset({"template", "input_vars", *(("replicas",) if key != "install" else ()),
+                        *(("per_namespace",) if key == "prefill" else ())})
+    most = templates.MAX_PREFILL if key == "prefill" else templates.MAX_REPLICAS
+    return [templates.read(source, f"{path}[{i}]", entry, fields=fields, max_replicas=most).to_dict()
+            for i, entry in enumerate(value)]
 
 
 def _slo(source: str, value: Any) -> dict[str, float]:

@@ -221,7 +221,12 @@ def objects_namespaces(nodes: int, nodes_per_namespace: int) -> list[str]:
     """The objects scenario's namespaces at a scale: one per `nodes_per_namespace` nodes, as ClusterLoader2's
     NODES_PER_NAMESPACE (at least one)."""
     count = max(1, -(-int(nodes) // max(1, int(nodes_per_namespace))))
-    return [f"{NS_OBJECTS_PREFIX}{i}" for i in range(count)]
+    return [objects_namespace(i) for i in range(count)]
+
+
+def objects_namespace(index: int) -> str:
+    """The objects scenario's index-th namespace."""
+    return f"{NS_OBJECTS_PREFIX}{index}"
 
 
 def _objects(params: dict[str, Any], nodes: int) -> Demand:
@@ -304,8 +309,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "StatefulSets and DaemonSets), scaled every `scale_every_s` s to a random size in [0.5x, 1.5x] of the "
         "template's (kinds with a /scale subresource) and deleted after `lifetime_s`; `install`: templates "
         "(CustomResourceDefinitions, PriorityClasses) made once before the steps and removed at the end; "
-        "`prefill`: namespaced templates whose `replicas` objects are made once before the first window, in the "
-        "first namespace, and kept until the end (a set of objects for the load to read)",
+        "`prefill`: templates whose `replicas` objects are made once before the first window, in the first "
+        "namespace (or over the namespaces as the entry's `per_namespace` counts say; cluster-scoped kinds without "
+        "one), and kept until the end (a set of objects for the load to read)",
         {"rate": 5.0, "users": 2, "lifetime_s": 60.0, "update_every_s": 0.0, "scale_every_s": 0.0,
          "nodes_per_namespace": 100, "templates": [], "install": [], "prefill": []},
         _objects, template_lists=frozenset({"templates", "install", "prefill"})),

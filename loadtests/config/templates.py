@@ -32,6 +32,7 @@ SCENARIO_LABEL = "k8s-loadtest/scenario"
 TEMPLATE_LABEL = "k8s-loadtest/template"
 POD_TEMPLATE_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"})
 MAX_REPLICAS = 1000  # objects of one template per iteration
+MAX_PREFILL = 1_000_000  # objects of one prefill template: made once, not per iteration
 _ENVIRONMENT = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
 
 
@@ -55,6 +56,9 @@ class ObjectTemplate:
     input_vars: dict[str, Any] = field(default_factory=dict)
     api_version: str = ""  # of the object it makes, read when the plan was checked
     kind: str = ""
+    # prefill: how many of the `replicas` objects go to each of the scenario's namespaces, in order (sum:
+    # replicas); empty: all of them in the first
+    per_namespace: tuple[int, ...] = ()
 
     @property
     def label(self) -> str:
@@ -85,13 +89,15 @@ class ObjectTemplate:
         return obj
 
     def to_dict(self) -> dict[str, Any]:
-        return {"template": self.template, "text": self.text, "replicas": self.replicas,
-                "input_vars": copy.deepcopy(self.input_vars), "api_version": self.api_version, "kind": self.kind}
+        found = {"template": self.template, "text": self.text, "replicas": self.replicas,
+                 "input_vars": copy.deepcopy(self.input_vars), "api_version": self.api_version, "kind": self.kind}
+        return {**found, "per_namespace": list(self.per_namespace)} if self.per_namespace else found
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ObjectTemplate:
         return cls(str(data["template"]), str(data["text"]), int(data.get("replicas", 1)),
-                   dict(data.get("input_vars") or {}), str(data.get("api_version", "")), str(data.get("kind", "")))
+                   dict(data.get("input_vars") or {}), str(data.get("api_version", "")), str(data.get("kind", "")),
+                   tuple(int(n) for n in data.get("per_namespace") or ()))
 
 
 def find(template: str, plan_source: str) -> Path:
@@ -109,13 +115,15 @@ def bundled() -> list[str]:
 
 
 def read(source: str, path: str, entry: Any, *, fields: frozenset[str] = frozenset(
-        {"template", "replicas", "input_vars"})) -> ObjectTemplate:
-    """A plan's template entry (`template`, and `replicas` and `input_vars` where `fields` allows them), its
-    file read and its rendering checked; PlanError naming the entry and the template otherwise."""
+        {"template", "replicas", "input_vars"}), max_replicas: int = MAX_REPLICAS) -> ObjectTemplate:
+    """A plan's template entry (`template`, and `replicas`, `input_vars`, `per_namespace` where `fields` allows
+    them; `text`, the template itself, given inline instead of a file's), its file read and its rendering
+    checked; PlanError naming the entry and the template otherwise."""
     if isinstance(entry, str):
         entry = {"template": entry}
     if not isinstance(entry, dict):
         raise PlanError(f"{source}: {path}: must be a mapping with `template` (got {type(entry).__name__})")
+    fields = fields | {"text", "api_version", "kind"}  # the last two as a plan writes them back (ignored)
     unknown = sorted(set(entry) - fields)
     if unknown:
         raise PlanError(f"{source}: {path}.{unknown[0]}: unknown field; expected one of: {', '.join(sorted(fields))}")
@@ -123,22 +131,42 @@ def read(source: str, path: str, entry: Any, *, fields: frozenset[str] = frozens
     if not isinstance(name, str) or not name:
         raise PlanError(f"{source}: {path}.template: must name a template file (bundled: {', '.join(bundled())})")
     replicas = entry.get("replicas", 1)
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= MAX_REPLICAS:
-        raise PlanError(f"{source}: {path}.replicas: must be an integer from 1 to {MAX_REPLICAS} (got {replicas!r})")
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= max_replicas:
+        raise PlanError(f"{source}: {path}.replicas: must be an integer from 1 to {max_replicas} (got {replicas!r})")
     input_vars = entry.get("input_vars") or {}
     if not isinstance(input_vars, dict):
         raise PlanError(f"{source}: {path}.input_vars: must be a mapping (got {type(input_vars).__name__})")
-    file = find(name, source)
+    spread = _per_namespace(source, path, entry.get("per_namespace"), replicas)
+    text = entry["text"] if "text" in entry else _text(source, path, name)
+    if not isinstance(text, str):
+        raise PlanError(f"{source}: {path}.text: must be the template's text (got {type(text).__name__})")
+    sample = check(ObjectTemplate(name, text, replicas, dict(input_vars)), f"{source}: {path} ({name})")
+    return ObjectTemplate(name, text, replicas, dict(input_vars), sample["apiVersion"], sample["kind"], spread)
+
+
+def _text(source: str, path: str, name: str) -> str:
+    """A template's text, read from its file (beside the plan, or bundled)."""
     try:
-        text = read_text(file, "template")
+        return read_text(find(name, source), "template")
     except UnreadableFile as error:  # the template named, and the plan entry that names it
         raise PlanError(f"{source}: {path}.template: {error}") from None
     except OSError as error:
         raise PlanError(f"{source}: {path}.template: cannot read {name} ({error.strerror}); give a path beside "
                         f"the plan or a bundled template ({', '.join(bundled())})") from None
-    found = ObjectTemplate(name, text, replicas, dict(input_vars))
-    sample = check(found, f"{source}: {path} ({name})")
-    return ObjectTemplate(name, text, replicas, dict(input_vars), sample["apiVersion"], sample["kind"])
+
+
+def _per_namespace(source: str, path: str, value: Any, replicas: int) -> tuple[int, ...]:
+    """Objects per namespace of a prefill entry: whole numbers from 0, as many as it has objects in all."""
+    if value is None:
+        return ()
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value)):
+        raise PlanError(f"{source}: {path}.per_namespace: must be a list of whole numbers, the objects in each "
+                        f"namespace in order (got {value!r:.80})")
+    if sum(value) != replicas:
+        raise PlanError(f"{source}: {path}.per_namespace: adds up to {sum(value)}, not the entry's replicas "
+                        f"({replicas})")
+    return tuple(value)
 
 
 def check(template: ObjectTemplate, where: str) -> dict[str, Any]:

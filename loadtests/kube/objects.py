@@ -60,9 +60,17 @@ def node_pod_cidr(index: int) -> str:
     return f"{NODE_POD_CIDRS.network_address + index * size}/{NODE_POD_PREFIX}"
 
 
-def node_manifest(name: str, index: int | None = None) -> dict[str, Any]:
+SHAPE_LABEL_PREFIX = "k8s-loadtest/shape-label-"  # neutral labels that give a node a shape's label count
+SHAPE_TAINT_VALUE = "replayed"  # the value of a shape's taints (a profile never holds taint values)
+
+
+def node_manifest(name: str, index: int | None = None, *, capacity: dict[str, str] | None = None,
+                  allocatable: dict[str, str] | None = None, taints: tuple[tuple[str, str], ...] = (),
+                  labels: int = 0) -> dict[str, Any]:
     """A fake node; given its index in the fleet, with its own pod range (spec.podCIDR and podCIDRs), from
-    which kwok gives its pods their IPs."""
+    which kwok gives its pods their IPs. A shape (config/fleet.py) sets its status figures over the template's,
+    adds its taints (key, effect) after the fake nodes' own, and neutral labels up to `labels` in all (a node
+    keeps the labels kwok's selection and the harness need, so it never has fewer than those)."""
     node = copy.deepcopy(_template("node-template.yaml"))
     node["metadata"]["name"] = name
     # as a kubelet labels its node: topology rules (pod anti-affinity on hostname) need it
@@ -71,6 +79,13 @@ def node_manifest(name: str, index: int | None = None) -> dict[str, Any]:
         cidr = node_pod_cidr(index)
         node["spec"]["podCIDR"] = cidr
         node["spec"]["podCIDRs"] = [cidr]
+    node["status"]["capacity"].update(capacity or {})
+    node["status"]["allocatable"].update(allocatable or {})
+    node["spec"]["taints"] += [{"key": key, "value": SHAPE_TAINT_VALUE, "effect": effect} for key, effect in taints]
+    own = node["metadata"]["labels"]
+    if labels:  # the apiserver copies os and arch to their beta labels: counted among the node's
+        own.update({f"beta.{key}": own[key] for key in ("kubernetes.io/os", "kubernetes.io/arch")})
+    own.update({f"{SHAPE_LABEL_PREFIX}{i}": "" for i in range(max(0, labels - len(own)))})
     return node
 
 
@@ -87,8 +102,11 @@ def pod_manifest(name: str | None, namespace: str, labels: dict[str, str] | None
     return pod
 
 
-def deployment_manifest(name: str, namespace: str, replicas: int) -> dict[str, Any]:
+def deployment_manifest(name: str, namespace: str, replicas: int,
+                        tolerations: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
+    """A Deployment of the harness's pods; `tolerations` (key, effect) beside the fake nodes' own taint's."""
     pod = pod_manifest(None, namespace, labels={"app": name})
+    pod["spec"]["tolerations"] += [{"key": key, "operator": "Exists", "effect": effect} for key, effect in tolerations]
     template = {"metadata": {"labels": pod["metadata"]["labels"]}, "spec": pod["spec"]}
     return {
         "apiVersion": "apps/v1",

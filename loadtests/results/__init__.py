@@ -180,7 +180,7 @@ DIGEST_NEUTRAL: dict[str, dict[str, Any]] = {"kubelet_watchers": {"encoding": "j
 
 
 def plan_digest(plan: dict[str, Any]) -> str:
-    """Identity of what a plan asks for (steps and load), ignoring the target, gating and name.
+    """Identity of what a plan asks for (steps, load and the fleet's shapes), ignoring the target, gating and name.
 
     Two runs with the same digest can be compared figure by figure, even across Kubernetes versions.
     """
@@ -188,6 +188,8 @@ def plan_digest(plan: dict[str, Any]) -> str:
     if isinstance(load, dict):
         load = {name: _without_neutral(name, params) for name, params in load.items()}
     relevant = {"steps": plan.get("steps"), "load": load}
+    if plan.get("fleet"):  # the nodes' shapes, where a plan gives them (absent: the same digest as before them)
+        relevant["fleet"] = plan["fleet"]
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
 
 

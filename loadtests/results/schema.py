@@ -33,6 +33,9 @@ def build(cls: Any, data: Any, *, strict: bool = False) -> Any:
     if origin in (typing.Union, types.UnionType) and isinstance(data, dict):  # X | None: the dataclass X
         members = [arg for arg in typing.get_args(cls) if dataclasses.is_dataclass(arg)]
         return build(members[0], data, strict=strict) if members else data
+    if origin in (typing.Union, types.UnionType) and isinstance(data, list):  # list[X] | None: the list
+        members = [arg for arg in typing.get_args(cls) if typing.get_origin(arg) is list]
+        return build(members[0], data, strict=strict) if members else data
     if origin is list and isinstance(data, list):
         (item,) = typing.get_args(cls)
         return [build(item, x, strict=strict) for x in data]

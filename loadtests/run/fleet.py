@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from loadtests.config.fleet import FleetShapes
 from loadtests.controlplane.processes import wait_for
 from loadtests.errors import Saturated, TargetError
 from loadtests.kube import objects
@@ -143,10 +144,19 @@ def remove_owned(client: RestClient, paths: Iterable[str], timeout_s: float = RE
 
 
 class Fleet:
-    """Scale the fake nodes and the steady pod population of a step."""
+    """Scale the fake nodes (of the plan's shapes, if it has any) and the steady pod population of a step."""
 
-    def __init__(self, client: RestClient) -> None:
+    def __init__(self, client: RestClient, shapes: FleetShapes | None = None) -> None:
         self.client = client
+        self.shapes = shapes or FleetShapes()
+
+    def node(self, name: str, index: int) -> dict[str, Any]:
+        """The index-th node of the fleet, of its shape."""
+        shape = self.shapes.of(index)
+        if shape is None:
+            return objects.node_manifest(name, index)
+        return objects.node_manifest(name, index, capacity=shape.capacity, allocatable=shape.allocatable,
+                                     taints=shape.taints, labels=shape.labels)
 
     def ensure_namespaces(self, timeout_s: float = 60.0) -> None:
         """The harness's own namespaces, ready for pods."""
@@ -166,9 +176,8 @@ class Fleet:
             to_delete = sorted(existing - wanted, reverse=True)
             pool = ThreadPoolExecutor(CREATE_CONCURRENCY, thread_name_prefix="fleet")
             try:
-                list(pool.map(lambda n: self.client.create(resource_path("nodes"),
-                                                           objects.node_manifest(n, indices[n]), exist_ok=True),
-                              to_create))
+                list(pool.map(lambda n: self.client.create(resource_path("nodes"), self.node(n, indices[n]),
+                                                           exist_ok=True), to_create))
                 list(pool.map(lambda n: self.client.delete(resource_path("nodes", name=n)), to_delete))
             finally:
                 # interrupted (a hung apiserver, Ctrl-C): the queued requests are dropped, not sent one by one
@@ -186,7 +195,8 @@ class Fleet:
         """Set the fleet Deployment to `replicas` Running pods; returns the seconds it took."""
         started = time.monotonic()
         path = resource_path("deployments", objects.NS_FLEET)
-        self.client.create(path, objects.deployment_manifest("fleet", objects.NS_FLEET, replicas), exist_ok=True)
+        fleet = objects.deployment_manifest("fleet", objects.NS_FLEET, replicas, tolerations=self.shapes.taints)
+        self.client.create(path, fleet, exist_ok=True)
         self.client.patch(f"{path}/fleet", {"spec": {"replicas": replicas}})
         deadline = started + timeout_s
         last_report = 0.0

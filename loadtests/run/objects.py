@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from loadtests.config.scenarios import objects_namespaces
+from loadtests.config.scenarios import objects_namespace, objects_namespaces
 from loadtests.config.templates import RUN_LABEL, ObjectTemplate
 from loadtests.errors import PlanError
 from loadtests.kube.discovery import Kind, UnknownKind, resolve
@@ -137,29 +137,43 @@ class ObjectsSetup:
         self._checked = True
 
     def prefill(self) -> None:
-        """Make each prefill template's `replicas` objects in the first namespace, once per run, several
-        requests at a time (thousands of large objects take minutes one by one); they stay until the end."""
-        namespace = self.namespaces[0]
+        """Make each prefill template's `replicas` objects once per run, several requests at a time (thousands
+        of large objects take minutes one by one): in the first namespace, or spread over the scenario's
+        namespaces as its `per_namespace` says (made here when the steps did not), or without one for a
+        cluster-scoped kind; they stay until the end."""
         started = time.monotonic()
         for i, template in enumerate(self.prefills):
             where = self._where("prefill", i, template)
-            objects = [template.render(name=f"prefill-{self.run}-{i}-{k}", namespace=namespace, index=k,
-                                       run=self.run) for k in range(template.replicas)]
-            kind = self._resolve(objects[0], where)
-            if not kind.namespaced:
-                raise PlanError(f"{where}: {objects[0]['kind']} is cluster-scoped; `prefill` makes namespaced "
-                                "objects (cluster-scoped ones go in `install`)")
-            try:
-                collection = kind.collection(namespace)
-                with ThreadPoolExecutor(PREFILL_CONCURRENCY) as pool:
-                    list(pool.map(lambda obj, path=collection: self.client.create(path, obj), objects))
-            except ApiError as error:
-                if error.status == 0 or error.status >= 500:
-                    raise
-                raise PlanError(f"{where}: the apiserver refused it: {error.reason}") from None
+            spread = template.per_namespace or (template.replicas,)
+            homes = [objects_namespace(n) for n, count in enumerate(spread) for _ in range(count)]
+            kind = self._resolve(template.render(name="sample", namespace="", index=0, run=self.run), where)
+            if kind.namespaced:
+                self._namespaces([objects_namespace(n) for n, count in enumerate(spread) if count])
+            else:
+                homes = [""] * template.replicas
+            objects = [template.render(name=f"prefill-{self.run}-{i}-{k}", namespace=home, index=k, run=self.run)
+                       for k, home in enumerate(homes)]
+            self._create(objects, kind, where)
             self.prefilled.append(kind)
         made = sum(t.replicas for t in self.prefills)
-        self.say(f"prefilled {made:,} objects in {namespace} in {time.monotonic() - started:.1f} s")
+        self.say(f"prefilled {made:,} objects in {time.monotonic() - started:.1f} s")
+
+    def _namespaces(self, wanted: list[str]) -> None:
+        """Namespaces of the scenario beyond the steps' (removed at the end with them)."""
+        new = [name for name in wanted if name not in self.namespaces]
+        self.namespaces += new
+        ensure_namespaces(self.client, new)
+
+    def _create(self, objects: list[dict[str, Any]], kind: Kind, where: str) -> None:
+        """Objects of one kind made, PREFILL_CONCURRENCY requests at a time; a refusal is one line."""
+        try:
+            with ThreadPoolExecutor(PREFILL_CONCURRENCY) as pool:
+                list(pool.map(lambda obj: self.client.create(kind.collection(obj["metadata"].get("namespace", "")),
+                                                             obj), objects))
+        except ApiError as error:
+            if error.status == 0 or error.status >= 500:
+                raise
+            raise PlanError(f"{where}: the apiserver refused it: {error.reason}") from None
 
     def prepare(self, nodes: int) -> None:
         """All of the above that a step needs before its window: install once, namespaces, the check once,
@@ -205,7 +219,7 @@ class ObjectsSetup:
         if not self.active:
             return []
         problems: list[str] = []
-        for kind in {k for k in self.kinds if not k.namespaced}:
+        for kind in {k for k in [*self.kinds, *self.prefilled] if not k.namespaced}:
             try:
                 self.client.request("DELETE", kind.collection(), params={"labelSelector": self.selector})
             except ApiError as error:

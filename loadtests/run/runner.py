@@ -248,14 +248,15 @@ class Runner:
 
     def _steps(self, run: RunResult, info: TargetInfo) -> None:
         client = RestClient(info.access, user_agent=FLEET_USER_AGENT)
-        fleet = Fleet(client)
+        fleet = Fleet(client, self.plan.fleet)
         # nodes that join inside a window register as kubelets do, where the target says who a kubelet is
         node_client = RestClient(info.node_access, user_agent=FLEET_USER_AGENT) if info.node_access else None
         label = run_label(self.options.out_dir.name)
         made = ObjectsSetup(client, self.plan.load, label, self.plan.source, self.say)
         mix = Cl2Load(client, asdict(self.plan.cl2), label, self.say)
-        shared = RunParts(self.plan, self.target, info, fleet, Fleet(node_client) if node_client else fleet, made,
-                          mix, self.options.out_dir, self._workers(), self.say, self._check_alive, self._elapsed,
+        joining = Fleet(node_client, self.plan.fleet) if node_client else fleet
+        shared = RunParts(self.plan, self.target, info, fleet, joining, made, mix, self.options.out_dir,
+                          self._workers(), self.say, self._check_alive, self._elapsed,
                           self._at, self._watch, self.options.roll, self.options.master, self.options.ui_port,
                           final_run=not self.options.runs_follow, steps_total=self._total,
                           view=self._view(info))

@@ -148,7 +148,7 @@ def test_the_plans_doc_shows_each_field_first_with_its_default() -> None:
         default = schema[path]
         if default is OPAQUE or default is REQUIRED or path in EXAMPLE_VALUES:
             continue
-        if isinstance(default, list) and isinstance(value, list):
+        if isinstance(default, list | tuple) and isinstance(value, list):
             value, default = list(value), list(default)
         if value != default or isinstance(value, bool) != isinstance(default, bool):
             wrong.append(f"{path}: the doc shows {value!r}, the default is {default!r}")

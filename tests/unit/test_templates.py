@@ -62,7 +62,7 @@ def test_a_bad_template_is_one_line_naming_it(tmp_path: Path, text: str, says: s
 
 
 @pytest.mark.parametrize(("params", "says"), [
-    ({"templates": []}, "templates: must list at least one template (bundled: configmap.yaml"),
+    ({"templates": []}, "templates: must list at least one template, here or in `prefill` (bundled: configmap.yaml"),
     ({"templates": [{"template": "nowhere.yaml"}]}, "templates[0].template: cannot read nowhere.yaml"),
     ({"templates": [{"template": "configmap.yaml", "replicas": 0}]}, "templates[0].replicas: must be an integer"),
     ({"templates": [{"template": "configmap.yaml", "count": 2}]}, "templates[0].count: unknown field"),

@@ -1,0 +1,168 @@
+"""A captured profile compiles into an ordinary plan: its nodes, shapes, pods and objects × k, objects padded to
+the captured sizes, CRDs permissive, and what is not replayed listed with its count and why."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from loadtests.capture.profile import (
+    CaptureFigures,
+    CrdFigures,
+    KindProfile,
+    NodeShape,
+    PodFigures,
+    Profile,
+    Quantiles,
+)
+from loadtests.capture.replay import load_plan, plan_of, size_knots, spread
+from loadtests.config.scenarios import user_plan
+from loadtests.config.templates import ObjectTemplate
+from loadtests.errors import LoadTestError, PlanError
+from loadtests.results.distribution import Distribution
+
+
+def figures() -> CaptureFigures:
+    return CaptureFigures(started_at="2026-01-01T00:00:00.000+00:00", seconds=1.5, server_version="v1.37.2",
+                          objects_read=3, pages_read=1, page_limit=500, requests={"LIST": 2},
+                          peak_rss_since="capture start")
+
+
+def kind(kind: str, group: str, resource: str, count: int, *, namespaces: int | None = 3,
+         sizes: tuple[int, int, int, int] = (800, 2000, 9000, 12000), **more) -> KindProfile:
+    return KindProfile(group=group, version="v1" if not group else "v1beta1", kind=kind, resource=resource,
+                       scope="Namespaced" if namespaces else "Cluster", count=count, namespaces=namespaces,
+                       per_namespace=Quantiles(namespaces, 5, 20, 30, 30) if namespaces else None,
+                       size_bytes=Quantiles(count, *sizes), without_owner=count - sum(more.get("owners", {}).values()),
+                       **more)
+
+
+SHAPES = [NodeShape(3, {"cpu": "4", "memory": "16Gi", "pods": "110"}, {"cpu": "3500m", "memory": "15Gi", "pods": "110"},
+                    [], 9),
+          NodeShape(1, {"cpu": "8", "memory": "32Gi", "pods": "110"}, {"cpu": "8", "memory": "31Gi", "pods": "110"},
+                    [{"key": "private-0123456789ab", "effect": "NoSchedule"}], 11)]
+
+
+def profile() -> Profile:
+    return Profile(capture=figures(), kinds=[
+        kind("Node", "", "nodes", 4, namespaces=None, nodes=SHAPES),
+        kind("Namespace", "", "namespaces", 5, namespaces=None),
+        kind("Pod", "", "pods", 40, owners={"ReplicaSet.apps": 36},
+             pods=PodFigures(per_node=Quantiles(4, 10, 10, 10, 10), nodes=4)),
+        kind("ConfigMap", "", "configmaps", 65),
+        kind("Secret", "", "secrets", 10, sizes=(3000, 3000, 5000, 5000)),
+        kind("ReplicaSet", "apps", "replicasets", 6, owners={"Deployment.apps": 6}),
+        kind("Deployment", "apps", "deployments", 6),
+        kind("Event", "", "events", 300),
+        kind("Widget", "example.com", "widgets", 20, sizes=(900, 1000, 1500, 1600),
+             crd=CrdFigures(["v1beta1", "v1"], "v1")),
+        kind("Gadget", "example.com", "gadgets", 0, namespaces=None, crd=CrdFigures(["v1"], "v1")),
+    ])
+
+
+def rendered(entry: dict, namespace_of: list[str]) -> list[dict]:
+    template = ObjectTemplate.from_dict(entry)
+    return [template.render(name=f"prefill-replay-run-0-{k}", namespace=namespace_of[k], index=k, run="replay-run")
+            for k in range(template.replicas)]
+
+
+@pytest.mark.parametrize("scale", [1, 2, 0.5])
+def test_the_step_and_the_shapes_are_the_captured_ones_times_k(scale: float) -> None:
+    plan = plan_of(profile(), scale, source="prod.yaml")
+    [step] = plan.steps
+    assert step.nodes == max(1, round(4 * scale)) and step.duration_s == 60
+    assert step.pods_per_node == round(40 * scale / step.nodes)  # the fleet's pods: about the captured pods × k
+    counts = {s.capacity["cpu"]: s.count for s in plan.fleet.shapes}
+    assert sum(counts.values()) == step.nodes
+    assert counts == ({"4": 3, "8": 1} if scale == 1 else {"4": 6, "8": 2} if scale == 2 else {"4": 2})
+    if scale >= 1:
+        tainted = next(s for s in plan.fleet.shapes if s.capacity["cpu"] == "8")
+        assert tainted.taints == (("private-0123456789ab", "NoSchedule"),) and tainted.labels == 11
+    assert plan.load["objects"]["rate"] == 0 and user_plan({"objects": plan.load["objects"]}, step.nodes).total == 0
+
+
+@pytest.mark.parametrize("scale", [1, 2])
+def test_objects_are_the_generic_kinds_times_k_without_what_controllers_make(scale: int) -> None:
+    plan = plan_of(profile(), scale, source="prod.yaml")
+    prefill = {e["kind"]: e for e in plan.load["objects"]["prefill"]}
+    # ConfigMaps less the kube-root-ca.crt of each of the 5 namespaces; Deployments have no generic body
+    assert {k: e["replicas"] for k, e in prefill.items()} == {"ConfigMap": 60 * scale, "Secret": 10 * scale,
+                                                              "Widget": 20 * scale}
+    for entry in prefill.values():
+        assert sum(entry["per_namespace"]) == entry["replicas"] and len(entry["per_namespace"]) == 3 * scale
+    left = {(r.kind, r.reason.split(":")[0].split(" ")[0]): r.count for r in plan.replay.not_replayed}
+    assert left[("Pod", "the")] == 40 and left[("ReplicaSet", "owned")] == 6 and left[("Event", "made")] == 300
+    assert left[("ConfigMap", "one")] == 5  and ("Secret", "one") not in left and left[("Deployment", "no")] == 6
+    assert ("Node", "the") in left and ("Namespace", "made") in left
+    assert plan.replay.scale == scale and plan.replay.traffic == "not replayed"
+    assert plan.to_dict()["replay"]["not_replayed"][0]["count"] > 0  # the results keep it with the plan
+
+
+def test_crds_are_installed_permissive_from_the_captured_definitions() -> None:
+    plan = plan_of(profile(), 1, source="prod.yaml")
+    crds = [ObjectTemplate.from_dict(e).render(name="x", namespace="", index=0, run="r", keep_name=True)
+            for e in plan.load["objects"]["install"]]
+    assert [c["metadata"]["name"] for c in crds] == ["widgets.example.com", "gadgets.example.com"]
+    widget = crds[0]["spec"]
+    assert widget["scope"] == "Namespaced" and widget["names"]["kind"] == "Widget"
+    assert [(v["name"], v["served"], v["storage"]) for v in widget["versions"]] == [("v1beta1", True, False),
+                                                                                   ("v1", True, True)]
+    assert all(v["schema"]["openAPIV3Schema"]["x-kubernetes-preserve-unknown-fields"] for v in widget["versions"])
+    assert crds[1]["spec"]["scope"] == "Cluster"
+
+
+@pytest.mark.parametrize(("name", "count"), [("ConfigMap", 60), ("Widget", 40), ("Secret", 10)])
+def test_sizes_follow_the_captured_quantiles(name: str, count: int) -> None:
+    plan = plan_of(profile(), 2 if name == "Widget" else 1, source="prod.yaml")
+    entry = next(e for e in plan.load["objects"]["prefill"] if e["kind"] == name)
+    assert entry["replicas"] == count
+    homes = [f"loadtest-objects-{n}" for n, c in enumerate(entry["per_namespace"]) for _ in range(c)]
+    made = rendered(entry, homes)
+    # what the apiserver adds is estimated in `fixed`; the rendered object is the rest of what it serves
+    sizes = Distribution.of([len(json.dumps(o, separators=(",", ":"))) for o in made], "")
+    extra = entry["input_vars"]["fixed"] - (len(json.dumps(made[0], separators=(",", ":")))
+                                            - len(made[0]["metadata"]["name"]) - len(homes[0]) - len("replay-run")
+                                            - _pad(made[0]))
+    captured = next(k for k in profile().kinds if k.kind == name).size_bytes
+    # fewer than 100 objects: their p99 is their largest, at the captured p99 (the max gives way to it)
+    for got, wanted in ((sizes.p50, captured.p50), (sizes.p99, captured.p99), (sizes.max, captured.p99)):
+        assert abs(got + extra - wanted) <= 4, (name, got + extra, wanted)  # base64 pads come in fours
+
+
+def _pad(obj: dict) -> int:
+    return len((obj.get("data") or obj.get("spec") or obj["metadata"].get("annotations") or {}).get("pad", ""))
+
+
+def test_knots_hit_the_nearest_ranks_and_spread_keeps_the_total() -> None:
+    assert size_knots(Quantiles(10, 100, 200, 300, 400), 10, 50) == [[1, 50], [5, 100], [9, 200], [10, 300]]
+    found = spread(100, 7, Quantiles(7, 5, 20, 30, 30))
+    assert sum(found) == 100 and len(found) == 7 and found == sorted(found)
+
+
+@pytest.mark.parametrize("scale", [0, -1, math.inf, math.nan, "two"])
+def test_a_scale_that_is_not_positive_and_finite_is_refused_in_one_line(scale) -> None:
+    with pytest.raises(LoadTestError, match="^--scale: the scale must be a positive finite number") as refused:
+        plan_of(profile(), scale, source="prod.yaml")
+    assert "\n" not in str(refused.value)
+
+
+def test_a_plan_names_a_profile_relative_to_itself(tmp_path: Path) -> None:
+    profile().write(tmp_path / "prod.yaml")
+    (tmp_path / "replay.yaml").write_text(yaml.safe_dump({
+        "workload": {"profile": "prod.yaml", "scale": 2, "duration_s": 7},
+        "slo": {"min_samples": 5}, "load": {"scenarios": {"list_pollers": {"rate": 1}}}}))
+    plan = load_plan(tmp_path / "replay.yaml")
+    assert plan.name == "replay" and plan.steps[0].nodes == 8 and plan.steps[0].duration_s == 7
+    assert set(plan.load) == {"objects", "list_pollers"} and plan.slo["min_samples"] == 5
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"workload": {"profile": "prod.yaml"}, "steps": []}))
+    with pytest.raises(PlanError, match="steps: set by the workload's profile"):
+        load_plan(tmp_path / "bad.yaml")
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump({"workload": {"profile": "replay.yaml"}}))
+    with pytest.raises(LoadTestError, match="a profile of no schema line"):
+        load_plan(tmp_path / "other.yaml")
+    assert Counter(load_plan(tmp_path / "replay.yaml").to_dict()) == Counter(plan.to_dict())
