@@ -8,14 +8,13 @@ rates and watches are. Nothing here does I/O: the CLI prints a Fidelity, a run's
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from loadtests.capture.audit_tally import SOURCE as AUDIT_SOURCE
 from loadtests.capture.profile import KindProfile, Profile, Quantiles
-from loadtests.errors import LoadTestError
+from loadtests.capture.scale import check_scale, scaled_count
 
 MET, MISSED, NOT_MEASURED = "met", "missed", "not measured"
 SIZE_WITHIN = 0.10  # size p50 and p99, either side
@@ -31,24 +30,6 @@ WATCH_FIGURE = ("open_at_end: the watches open as the window ended, the one figu
                 "is in it and whose end is not)")
 AUDIT_WATCHES = ("an audit log's open_at_end misses a watch opened before the log began and still open at its "
                  "end: a log longer than the clients' watch timeouts (client-go's: 5 to 10 min) misses none")
-
-
-def check_scale(value: object, what: str = "scale") -> float:
-    """The multiple k a replay is judged at: a positive finite number, else refused in one line."""
-    try:
-        scale = float(value) if isinstance(value, int | float | str) and not isinstance(value, bool) else math.nan
-    except ValueError:
-        scale = math.nan
-    if not (math.isfinite(scale) and scale > 0):
-        shown = value if isinstance(value, str) and value.strip() else repr(value)
-        raise LoadTestError(f"{what} {shown}: a scale is a positive finite number, the multiple of the original "
-                            "a replay makes (e.g. 1, 2 or 0.5)")
-    return scale
-
-
-def scaled_count(count: int, scale: float) -> int:
-    """Objects of a kind at × k: the nearest whole number, a half rounded up (3 × 1.5 is 5)."""
-    return math.floor(count * scale + 0.5)
 
 
 @dataclass(frozen=True)
@@ -305,7 +286,7 @@ def _traffic_notes(original: dict[str, Any], replay: dict[str, Any] | None, by_c
 
 def compare(original: Profile, replay: Profile, scale: float) -> Fidelity:
     """The replay's profile judged against the original's × `scale` (validated: a positive finite number)."""
-    scale = check_scale(scale)
+    scale = check_scale(scale, "scale")
     kinds, only = _kinds(original, replay, scale)
     fidelity = Fidelity(scale, kinds, only)
     wanted = original.traffic if isinstance(original.traffic, dict) else None

@@ -23,11 +23,12 @@ from typing import Any
 import yaml
 
 from loadtests.capture.profile import KindProfile, Profile, Quantiles, load
+from loadtests.capture.scale import check_scale, scaled_count
 from loadtests.config import plan as plan_mod
 from loadtests.config.plan import Plan
 from loadtests.config.scenarios import objects_namespace
 from loadtests.config.templates import ObjectTemplate
-from loadtests.errors import LoadTestError, PlanError
+from loadtests.errors import PlanError
 
 DEFAULT_DURATION_S = 60.0
 DEFAULT_WARMUP_S = 10.0
@@ -71,13 +72,6 @@ def plan_of(profile: Profile, scale: float, *, source: str, duration_s: float = 
                           source=source)
 
 
-def check_scale(scale: Any, where: str = "--scale") -> float:
-    """A scale: a positive finite number, else one line."""
-    if isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale) or scale <= 0:
-        raise LoadTestError(f"{where}: the scale must be a positive finite number, e.g. 1 or 2.5 (got {scale!r})")
-    return float(scale)
-
-
 def plan_data(profile: Profile, scale: float, *, source: str, duration_s: float = DEFAULT_DURATION_S,
               warmup_s: float = DEFAULT_WARMUP_S) -> dict[str, Any]:
     """The plan's mapping: one step, the fleet's shapes, the objects scenario, and the `replay:` section."""
@@ -107,7 +101,7 @@ def _name(source: str) -> str:
 
 def _nodes(profile: Profile, scale: float) -> int:
     found = profile.kind("Node")
-    return max(1, round((found.count if found else 0) * scale))
+    return max(1, scaled_count(found.count if found else 0, scale))
 
 
 def apportion(total: int, weights: list[float]) -> list[int]:
@@ -155,7 +149,7 @@ def _objects(profile: Profile, scale: float) -> tuple[list[dict[str, Any]], list
         if kind.crd is None and key not in GENERIC:
             if made:
                 left_out.append(_row(kind, made, "no generic body: the replay cannot make one without its spec"))
-        elif (count := round(made * scale)) > 0:
+        elif (count := scaled_count(made, scale)) > 0:
             prefill.append(_prefill_entry(kind, count, scale, len(prefill)))
     return install, prefill, left_out
 

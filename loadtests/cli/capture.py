@@ -123,8 +123,9 @@ CAPTURE_FLAGS = (("out", "--out"), ("audit_log", "--audit-log"), ("window", "--w
 def compare_profiles(args: argparse.Namespace) -> int:
     """--compare ORIGINAL REPLAY [--scale K]: the fidelity table; exit 0 when every target is met, 1 when one is
     missed or not measured (a script can trust it), 2 for a bad scale or a file that is no profile."""
-    from loadtests.capture.compare import check_scale, compare
+    from loadtests.capture.compare import compare
     from loadtests.capture.profile import load
+    from loadtests.capture.scale import check_scale
 
     given = [flag for name, flag in CAPTURE_FLAGS if getattr(args, name) not in (None, False, [])]
     if given:

@@ -211,14 +211,14 @@ def run_plan_of(args: argparse.Namespace) -> Plan:
     if args.plan is not None:
         raise LoadTestError("--profile and --plan name two plans: give one (a plan may name its profile under "
                             "`workload:`)")
-    scale = replay.check_scale(1.0 if args.scale is None else args.scale)
+    scale = 1.0 if args.scale is None else args.scale  # checked by plan_of, as a plan's workload.scale is
     return replay.plan_of(profile_mod.load(profile), scale, source=str(profile),
                           duration_s=args.duration or replay.DEFAULT_DURATION_S)
 
 
 def scale_arg(text: str) -> float:
     """--scale: a positive finite number, refused in one line otherwise."""
-    from loadtests.capture.replay import check_scale
+    from loadtests.capture.scale import check_scale
 
     try:
         return check_scale(float(text))

@@ -22,11 +22,10 @@ from loadtests.capture.compare import (
     WATCH_KEY,
     Fidelity,
     Judged,
-    check_scale,
     compare,
-    scaled_count,
 )
 from loadtests.capture.profile import KindProfile, Profile, Quantiles, Skipped
+from loadtests.capture.scale import check_scale, scaled_count
 from loadtests.capture.traffic import METRICS_SOURCE
 from loadtests.capture.traffic_types import RequestRate, TrafficProfile, WatchLoad, Window, not_replayable
 from loadtests.cli.main import main
@@ -241,7 +240,7 @@ def test_compare_exits_0_when_every_target_is_met_and_1_when_one_is_missed(
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--scale", "0"], "--scale 0"),
+    (["--scale", "0"], "--scale: the scale must be a positive finite number"),
     (["--scale", "nan"], "positive finite"),
     (["--scale", "two"], "positive finite"),
     (["--out", "x.yaml"], "drop --out"),
