@@ -116,14 +116,20 @@ def apportion(total: int, weights: list[float]) -> list[int]:
     return parts
 
 
+# taints the control plane puts on and takes off a node by its conditions (the node lifecycle controller's, a cloud
+# provider's): a replayed node gets them from its own conditions, never as fixed taints
+MANAGED_TAINTS = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")
+
+
 def _shapes(profile: Profile, nodes: int) -> list[dict[str, Any]]:
     """The captured shapes, their counts the step's nodes apportioned among them; a shape apportioned none is
-    left out (a scale below 1 loses the rarest shapes)."""
+    left out (a scale below 1 loses the rarest shapes). Taints the control plane manages are not replayed."""
     found = profile.kind("Node")
     captured = (found.nodes if found else None) or []
     counts = apportion(nodes, [s.count for s in captured])
     return [{"count": count, "capacity": dict(shape.capacity), "allocatable": dict(shape.allocatable),
-             "taints": [{"key": t["key"], "effect": t["effect"]} for t in shape.taints], "labels": shape.labels}
+             "taints": [{"key": t["key"], "effect": t["effect"]} for t in shape.taints
+                        if not t["key"].startswith(MANAGED_TAINTS)], "labels": shape.labels}
             for shape, count in zip(captured, counts, strict=True) if count]
 
 

@@ -69,8 +69,9 @@ def node_manifest(name: str, index: int | None = None, *, capacity: dict[str, st
                   labels: int = 0) -> dict[str, Any]:
     """A fake node; given its index in the fleet, with its own pod range (spec.podCIDR and podCIDRs), from
     which kwok gives its pods their IPs. A shape (config/fleet.py) sets its status figures over the template's,
-    adds its taints (key, effect) after the fake nodes' own, and neutral labels up to `labels` in all (a node
-    keeps the labels kwok's selection and the harness need, so it never has fewer than those)."""
+    adds its taints (key, effect) after the fake nodes' own (one the fake nodes have already, as a replay of
+    nodes of this harness has, is not added twice: the API refuses it), and neutral labels up to `labels` in all
+    (a node keeps the labels kwok's selection and the harness need, so it never has fewer than those)."""
     node = copy.deepcopy(_template("node-template.yaml"))
     node["metadata"]["name"] = name
     # as a kubelet labels its node: topology rules (pod anti-affinity on hostname) need it
@@ -81,7 +82,9 @@ def node_manifest(name: str, index: int | None = None, *, capacity: dict[str, st
         node["spec"]["podCIDRs"] = [cidr]
     node["status"]["capacity"].update(capacity or {})
     node["status"]["allocatable"].update(allocatable or {})
-    node["spec"]["taints"] += [{"key": key, "value": SHAPE_TAINT_VALUE, "effect": effect} for key, effect in taints]
+    present = {(taint["key"], taint["effect"]) for taint in node["spec"]["taints"]}
+    node["spec"]["taints"] += [{"key": key, "value": SHAPE_TAINT_VALUE, "effect": effect}
+                               for key, effect in dict.fromkeys(taints) if (key, effect) not in present]
     own = node["metadata"]["labels"]
     if labels:  # the apiserver copies os and arch to their beta labels: counted among the node's
         own.update({f"beta.{key}": own[key] for key in ("kubernetes.io/os", "kubernetes.io/arch")})

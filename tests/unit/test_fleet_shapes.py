@@ -41,6 +41,15 @@ def test_nodes_take_the_shapes_in_their_proportions() -> None:
         assert all(labels.get(k) == v for k, v in (p.split("=") for p in objects.NODE_SELECTOR.split(",")))
 
 
+def test_a_taint_the_fake_nodes_have_already_is_not_added_twice() -> None:
+    """A replay of this harness's own nodes captures the fake nodes' taint: the API refuses a node that has it
+    twice (one key and effect), so the shape's copy is dropped, and a repeated one too."""
+    node = objects.node_manifest("n", 0, taints=(("kwok.x-k8s.io/node", "NoSchedule"), ("a.example/x", "NoExecute"),
+                                                 ("a.example/x", "NoExecute")))
+    assert [(t["key"], t["effect"]) for t in node["spec"]["taints"]] == [("kwok.x-k8s.io/node", "NoSchedule"),
+                                                                        ("a.example/x", "NoExecute")]
+
+
 def test_the_fleets_pods_tolerate_every_shapes_taints() -> None:
     plan = plan_mod.parse({**GOOD, "fleet": SHAPES}, "t.yaml")
     pod = objects.deployment_manifest("fleet", objects.NS_FLEET, 3, plan.fleet.taints)["spec"]["template"]["spec"]

@@ -45,7 +45,9 @@ def kind(kind: str, group: str, resource: str, count: int, *, namespaces: int | 
 SHAPES = [NodeShape(3, {"cpu": "4", "memory": "16Gi", "pods": "110"}, {"cpu": "3500m", "memory": "15Gi", "pods": "110"},
                     [], 9),
           NodeShape(1, {"cpu": "8", "memory": "32Gi", "pods": "110"}, {"cpu": "8", "memory": "31Gi", "pods": "110"},
-                    [{"key": "private-0123456789ab", "effect": "NoSchedule"}], 11)]
+                    [{"key": "private-0123456789ab", "effect": "NoSchedule"},
+                     # the node lifecycle controller's, put on by the node's conditions: not a fixed taint to replay
+                     {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}], 11)]
 
 
 def profile() -> Profile:
