@@ -272,7 +272,15 @@ class Load(_Part):
         self.load = LoadGenerator(asked, run.info.load_access or run.info.access,
                                   scenario_access=run.info.scenario_access, node_identities=identities)
 
+    @property
+    def quiet(self) -> bool:
+        """No user to run (a replay of a profile without traffic): no load generator, the window held by time."""
+        return self._load().users.total == 0
+
     def start(self, ctx: StepContext) -> None:
+        if self.quiet:
+            ctx.say(f"no load in this step: the window is held for {ctx.step.duration_s:.0f} s")
+            return
         load = self._load()
         self.untrack = SHUTDOWN.track(lambda: [f"locust (pid {pid})" for pid in load.pids() if psutil.pid_exists(pid)])
         spawning = time.monotonic()
@@ -308,7 +316,7 @@ class Load(_Part):
         load, started = self._load(), ctx.opened or time.monotonic()
         end, last_said = started + ctx.step.duration_s, started
         while (left := end - time.monotonic()) > 0:
-            if not load.running():
+            if not self.quiet and not load.running():
                 load.wait(timeout=5)  # raises saying how Locust ended and the cause its log gives
                 raise TargetError(f"the load generator exited during the measured window ({ctx.prefix})")
             time.sleep(min(1.0, left))
@@ -318,6 +326,9 @@ class Load(_Part):
                         f"[elapsed {ctx.run.elapsed()}]")
 
     def finish(self, ctx: StepContext, result: StepResult) -> None:
+        if self.quiet:
+            result.put(LoadgenSection())
+            return
         outcome = self._wait(ctx)
         self.untrack()
         # the scenarios' rates, before a phase's (which finishes after the load)
