@@ -7,8 +7,8 @@ a user that falls behind sends at once until it is on time again. Node rows go o
 as the node of its number, as node agents are); the others as the load's identity (or its tenant's).
 
 What each verb acts on, never an object the harness did not make:
-- get, update, patch: the harness's objects of the kind (labelled app.kubernetes.io/managed-by=k8s-loadtest, read
-  once by a LIST named "(replay supply)"), or the ones this user created;
+- get, update, patch: the harness's objects of the kind (labelled app.kubernetes.io/managed-by=k8s-loadtest: the
+  prefilled ones, read once by a LIST named "(replay supply)"), or else the ones this user created;
 - create: a new object of the kind's prefill template (pods: the harness's pod), in the replay's namespaces,
   labelled with the run; delete: one this user created (one made for it first, "(replay supply)", if none);
 - list: in the captured shape (resourceVersion "", "0" or the last list's, a limit, a label selector on the
@@ -45,6 +45,8 @@ from loadtests.load.locust.transport import MERGE_PATCH, ssl_contexts
 CLEANUP_S = 30.0
 POOL = 50  # the harness's objects a user reads once per kind, for its gets, updates and patches
 UPDATE_ANNOTATION = "k8s-loadtest/replay"
+MADE_LABEL = "k8s-loadtest/replay-made"  # on what the load creates: never in a pool, which another user may delete
+POOL_SELECTOR = f"{MANAGED_BY_SELECTOR},!{MADE_LABEL}"
 
 
 def kind_of(row: dict[str, Any]) -> Kind:
@@ -68,9 +70,10 @@ class RequestsUser(KubeUser):
         worker = max(0, getattr(environment.runner, "worker_index", 0) or 0)
         users = requests_users(self.params)["ReplayNodeRequests" if self.node_rows else "ReplayRequests"]
         self.turn, self.turns = worker + next(self._slots) * max(1, self.config.workers), max(1, users)
+        self.node = self.config.node(self.turn) if self.node_rows else None
         identities = self.config.node_identities
-        if self.node_rows and identities is not None:  # a local control plane: sent as the node of its turn
-            self.access = identities.node_access(self.config.node(self.turn))
+        if self.node is not None and identities is not None:  # a local control plane: sent as the node of its turn
+            self.access = identities.node_access(self.node)
             self.host = self.access.server.rstrip("/")
             self.ssl_context_factory = ssl_contexts(self.access)
         super().__init__(environment)
@@ -138,7 +141,7 @@ class RequestsUser(KubeUser):
         if random.random() < shape["label_selector"]:
             query["labelSelector"] = MANAGED_BY_SELECTOR
         if random.random() < shape["field_selector"]:
-            query["fieldSelector"] = _field_selector(shape["field_key"], row, namespace, self.config)
+            query["fieldSelector"] = _field_selector(shape["field_key"], row, namespace, self.config, self.node)
         response = self.api.call("LIST", "GET", kind.collection(namespace, query or None), row["name"], ok=(200,))
         if response.status_code == 200:
             with contextlib.suppress(ValueError, KeyError, TypeError):
@@ -156,7 +159,7 @@ class RequestsUser(KubeUser):
 
     def manifest(self, row: dict[str, Any], namespace: str) -> dict[str, Any]:
         name = f"replay-{self.token}-{next(self.numbers)}"
-        labels = {**MANAGED_BY, RUN_LABEL: self.config.run_label()}
+        labels = {**MANAGED_BY, RUN_LABEL: self.config.run_label(), MADE_LABEL: "true"}
         if row.get("template") is None:  # pods: the harness's own
             return pod_manifest(name, namespace, labels=labels)
         obj = ObjectTemplate.from_dict(row["template"]).render(name=name, namespace=namespace,
@@ -207,7 +210,7 @@ class RequestsUser(KubeUser):
         resource = row["resource"]
         if resource not in self.pool:
             namespace = self.namespace(row, reading=row["verb"] == "get")
-            query = {"labelSelector": MANAGED_BY_SELECTOR, "limit": POOL}
+            query = {"labelSelector": POOL_SELECTOR, "limit": POOL}
             response = self.api.call("LIST", "GET", kind_of(row).collection(namespace, query),
                                      supply_name("LIST", row), ok=(200,))
             items = json.loads(response.content).get("items") or [] if response.status_code == 200 else []
@@ -233,11 +236,11 @@ def _choose(shares: dict[str, float]) -> str:
     return random.choices(keys, weights=[max(0.0, float(shares[k])) for k in keys])[0] if keys else ""
 
 
-def _field_selector(key: str, row: dict[str, Any], namespace: str, config: LoadConfig) -> str:
-    """A field selector on the captured key where the replay can fill it (a pod's node, a name, a namespace),
-    else on the object's namespace (every object has one; "" for a cluster-scoped kind)."""
+def _field_selector(key: str, row: dict[str, Any], namespace: str, config: LoadConfig, node: str | None) -> str:
+    """A field selector on the captured key where the replay can fill it (a pod's node: the sending node's own, as
+    the Node authorizer requires of a node; a name; a namespace), else on the object's namespace."""
     if key == "spec.nodeName" and row["resource"] == "pods":
-        return f"spec.nodeName={config.node(random.randrange(max(1, config.nodes)))}"
+        return f"spec.nodeName={node or config.node(random.randrange(max(1, config.nodes)))}"
     if key == "metadata.namespace" or (key != "metadata.name" and namespace):
         return f"metadata.namespace={namespace or objects_namespace(0)}"
     return "metadata.name=replay-absent"
