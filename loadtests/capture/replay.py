@@ -10,7 +10,9 @@ runs anything.
 - what is not made (the control plane's and controllers' objects, kinds without a generic body) is listed in the
   plan's `replay:` section with its count and why, and the run's results keep it with the plan.
 
-The traffic part of a profile is not replayed here: the plan's load has no scenario of it.
+- the traffic (capture/replay_traffic.py): each replayable class at its captured rate × k (the `requests`
+  scenario), nodes' watches as the fake nodes' agents (`node_agents`), what is not replayed listed with its share
+  of the captured requests in the same `replay:` section.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import yaml
 
 from loadtests.capture.profile import KindProfile, Profile, Quantiles, load
+from loadtests.capture.replay_traffic import compile_traffic
 from loadtests.capture.scale import check_scale, scaled_count
 from loadtests.config import plan as plan_mod
 from loadtests.config.plan import Plan
@@ -89,8 +92,13 @@ def plan_data(profile: Profile, scale: float, *, source: str, duration_s: float 
     if install or prefill:
         data["load"]["scenarios"]["objects"] = {"rate": 0, "users": 0, "nodes_per_namespace": 1_000_000_000,
                                                 "install": install, "prefill": prefill}
-    data["replay"] = {"profile": Path(source).name, "scale": scale, "traffic": "not replayed",
-                      "not_replayed": left_out}
+    traffic = compile_traffic(profile, scale, prefill)
+    data["load"]["scenarios"].update(traffic.scenarios)
+    data["replay"] = {"profile": Path(source).name, "scale": scale, "traffic": traffic.summary["traffic"],
+                      "not_replayed": left_out + traffic.not_replayed}
+    if "requests" in traffic.summary:
+        data["replay"]["requests"] = traffic.summary["requests"]
+        data["replay"]["replayed_share"] = traffic.summary["replayed_share"]
     return data
 
 

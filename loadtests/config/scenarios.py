@@ -34,7 +34,7 @@ SERVICE_WATCH_RESOURCES = frozenset({"endpoints", "endpointslices"})
 SERVICE_NAMESPACES = frozenset({NS_CHURN, NS_FLEET})
 # scenarios whose users send as the fake nodes themselves (each kubelet as its node, their kube-proxy): the
 # target issues every step's node identities for them (kube/node_identity.py)
-NODE_IDENTITY_SCENARIOS = frozenset({"node_agents"})
+NODE_IDENTITY_SCENARIOS = frozenset({"node_agents", "requests"})
 # the type of a client row that counts what watchers received: one per watch event, content_bytes its bytes
 RECEIVED = "RECV"
 # the type of the client rows in which informers say how they got back in sync after losing their state (a
@@ -237,6 +237,41 @@ def _objects(params: dict[str, Any], nodes: int) -> Demand:
                   also_counted_by=rows[1:])
 
 
+# the requests scenario (a profile's replayed traffic): the rate one of its users is asked to keep at most (one
+# request at a time, each a few ms on an unloaded apiserver), so a class's rate is spread over enough users
+REQUESTS_USER_RATE = 20.0
+REQUEST_TYPES = {"get": "GET", "list": "LIST", "create": "POST", "update": "PUT", "patch": "PATCH",
+                 "delete": "DELETE", "watch": "WATCH"}
+NODE_CLASS = "node"  # rows of this client class send as the fake nodes (kube/node_identity.py)
+
+
+def requests_row_name(row: dict[str, Any]) -> str:
+    """A replayed class's client row: its verb and resource, "replay", its client class and scope."""
+    scope = "ns" if row.get("scope") == "namespace" else ""
+    resource = f"{row['resource']}.{row['group']}" if row.get("group") else row["resource"]
+    return request_name(REQUEST_TYPES[row["verb"]], resource, "replay", row["client_class"], scope)
+
+
+def requests_users(params: dict[str, Any]) -> dict[str, int]:
+    """Users per class: each identity's rows spread over users of at most REQUESTS_USER_RATE requests/s; one
+    user per held watch."""
+    def users(rate: float) -> int:
+        return -(-int(rate * 1000) // int(REQUESTS_USER_RATE * 1000)) if rate > 0 else 0
+
+    rows = params.get("rows") or []
+    node = sum(float(r["rate"]) for r in rows if r["client_class"] == NODE_CLASS)
+    other = sum(float(r["rate"]) for r in rows if r["client_class"] != NODE_CLASS)
+    return {"ReplayRequests": users(other), "ReplayNodeRequests": users(node),
+            "ReplayWatcher": sum(int(w["count"]) for w in params.get("watches") or [])}
+
+
+def _requests(params: dict[str, Any], nodes: int) -> Demand:
+    rows = params.get("rows") or []
+    counted = tuple((REQUEST_TYPES[r["verb"]], r["name"]) for r in rows) or (("GET", "(no row)"),)
+    return Demand(users=requests_users(params), asked=round(sum(float(r["rate"]) for r in rows), 6),
+                  unit="requests", counted_by=counted[0], also_counted_by=counted[1:])
+
+
 @dataclass(frozen=True)
 class Scenario:
     """One scenario's declaration."""
@@ -302,6 +337,14 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         {"rate": 1.0, "users": 2, "resource": "pods", "resource_version": "0", "namespace": "", "limit": 500,
          "encoding": "json"},
         _list_pollers, {"resource": LIST_RESOURCES, "encoding": frozenset(ENCODINGS)}),
+    Scenario(
+        "requests", "a captured profile's traffic, replayed (capture/replay_traffic.py writes it): `rows`, each a "
+        "class of requests (verb, group, version, resource, kind, scope, client_class) sent at its `rate`/s on "
+        "the replay's objects (LISTs in their captured `list` shape, creates from the kind's `template`, "
+        "updates, patches and deletes only on objects the load made or prefilled), node rows as the fake nodes; "
+        "`watches`: `count` held LIST+WATCHes of a `resource` per client class; `namespaces`: the objects "
+        "scenario's namespaces it acts in",
+        {"rows": [], "watches": [], "namespaces": 1}, _requests),
     Scenario(
         "objects", "objects of any kind made from YAML templates (`templates`: each a `template` file with "
         "`replicas` objects per iteration and `input_vars`), created at `rate`/s in one namespace per "

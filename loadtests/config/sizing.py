@@ -34,6 +34,9 @@ OTHER_MEMORY = "other_components_bytes"  # projection_check: etcd, scheduler, co
 # node_agents_cost: what a node's agents (the node_agents scenario) add, per node, over the old single pod watch:
 # the apiserver's and the load generator's CPU (cores per 1,000 nodes) and memory (bytes per node)
 NODE_AGENTS = "node_agents_per_node"
+# client_cost: the apiserver's and the load's CPU per create and per LIST of 500 pods (ms), what the replayed
+# traffic (the requests scenario) costs per request/s: a LIST row at the LIST's, any other at the create's
+REQUEST_CPU = "request_cpu_ms"
 PODS_PER_NODE_MEASURED = 3  # the pods per node of the run the memory slope came from
 MEMORY_SHARE = 0.8  # of the machine's memory a plan may plan on
 
@@ -72,11 +75,14 @@ class Estimate:
     memory_bytes: float | None
     unmeasured: list[str] = field(default_factory=list)
     agents: bool = False  # the nodes have agents (node_agents): their cost is in the figures
+    requests_per_s: float = 0.0  # replayed requests (the requests scenario): their cost is in the figures
 
     def problems(self, cores: int, memory_bytes: float) -> list[str]:
         found = []
         if self.steady_cores is not None and self.steady_cores > cores:
             what = "and their agents need" if self.agents else "alone need"
+            if self.requests_per_s:
+                what = f"and its replayed {self.requests_per_s:,.0f} requests/s need"
             found.append(f"its {self.nodes:,} nodes {what} about {self.steady_cores:.1f} cores to keep their "
                          f"Leases fresh; this machine has {cores}")
         if self.memory_bytes is not None and self.memory_bytes > MEMORY_SHARE * memory_bytes:
@@ -110,7 +116,23 @@ def estimate(plan: Plan, costs: dict[str, Any] | None = None) -> Estimate:
     agents = plan.load.get("node_agents")
     if agents is not None:
         cores, memory = _with_node_agents(costs, node_agent_count(agents, step.nodes), cores, memory, unmeasured)
-    return Estimate(step.nodes, cores, memory, unmeasured, agents=agents is not None)
+    replayed = plan.load.get("requests")
+    cores, per_s = _with_requests(costs, (replayed or {}).get("rows") or [], cores, unmeasured)
+    return Estimate(step.nodes, cores, memory, unmeasured, agents=agents is not None, requests_per_s=per_s)
+
+
+def _with_requests(costs: dict[str, Any], rows: list[dict[str, Any]], cores: float | None,
+                   unmeasured: list[str]) -> tuple[float | None, float]:
+    """The estimate with what the replayed rows cost per request/s (the apiserver's and the load's CPU)."""
+    per_s = sum(float(row["rate"]) for row in rows)
+    if not rows:
+        return cores, per_s
+    if REQUEST_CPU not in costs:
+        unmeasured.append("the replayed requests' CPU (run benchmarks/client_cost.py)")
+        return cores, per_s
+    found = costs[REQUEST_CPU]
+    ms = sum(float(row["rate"]) * float(found["list_ms" if row["verb"] == "list" else "create_ms"]) for row in rows)
+    return (None if cores is None else cores + ms / 1000.0), per_s
 
 
 def _with_node_agents(costs: dict[str, Any], nodes: int, cores: float | None, memory: float | None,

@@ -21,34 +21,65 @@ class NotReplayed:
 
 
 @dataclass(frozen=True)
+class TrafficNotReplayed:
+    """Captured requests of one kind the replay does not send, their share of all captured requests, and why."""
+
+    what: str  # verb and resource ("get pods/log"), or verb and path of a request to no resource
+    requests: int  # at the profile's own scale
+    share: float | None
+    reason: str
+
+
+@dataclass(frozen=True)
 class ReplaySettings:
     """A plan compiled from a profile: the profile (its file name), the scale, and the objects left out."""
 
     profile: str
     scale: float
-    not_replayed: tuple[NotReplayed, ...] = field(default_factory=tuple)
-    # the traffic of the profile is not replayed by this plan yet: its load scenarios are empty
+    not_replayed: tuple[NotReplayed | TrafficNotReplayed, ...] = field(default_factory=tuple)
+    # how the traffic is replayed ("replayed: the window's mean mix"; "not captured": the profile has none)
     traffic: str = "not replayed"
+    requests: int | None = None  # captured requests in the profile's window
+    replayed_share: float | None = None  # of them, in classes the replay sends (the fleet's heartbeats included)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"profile": self.profile, "scale": self.scale, "traffic": self.traffic,
-                "not_replayed": [asdict(n) for n in self.not_replayed]}
+        out: dict[str, Any] = {"profile": self.profile, "scale": self.scale, "traffic": self.traffic,
+                               "not_replayed": [asdict(n) for n in self.not_replayed]}
+        if self.requests is not None:
+            out.update(requests=self.requests, replayed_share=self.replayed_share)
+        return out
 
 
 def parse(source: str, value: Any) -> ReplaySettings | None:
     """The `replay:` section (written by the replay's compiler; checked as every section is)."""
     if value is None:
         return None
-    if not isinstance(value, dict) or set(value) - {"profile", "scale", "not_replayed", "traffic"}:
-        raise PlanError(f"{source}: replay: must be a mapping of profile, scale, not_replayed, traffic "
-                        f"(got {value!r:.80})")
+    if not isinstance(value, dict) or set(value) - {"profile", "scale", "not_replayed", "traffic", "requests",
+                                                    "replayed_share"}:
+        raise PlanError(f"{source}: replay: must be a mapping of profile, scale, not_replayed, traffic, requests, "
+                        f"replayed_share (got {value!r:.80})")
     scale = value.get("scale")
     if isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale) or scale <= 0:
         raise PlanError(f"{source}: replay.scale: must be a positive finite number (got {scale!r})")
     rows = value.get("not_replayed") or []
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and set(r) == {"kind", "group", "count", "reason"}
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and set(r) in (OBJECT_ROW, TRAFFIC_ROW)
                                              for r in rows):
-        raise PlanError(f"{source}: replay.not_replayed: must be a list of {{kind, group, count, reason}}")
-    return ReplaySettings(str(value.get("profile", "")), float(scale),
-                          tuple(NotReplayed(str(r["kind"]), str(r["group"]), int(r["count"]), str(r["reason"]))
-                                for r in rows), str(value.get("traffic", "not replayed")))
+        raise PlanError(f"{source}: replay.not_replayed: must be a list of {{kind, group, count, reason}} (objects) "
+                        "or {what, requests, share, reason} (traffic)")
+    share = value.get("replayed_share")
+    return ReplaySettings(str(value.get("profile", "")), float(scale), tuple(_not_replayed(r) for r in rows),
+                          str(value.get("traffic", "not replayed")),
+                          None if value.get("requests") is None else int(value["requests"]),
+                          None if share is None else float(share))
+
+
+OBJECT_ROW = {"kind", "group", "count", "reason"}
+TRAFFIC_ROW = {"what", "requests", "share", "reason"}
+
+
+def _not_replayed(row: dict[str, Any]) -> NotReplayed | TrafficNotReplayed:
+    if set(row) == OBJECT_ROW:
+        return NotReplayed(str(row["kind"]), str(row["group"]), int(row["count"]), str(row["reason"]))
+    share = row["share"]
+    return TrafficNotReplayed(str(row["what"]), int(row["requests"]), None if share is None else float(share),
+                              str(row["reason"]))

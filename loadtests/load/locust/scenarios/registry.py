@@ -17,6 +17,7 @@ from loadtests.load.locust.scenarios import (
     node_agents,
     objects,
     pod_churn,
+    requests,
     service_watchers,
 )
 from loadtests.load.locust.scenarios.base import KubeUser
@@ -32,4 +33,5 @@ BUILDS: Mapping[str, Build] = MappingProxyType({
     "informers": informers.build,
     "list_pollers": list_pollers.build,
     "objects": objects.build,
+    "requests": requests.build,
 })

@@ -1,0 +1,222 @@
+"""A profile's traffic compiled into load scenarios, at a scale k: what capture/replay.py's plan runs as its load.
+
+- every captured class of requests (verb, group, resource, scope, client class; codes and products summed) with a
+  replayable verb on a resource the replay has (the replayed kinds, the fleet's pods, nodes and namespaces) is
+  one row of the `requests` scenario at its captured rate × k, a LIST with its captured shape (resourceVersion
+  shares, limit, label and field selector shares: selectors on the replay's own labels and fields);
+- watches held by nodes are the fake nodes' own agents (`node_agents`, per fake node as kubelets hold them);
+  other watches are held watchers of the `requests` scenario, their captured mean open count × k;
+- a node's Leases, Node status and pod status are the fleet's (kwok's heartbeats), not sent twice;
+- what is not replayed (streams, aggregated APIs, requests to no resource, verbs and resources the replay cannot
+  make) is listed with its share of the captured requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadtests.capture.clients import NODE
+from loadtests.capture.profile import Profile
+from loadtests.capture.traffic_types import AGGREGATED_GROUPS, STREAMS
+from loadtests.config.scenarios import requests_row_name
+from loadtests.kube.paths import resource_key
+
+REPLAYABLE_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
+WRITES = frozenset({"create", "update", "patch", "delete"})
+# the fleet's: a fake node's heartbeats (Lease, Node status) and its pods' status, which kwok sends for every node
+FLEET_MADE = frozenset({("coordination.k8s.io", "leases", ""), ("", "nodes", "status"), ("", "nodes", ""),
+                        ("", "pods", "status")})
+# resources the fleet makes whatever the profile: (group, resource) -> (version, kind, namespaced)
+FLEET_RESOURCES = {("", "pods"): ("v1", "Pod", True), ("", "nodes"): ("v1", "Node", False),
+                   ("", "namespaces"): ("v1", "Namespace", False)}
+READ_ONLY = {("", "nodes"): "the fleet's nodes: the replay writes none of its own",
+             ("", "namespaces"): "the replay's namespaces are made for its objects, not by its load"}
+
+
+@dataclass
+class Traffic:
+    """The compiled traffic: scenario parameters by name, and what was not replayed (with its share)."""
+
+    scenarios: dict[str, dict[str, Any]] = field(default_factory=dict)
+    not_replayed: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A resource the replay has objects of: its path's parts, and the prefill template of its kind (writes)."""
+
+    group: str
+    version: str
+    resource: str
+    kind: str
+    namespaced: bool
+    template: Mapping[str, Any] | None = None
+
+
+def replayed_resources(profile: Profile, prefill: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Resource]:
+    """The fleet's pods, nodes and namespaces, and each prefilled kind (its template for creates)."""
+    found = {key: Resource(key[0], version, key[1], kind, namespaced)
+             for key, (version, kind, namespaced) in FLEET_RESOURCES.items()}
+    templates = {entry["text"].split("\nkind: ", 1)[1].split("\n", 1)[0]: entry for entry in prefill}
+    for kind in profile.kinds:
+        entry = templates.get(kind.kind)
+        if entry is not None:
+            template = {"template": entry["template"], "text": entry["text"], "replicas": 1,
+                        "input_vars": entry["input_vars"]}
+            found[(kind.group, kind.resource)] = Resource(kind.group, kind.version, kind.resource, kind.kind,
+                                                          kind.scope == "Namespaced", template)
+    return found
+
+
+def compile_traffic(profile: Profile, scale: float, prefill: list[dict[str, Any]]) -> Traffic:
+    """The `requests` and `node_agents` scenarios of the profile's traffic at `scale`, and what is left out."""
+    traffic = profile.traffic
+    out = Traffic()
+    if not traffic or not isinstance(traffic.get("rates"), list):
+        out.summary = {"traffic": "not replayed"}  # the profile holds none
+        return out
+    resources = replayed_resources(profile, prefill)
+    total = int(traffic.get("requests") or sum(int(r.get("count") or 0) for r in traffic["rates"]))
+    rows, left, node_watch = _rate_rows(traffic, scale, resources)
+    watches = _watch_rows(traffic, scale, resources)
+    namespaces = max([len(e.get("per_namespace") or []) for e in prefill] + [1])
+    if rows or watches:
+        out.scenarios["requests"] = {"rows": rows, "watches": watches, "namespaces": namespaces}
+    if node_watch or any(w.get("client_class") == NODE for w in _list(traffic.get("watches"))):
+        out.scenarios["node_agents"] = {"per_node": 1.0}
+    out.not_replayed = [{"what": what, "requests": n, "share": round(n / total, 4) if total else None,
+                         "reason": reason} for (what, reason), n in sorted(left.items(), key=lambda i: -i[1])]
+    replayed = total - sum(n for n in left.values())
+    out.summary = {"traffic": "replayed: the window's mean mix", "requests": total,
+                   "replayed_share": round(replayed / total, 4) if total else None}
+    return out
+
+
+def _list(value: Any) -> list[dict[str, Any]]:
+    return value if isinstance(value, list) else []
+
+
+def _classes(rates: list[dict[str, Any]]) -> dict[tuple[str, ...], list[dict[str, Any]]]:
+    """Rates by (verb, group, resource, subresource, scope, client class): codes and products summed."""
+    found: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for rate in rates:
+        key = (str(rate.get("verb") or ""), str(rate.get("group") or ""), str(rate.get("resource") or ""),
+               str(rate.get("subresource") or ""), str(rate.get("scope") or ""),
+               str(rate.get("client_class") or "unknown"))
+        found.setdefault(key, []).append(rate)
+    return found
+
+
+def why_not(key: tuple[str, ...], resources: Mapping[tuple[str, str], Resource]) -> str | None:
+    """Why a class of requests is not sent as a row of its own (None: it is), in the plan's words."""
+    verb, group, resource, subresource, _, client = key
+    if not resource:
+        return "requests to no resource (discovery, health, metrics): not replayed"
+    if subresource in STREAMS or verb == "connect":
+        return "a stream into a container or node: no fake node serves one"
+    if group in AGGREGATED_GROUPS:
+        return "an aggregated API: served by another apiserver the replay does not run"
+    if client == NODE and (group, resource, subresource) in FLEET_MADE and verb != "watch":
+        return "fleet"
+    if verb not in REPLAYABLE_VERBS:
+        return f"verb {verb}: not replayed (only {', '.join(sorted(REPLAYABLE_VERBS))})"
+    if (group, resource) not in resources:
+        return "a resource the replay makes no objects of"
+    if subresource:
+        return f"subresource {subresource}: not replayed"
+    if verb == "watch" and client != NODE and watch_key(group, resource) is None:
+        return "watches of a resource the watch loop has no path for (a custom resource's)"
+    if verb in WRITES and (group, resource) in READ_ONLY:
+        return READ_ONLY[(group, resource)]
+    if verb in WRITES and resources[(group, resource)].template is None and resource != "pods":
+        return "writes of a kind without a body the replay can make"
+    return None
+
+
+def _rate_rows(traffic: dict[str, Any], scale: float, resources: Mapping[tuple[str, str], Resource]) -> tuple[
+        list[dict[str, Any]], dict[tuple[str, str], int], bool]:
+    """The `requests` rows; the requests left out by (what, reason); whether nodes watch (node agents)."""
+    seconds = float((traffic.get("window") or {}).get("seconds") or 0)
+    shapes = {(s["verb"], s["client_class"], s["group"], s["resource"]): s
+              for s in _list(traffic.get("request_shapes"))}
+    rows, left, node_watch = [], {}, False
+    for key, found in sorted(_classes(traffic["rates"]).items()):
+        verb, group, resource, subresource, scope, client = key
+        count = sum(int(r.get("count") or 0) for r in found)
+        reason = why_not(key, resources)
+        if reason == "fleet":
+            continue  # replayed by the fleet: neither a row nor left out
+        if reason is not None:
+            what = f"{verb} {resource}{'/' + subresource if subresource else ''}" if resource else \
+                f"{verb} {found[0].get('path') or '(other)'}"
+            left[(what, reason)] = left.get((what, reason), 0) + count
+            continue
+        if verb == "watch":  # held watches (below), not a rate of watch requests
+            node_watch = node_watch or client == NODE
+            continue
+        per_second = sum(float(r["per_second"]) for r in found if r.get("per_second") is not None) \
+            or (count / seconds if seconds else 0.0)
+        if per_second * scale <= 0:
+            continue
+        rows.append(_row(key, per_second * scale, resources[(group, resource)], shapes.get((verb, client, group,
+                                                                                             resource))))
+    return rows, left, node_watch
+
+
+def _row(key: tuple[str, ...], rate: float, target: Resource, shape: Mapping[str, Any] | None) -> dict[str, Any]:
+    verb, group, resource, _, scope, client = key
+    row: dict[str, Any] = {"verb": verb, "group": group, "version": target.version, "resource": resource,
+                           "kind": target.kind, "namespaced": target.namespaced, "scope": scope,
+                           "client_class": client, "rate": round(rate, 6)}
+    row["name"] = requests_row_name(row)
+    if verb in WRITES and target.template is not None:
+        row["template"] = dict(target.template)
+    if verb == "list":
+        row["list"] = list_shape(shape)
+    return row
+
+
+def list_shape(shape: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A LIST's shape as the row asks it: shares by resourceVersion ("" a consistent read, "0" the watch cache,
+    "other" a resourceVersion the client had: the list's own), the share with a limit and the median limit, the
+    shares with a label and a field selector and the most common field selector's key."""
+    if shape is None:
+        return {"resource_version": {"": 1.0}, "with_limit": 0.0, "limit": 0, "label_selector": 0.0,
+                "field_selector": 0.0, "field_key": ""}
+    limit = shape.get("limit") or {}
+    keys = shape.get("field_keys") or {}
+    return {"resource_version": {str(k): float(v) for k, v in (shape.get("resource_version") or {"": 1.0}).items()},
+            "with_limit": float(shape.get("with_limit") or 0.0),
+            "limit": int((limit.get("p50") if isinstance(limit, dict) else None) or 500),
+            "label_selector": float(shape.get("label_selector") or 0.0),
+            "field_selector": float(shape.get("field_selector") or 0.0),
+            "field_key": max(keys, key=lambda k: keys[k]) if keys else ""}
+
+
+def watch_key(group: str, resource: str) -> str | None:
+    """The watch loop's name of a resource (kube/paths.py), None where it has no path for it."""
+    try:
+        return resource_key(resource, group)
+    except ValueError:
+        return None
+
+
+def _watch_rows(traffic: dict[str, Any], scale: float,
+                resources: Mapping[tuple[str, str], Resource]) -> list[dict[str, Any]]:
+    """Held watches of classes other than nodes' (theirs are the node agents'): the mean open count × k (the count
+    open at the end where the mean was not measured), of the resources the replay has."""
+    rows = []
+    for watch in _list(traffic.get("watches")):
+        group, resource = str(watch.get("group") or ""), str(watch.get("resource") or "")
+        key = watch_key(group, resource)
+        if watch.get("client_class") == NODE or key is None or (group, resource) not in resources:
+            continue
+        held = watch.get("mean_open")
+        held = float(held) if held is not None else float(watch.get("open_at_end") or 0)
+        if (count := round(held * scale)) > 0:
+            rows.append({"resource": key, "client_class": str(watch.get("client_class") or "unknown"),
+                         "count": count})
+    return rows

@@ -1,0 +1,118 @@
+"""The traffic compiler: a profile's `traffic:` section (built here) → the `requests` and `node_agents` scenarios
+of the replay's plan, rates × k, node rows apart, and what is not replayed with its share."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadtests.capture.profile import Profile
+from loadtests.capture.replay import plan_data, plan_of
+from loadtests.config import sizing
+from loadtests.config.scenarios import demands, requests_users
+from tests.unit.test_replay_plan import profile
+
+WINDOW_S = 100.0
+
+
+def rate(verb: str, resource: str, client: str, count: int, *, group: str = "", subresource: str = "",
+         scope: str = "namespace", path: str | None = None) -> dict:
+    row = {"verb": verb, "group": group, "resource": resource, "subresource": subresource, "scope": scope,
+           "client_class": client, "product": "x", "component": None, "code": 200, "count": count,
+           "per_second": count / WINDOW_S}
+    return {**row, "path": path} if path else row
+
+
+def traffic() -> dict:
+    rates = [rate("list", "configmaps", "serviceaccount", 300), rate("list", "configmaps", "serviceaccount", 100),
+             rate("get", "widgets", "user", 200, group="example.com"),
+             rate("create", "configmaps", "serviceaccount", 50), rate("delete", "configmaps", "serviceaccount", 50),
+             rate("list", "pods", "node", 40, scope="cluster"),
+             rate("update", "leases", "node", 400, group="coordination.k8s.io"),  # the fleet's heartbeats
+             rate("watch", "pods", "node", 8, scope="cluster"),
+             rate("get", "pods", "user", 20, subresource="log"),
+             rate("get", "", "user", 30, scope="", path="/apis"),
+             rate("list", "events", "controller", 2),
+             rate("get", "nodes", "user", 0)]
+    shape = {"verb": "list", "client_class": "serviceaccount", "group": "", "resource": "configmaps", "count": 400,
+             "resource_version": {"": 0.25, "0": 0.75}, "continued": 0.0, "with_limit": 0.5,
+             "limit": {"p50": 250}, "label_selector": 0.5, "field_selector": 0.1,
+             "field_keys": {"metadata.name": 0.1}}
+    watches = [{"group": "", "resource": "pods", "client_class": "node", "product": "kubelet", "mean_open": 4.0},
+               {"group": "", "resource": "configmaps", "client_class": "serviceaccount", "product": "op",
+                "mean_open": 2.6, "open_at_end": 3}]
+    return {"source": "audit", "window": {"seconds": WINDOW_S}, "requests": sum(r["count"] for r in rates),
+            "rates": rates, "request_shapes": [shape], "watches": watches}
+
+
+def with_traffic() -> Profile:
+    found = profile()
+    found.traffic = traffic()
+    return found
+
+
+@pytest.mark.parametrize("scale", [1, 2])
+def test_each_replayable_class_is_a_row_at_its_rate_times_k(scale: int) -> None:
+    params = plan_data(with_traffic(), scale, source="prod.yaml")["load"]["scenarios"]["requests"]
+    rows = {(r["verb"], r["resource"], r["client_class"]): r for r in params["rows"]}
+    assert set(rows) == {("list", "configmaps", "serviceaccount"), ("get", "widgets", "user"),
+                         ("create", "configmaps", "serviceaccount"), ("delete", "configmaps", "serviceaccount"),
+                         ("list", "pods", "node")}
+    assert rows[("list", "configmaps", "serviceaccount")]["rate"] == pytest.approx(4.0 * scale)  # codes summed
+    assert rows[("get", "widgets", "user")]["rate"] == pytest.approx(2.0 * scale)
+    widget = with_traffic().kind("Widget", "example.com")
+    assert widget is not None and rows[("get", "widgets", "user")]["version"] == widget.version
+    assert rows[("get", "widgets", "user")]["namespaced"]
+    assert rows[("create", "configmaps", "serviceaccount")]["template"]["text"].count("kind: ConfigMap") == 1
+    assert rows[("list", "configmaps", "serviceaccount")]["name"] == "LIST configmaps (replay, serviceaccount, ns)"
+    # the operator's watch: its mean open count × k, a held watcher; the nodes' watches: the fake nodes' agents
+    assert params["watches"] == [{"resource": "configmaps", "client_class": "serviceaccount",
+                                  "count": round(2.6 * scale)}]
+    assert plan_data(with_traffic(), scale, source="p.yaml")["load"]["scenarios"]["node_agents"] == {"per_node": 1.0}
+
+
+def test_a_list_keeps_its_captured_shape() -> None:
+    params = plan_data(with_traffic(), 1, source="prod.yaml")["load"]["scenarios"]["requests"]
+    shape = next(r for r in params["rows"] if r["resource"] == "configmaps" and r["verb"] == "list")["list"]
+    assert shape == {"resource_version": {"": 0.25, "0": 0.75}, "with_limit": 0.5, "limit": 250,
+                     "label_selector": 0.5, "field_selector": 0.1, "field_key": "metadata.name"}
+    pods = next(r for r in params["rows"] if r["resource"] == "pods")["list"]
+    assert pods["resource_version"] == {"": 1.0} and pods["with_limit"] == 0  # no captured shape: a plain LIST
+
+
+def test_what_is_not_replayed_is_listed_with_its_share_and_the_rest_is_the_replayed_share() -> None:
+    data = plan_data(with_traffic(), 1, source="prod.yaml")
+    total = traffic()["requests"]
+    left = {r["what"]: r for r in data["replay"]["not_replayed"] if "what" in r}
+    assert set(left) == {"get pods/log", "get /apis", "list events"}
+    assert left["get pods/log"]["share"] == round(20 / total, 4) and left["get pods/log"]["requests"] == 20
+    assert "stream" in left["get pods/log"]["reason"] and "no resource" in left["get /apis"]["reason"]
+    assert data["replay"]["replayed_share"] == round((total - 52) / total, 4)
+    plan = plan_of(with_traffic(), 1, source="prod.yaml")  # the plan's reader takes it, results keep it
+    assert plan.replay is not None and plan.replay.requests == total
+    assert {n.what for n in plan.replay.not_replayed if hasattr(n, "what")} == set(left)
+
+
+def test_node_rows_go_to_node_users_and_a_users_rate_is_bounded() -> None:
+    params = plan_data(with_traffic(), 100, source="prod.yaml")["load"]["scenarios"]["requests"]
+    users = requests_users(params)
+    other = sum(r["rate"] for r in params["rows"] if r["client_class"] != "node")
+    assert users["ReplayNodeRequests"] == 2  # 40 node LISTs per 100 s × 100 = 40/s, at most 20/s a user
+    assert users["ReplayRequests"] * 20 >= other > (users["ReplayRequests"] - 1) * 20
+    demand = demands({"requests": params}, 10)["requests"]
+    assert demand.asked == pytest.approx(sum(r["rate"] for r in params["rows"]))
+
+
+def test_a_profile_without_traffic_has_no_traffic_scenarios() -> None:
+    data = plan_data(profile(), 1, source="prod.yaml")
+    assert "requests" not in data["load"]["scenarios"] and data["replay"]["traffic"] == "not replayed"
+
+
+def test_the_sizing_counts_the_replayed_requests() -> None:
+    costs = {sizing.LEASE_CORES: {"cores": 0.0}, sizing.REQUEST_CPU: {"create_ms": 10.0, "list_ms": 20.0}}
+    small = sizing.estimate(plan_of(with_traffic(), 1, source="p.yaml"), costs)
+    large = sizing.estimate(plan_of(with_traffic(), 1000, source="p.yaml"), costs)
+    assert small.steady_cores == pytest.approx((4 * 20 + 2 * 10 + 0.5 * 10 + 0.5 * 10 + 0.4 * 20) / 1000)
+    assert large.requests_per_s == pytest.approx(7400) and large.problems(2, 1e12)
+    assert "replayed 7,400 requests/s" in large.problems(2, 1e12)[0]
+    unmeasured = sizing.estimate(plan_of(with_traffic(), 1, source="p.yaml"), {})
+    assert any("replayed requests" in u for u in unmeasured.unmeasured)
