@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from loadtests.analysis.fidelity import run_verdicts as fidelity_verdicts
 from loadtests.analysis.roll import run_verdicts as roll_verdicts
 from loadtests.config.plan import DEFAULT_SLO
 from loadtests.results import RunResult, StepResult
@@ -158,11 +159,13 @@ def failed_checks(run: RunResult) -> list[str]:
     """What the gate found failed, each in a few words with its step ("recovery at step 20 nodes"), in step order:
     a run that did not complete (aborted, or left "running" by a crash), a step that saturated (the control
     plane did not converge), an SLO, a scheduler-throughput phase that fell short of its threshold, a rolling
-    upgrade's check (not available enough, not recovered, nodes or pods lost, an instance not replaced).
-    Empty: the run passed."""
+    upgrade's check (not available enough, not recovered, nodes or pods lost, an instance not replaced), a
+    replay's fidelity target missed (one not measured fails nothing, as an SLO without samples). Empty: the run
+    passed."""
     failed = [] if run.status == "complete" else [f"the run did not complete ({run.status})"]
     slos = [v for v in verdicts(run) if v.passed is False]
     rolled = [(step, v) for step, v in roll_verdicts(run) if v.passed is False]
+    missed = [(step, v) for step, v in fidelity_verdicts(run) if v.passed is False]
     for step in run.steps:
         at = f" at step {step.name}"
         if step.status == "saturated":
@@ -171,6 +174,7 @@ def failed_checks(run: RunResult) -> list[str]:
         if step.scheduling is not None and step.scheduling.passed is False:
             failed.append(f"scheduler throughput{at}")
         failed += [f"{v.check}{at}" for rolled_at, v in rolled if rolled_at is step]
+        failed += [f"replay fidelity: {v.check}{at}" for missed_at, v in missed if missed_at is step]
     return failed
 
 

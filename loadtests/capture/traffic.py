@@ -41,16 +41,20 @@ RATE_LABELS = ("verb", "group", "resource", "subresource", "scope", "component",
 
 
 def traffic_from_audit(paths: Sequence[Path], salt: bytes, *,
-                       aggregated_groups: frozenset[str] = AGGREGATED_GROUPS) -> TrafficProfile:
+                       aggregated_groups: frozenset[str] = AGGREGATED_GROUPS,
+                       between: tuple[float, float] | None = None) -> TrafficProfile:
     """The traffic in audit log files (one apiserver's and its rotated files, in any order), streamed: memory grows
     with the kinds of request, identities and watches open at once, not with the events. UnreadableFile, one
-    line naming the file and line, for a file that is not an audit log (a last line cut short is skipped)."""
+    line naming the file and line, for a file that is not an audit log (a last line cut short is skipped).
+    `between`: only the events written from the first to the second time (epoch seconds), e.g. a run's window
+    in its control plane's log."""
     if not paths:
         raise LoadTestError(f"no audit log given; {FIX}")
     notes: list[str] = []
     tally = AuditTally(salt)
     for event in read_events(paths, notes):
-        tally.add(event)
+        if between is None or between[0] <= event.at <= between[1]:
+            tally.add(event)
     if not tally.events:
         raise UnreadableFile(f"{', '.join(map(str, paths))}: no audit event in the file; {FIX}")
     return tally.profile(notes, aggregated_groups)

@@ -14,11 +14,13 @@ from typing import Any
 import yaml
 
 from loadtests.analysis import figures
+from loadtests.analysis.fidelity import run_verdicts as fidelity_verdicts
 from loadtests.analysis.flow_control import ClientInStep, clients_in_step
 from loadtests.analysis.formats import first_few
 from loadtests.analysis.roll import run_verdicts
 from loadtests.analysis.slo import Verdict, classify, resource_label, thresholds, verdicts
 from loadtests.report import audit, card, charts, junit, page, projection
+from loadtests.report.fidelity import FidelityView, fidelity_view
 from loadtests.report.health import HealthCell, health_cells, health_details, health_panel, health_warnings
 from loadtests.report.profiles import StepProfiles, change_tables, step_profiles
 from loadtests.report.redact import REDACTED_NOTE, redact
@@ -61,6 +63,7 @@ class StepView:
     health_panel: charts.Panel | None = None
     client_costs: list[audit.ClientCost] = field(default_factory=list)  # empty: no audit log read
     roll: RollView | None = None  # a rolling upgrade in this step's window
+    fidelity: FidelityView | None = None  # a replay's step: its capture against the original × k
     profiles: StepProfiles | None = None  # where the CPU went (pprof); None: not profiled
     clients: list[ClientInStep] = field(default_factory=list)  # the run's client classes beside flow control's rows
 
@@ -165,6 +168,7 @@ def step_view(step: StepResult, step_verdicts: list[Verdict], clients: list[Clie
                     health_cells=health_cells(step) if step.health.samples else [],
                     health_details=health_details(step), health_panel=health_panel(step),
                     client_costs=audit.client_costs(step), roll=roll_view(step), profiles=step_profiles(step),
+                    fidelity=fidelity_view(step),
                     clients=clients_in_step(clients or [], step.flow_control))
 
 
@@ -202,6 +206,10 @@ def banner(run: RunResult, found: list[Verdict]) -> dict[str, str]:
         return {"state": "fail", "label": "FAIL", "counts": counts,
                 "line": "rolling upgrade: " + "; ".join(f"{v.check} failed at {step.name} ({v.value}; needed "
                                                         f"{v.threshold})" for step, v in rolled)}
+    missed = [f"{v.check} at {step.name} ({v.value})" for step, v in fidelity_verdicts(run) if v.passed is False]
+    if missed:
+        return {"state": "fail", "label": "FAIL", "counts": counts,
+                "line": f"replay fidelity: {len(missed)} target(s) missed: {first_few(missed)}"}
     short = [s for s in run.steps if s.scheduling is not None and s.scheduling.passed is False]
     if short and not failed:
         s = short[0].scheduling

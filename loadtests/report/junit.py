@@ -1,7 +1,8 @@
 """JUnit XML, so CI systems show SLO verdicts and comparisons as test results without reading our JSON.
 
-One writer (`write`) serves the run report (a suite per step, a case per SLO), the report of repeated runs (the
-same, a case failing when its SLO failed in any repeat) and compare (a suite per step, a case per compared figure).
+One writer (`write`) serves the run report (a suite per step, a case per SLO; a replay's step also a suite of its
+fidelity targets, a case each), the report of repeated runs (the same, a case failing when its SLO failed in any
+repeat) and compare (a suite per step, a case per compared figure).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loadtests.analysis.fidelity import FidelityVerdict
+from loadtests.analysis.fidelity import verdicts as fidelity_verdicts
 from loadtests.analysis.roll import RollVerdict
 from loadtests.analysis.roll import verdicts as roll_verdicts
 from loadtests.analysis.slo import Verdict, verdicts
@@ -99,6 +102,16 @@ def _roll_case(step_name: str, v: RollVerdict) -> Case:
     return Case(step_name, v.check, details=text)
 
 
+def _fidelity_case(step_name: str, v: FidelityVerdict) -> Case:
+    """A fidelity target as a case: failed when missed, skipped when not measured (as an SLO without samples)."""
+    text, classname = f"{v.check}: {v.value} (target: {v.threshold})", f"{step_name}: replay fidelity: {v.group}"
+    if v.passed is False:
+        return Case(classname, v.check, failure=text, failure_type="replay fidelity")
+    if v.passed is None:
+        return Case(classname, v.check, skipped=v.reason or "not measured", details=text)
+    return Case(classname, v.check, details=text)
+
+
 def _verdict_case(v: Verdict) -> Case:
     value, text = _p99(v), verdict_text(v)
     if v.passed is False:
@@ -124,6 +137,10 @@ def run_suites(run: RunResult) -> list[Suite]:
         if checks:
             suites.append(Suite(name=f"rolling upgrade: step {step.index}: {step.name}",
                                 cases=[_roll_case(step.name, v) for v in checks], timestamp=step.started_at))
+        targets = fidelity_verdicts(step)
+        if targets:
+            suites.append(Suite(name=f"replay fidelity: step {step.index}: {step.name}",
+                                cases=[_fidelity_case(step.name, v) for v in targets], timestamp=step.started_at))
     suites.append(Suite(name="run", cases=[completed_case(run)],
                         properties={"run_id": run.run_id, "status": run.status}, timestamp=run.started_at))
     return suites

@@ -12,6 +12,7 @@ from loadtests.results import (
     audit,
     controlled,
     etcd,
+    fidelity,
     flow_control,
     health,
     loadgen,
@@ -38,4 +39,5 @@ SECTIONS = Registry(
     Section("audit", audit.AuditSection),
     Section("roll", roll.RollSection),
     Section("profiles", profiles.ProfilesSection),
+    Section("replay_fidelity", fidelity.FidelitySection),
 )

@@ -39,8 +39,10 @@ from loadtests.measure.profiles import PROFILES_DIR, ProfileSettings
 from loadtests.measure.saturation import RampWitness
 from loadtests.polling import poll_until
 from loadtests.results import StepResult
+from loadtests.results.fidelity import FidelitySection
 from loadtests.results.loadgen import ClientStat, LoadgenSection
 from loadtests.results.scheduling import SchedulingSection
+from loadtests.run import fidelity
 from loadtests.run.cl2 import Cl2Load, PhaseOutcome
 from loadtests.run.fleet import Fleet
 from loadtests.run.join import NodeJoin
@@ -87,6 +89,7 @@ class ProbeSettings:
     controlled: list[str] = field(default_factory=list)
     selector: str = ""
     apiserver_cpu_skipped: str = ""
+    families: set[str] = field(default_factory=set)  # more apiserver metric families the window's scrapes keep
 
     @classmethod
     def of(cls, plan: Plan) -> ProbeSettings:
@@ -113,6 +116,7 @@ class StepContext:
     pid_sink: Callable[[str, Iterable[int]], None] | None = None
     # what the apiserver counted of one verb, resource and subresource in the window (the probes' own taken off)
     count_requests: Callable[[str, str, str], int | None] = lambda verb, resource, subresource: None
+    measured: StepProbes | None = None  # the window's probes, once started: its scrapes and times
 
     @property
     def prefix(self) -> str:
@@ -403,8 +407,9 @@ class Probes(_Part):
         self.probes = probes = StepProbes(
             run.info, probe_namespace=objects.NS_PROBE, churn_namespace=settings.churn_namespace,
             scrapes_dir=ctx.step_dir, counted=settings.counted, controlled=settings.controlled,
-            objects_selector=settings.selector, profiles=profiles, probes=run.plan.probes(), view=run.view)
-        ctx.count_requests = probes.count_requests
+            objects_selector=settings.selector, profiles=profiles, probes=run.plan.probes(), view=run.view,
+            extra_families=settings.families)
+        ctx.count_requests, ctx.measured = probes.count_requests, probes
         for component, pids in {**ctx.pids, HARNESS: [os.getpid()]}.items():  # the harness itself too
             probes.add_pids(component, pids)
         ctx.pid_sink = probes.add_pids
@@ -420,6 +425,27 @@ class Probes(_Part):
     def abort(self) -> None:
         if self.probes is not None:
             self.probes.stop()
+
+
+class ReplayCheck(_Part):
+    """A replay's fidelity (run/fidelity.py): once the probes have closed the window, the replaying cluster is
+    captured and compared with the original profile × k, in the step's replay_fidelity section."""
+
+    closing = "capturing the replay"
+
+    def prepare(self, ctx: StepContext) -> None:
+        ctx.probes.families.update(fidelity.FAMILIES)  # the window's scrapes give the replay's traffic
+
+    def finish(self, ctx: StepContext, result: StepResult) -> None:
+        probes = ctx.measured
+        window = fidelity.Window(None, None) if probes is None else fidelity.Window(
+            probes.start_snapshot, probes.end_snapshot, probes.window.opened_at, probes.window.closed_at)
+        ctx.say("capturing the replaying cluster to compare it with the original")
+        found = fidelity.measure_fidelity(ctx.run.plan, ctx.run.info, window)
+        result.put(FidelitySection(found))
+        tally = (found.compared or {}).get("targets") or {}
+        ctx.say(f"replay fidelity: {found.error}" if found.error else "replay fidelity: " + ", ".join(
+            f"{n} {verdict}" for verdict, n in tally.items()))
 
 
 class Replacing(_Part):
@@ -501,6 +527,7 @@ PARTS: tuple[Callable[[StepContext], Part | None], ...] = (
     lambda ctx: ObjectsPart() if ctx.run.made.active else None,
     lambda ctx: Cl2Phase(ctx.step.phase) if ctx.step.phase else None,
     lambda ctx: Load(),
+    lambda ctx: ReplayCheck() if ctx.run.plan.replay is not None else None,  # finishes once the probes have
     lambda ctx: Probes(),
     rolling_upgrade,
     apiserver_restart,

@@ -1,0 +1,152 @@
+"""How faithful a replay was, measured in its own run: at the window's close, the replaying cluster is captured as
+`loadtest capture` captures any cluster (its objects with GETs and LISTs; its traffic over the window from the
+window's own apiserver scrapes, or its audit log) and compared with the original profile × k (capture/compare.py).
+
+Nothing is taken off the capture: the harness's own objects (its namespaces' pods, the watch-delay probe's
+ConfigMaps, the namespaces themselves) are counted with the replay's, as they would be in any cluster it runs
+on, and listed beside the comparison. The capture is made after the window closed, so none of its requests is in
+the window's traffic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from loadtests.analysis.metrics import Snapshot
+from loadtests.analysis.server import REQUESTS
+from loadtests.capture.compare import compare
+from loadtests.capture.profile import KindProfile, Profile, load
+from loadtests.capture.take import USER_AGENT, take
+from loadtests.capture.traffic import (
+    LONGRUNNING,
+    METRICS_SOURCE,
+    TrafficProfile,
+    traffic_from_audit,
+    traffic_from_metrics,
+)
+from loadtests.config.plan import Plan
+from loadtests.config.workload import ReplaySettings
+from loadtests.controlplane.base import TargetInfo
+from loadtests.kube import objects
+from loadtests.kube.rest import RestClient
+from loadtests.measure.object_counts import count_objects
+from loadtests.results.fidelity import HarnessKind, NotReplayedKind, ReplayFidelity
+
+# the apiserver metric families the window's scrapes keep for the replay's traffic (rates, watches open)
+FAMILIES = frozenset({REQUESTS, LONGRUNNING})
+HARNESS_NAMESPACES = objects.NAMESPACES
+AUDIT_SOURCE = ("apiserver audit log, the window's events (rates, by client class); watches open at the window's "
+                f"close from its end scrape ({LONGRUNNING})")
+AUDIT_WATCHES = ("watches from the window's end scrape, not the audit log: the load's watches open before the window "
+                 "does, so the window's part of the log does not see them open")
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """The measured window as the probes saw it: its two apiserver scrapes and its wall-clock ends."""
+
+    start: Snapshot | None
+    end: Snapshot | None
+    opened_at: float | None = None  # epoch seconds
+    closed_at: float | None = None
+
+
+def profile_path(plan: Plan) -> Path:
+    """The original profile, as the plan's `replay.profile` names it: an absolute path as it is, else beside the
+    plan's own file (where the replay's compiler found it), else as given."""
+    assert plan.replay is not None
+    named = Path(plan.replay.profile)
+    if named.is_absolute() or not plan.source:
+        return named
+    beside = Path(plan.source).parent / named
+    return beside if beside.exists() or not named.exists() else named
+
+
+def not_replayed(settings: ReplaySettings, original: Profile | None) -> list[NotReplayedKind]:
+    """The plan's kinds not replayed, each with its share of the original's objects of the kind."""
+    rows = []
+    for left in settings.not_replayed:
+        kind = original.kind(left.kind, left.group) if original is not None else None
+        share = round(left.count / kind.count, 4) if kind is not None and kind.count else None
+        rows.append(NotReplayedKind(left.kind, left.group, left.count, left.reason, share))
+    return rows
+
+
+def _collection(kind: KindProfile, namespace: str) -> str:
+    prefix = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
+    return f"{prefix}/namespaces/{namespace}/{kind.resource}"
+
+
+def harness_kinds(client: RestClient, captured: Profile,
+                  namespaces: tuple[str, ...] = HARNESS_NAMESPACES) -> list[HarnessKind]:
+    """Objects of each namespaced kind the capture found in the harness's own namespaces, and those namespaces
+    (a LIST with limit=1 per kind and namespace: items + remainingItemCount)."""
+    kinds = [k for k in captured.kinds if k.scope == "Namespaced" and k.count]
+    paths = {f"{i}/{ns}": _collection(kind, ns) for i, kind in enumerate(kinds) for ns in namespaces}
+    counts = count_objects(client, (), paths)
+    rows = []
+    for i, kind in enumerate(kinds):
+        found = sum(counts.get(f"{i}/{ns}", 0) for ns in namespaces)
+        if found:
+            rows.append(HarnessKind(kind.group, kind.kind, kind.resource, found))
+    listed = client.get("/api/v1/namespaces").get("items") or []
+    mine = sum(1 for ns in listed if (ns.get("metadata") or {}).get("name") in namespaces)
+    if mine:
+        rows.append(HarnessKind("", "Namespace", "namespaces", mine))
+    return rows
+
+
+def window_traffic(window: Window, audit_logs: list[Path], salt: bytes) -> tuple[TrafficProfile | None, str, str]:
+    """The replay's traffic over the window, where it came from, and a note ("" none): from one apiserver's audit
+    log (the window's events: client classes known) with the watches of the end scrape, else from the window's
+    two scrapes; None without both scrapes."""
+    start, end = window.start, window.end
+    if start is None or end is None:
+        return None, "", "the window's apiserver scrapes are missing: the replay's traffic is not measured"
+    metrics = traffic_from_metrics(start, end, end.taken_at - start.taken_at)
+    if len(audit_logs) != 1 or window.opened_at is None or window.closed_at is None:
+        why = f"{len(audit_logs)} apiservers' audit logs (the window's rates are taken from one)" if audit_logs \
+            else "no audit log"
+        return metrics, METRICS_SOURCE, f"traffic from the window's /metrics scrapes: {why}"
+    audit = traffic_from_audit(audit_logs, salt, between=(window.opened_at, window.closed_at))
+    return dataclasses.replace(audit, watches=metrics.watches, notes=[*audit.notes, AUDIT_WATCHES]), AUDIT_SOURCE, ""
+
+
+def _failed(error: BaseException) -> str:
+    text = " ".join(f"{type(error).__name__}: {error}".split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def measure_fidelity(plan: Plan, info: TargetInfo, window: Window,
+                     say: Callable[[str], None] = lambda _line: None) -> ReplayFidelity:
+    """The replaying cluster captured now and compared with the plan's original × its scale; what could not be
+    captured or compared is said in `error` (every target then "not measured"), never raised."""
+    settings = plan.replay
+    assert settings is not None, "only a replay's step measures its fidelity"
+    found = ReplayFidelity(settings.profile, settings.scale, harness_namespaces=list(HARNESS_NAMESPACES))
+    path = profile_path(plan)
+    try:
+        original = load(path)
+        found.profile_path = str(path)
+    except Exception as error:  # noqa: BLE001 - a replay whose original is gone still has its run
+        found.error, found.not_replayed = f"the original profile: {_failed(error)}", not_replayed(settings, None)
+        return found
+    found.not_replayed = not_replayed(settings, original)
+    salt = os.urandom(16)  # this capture's own: its hashes group, and match no other's
+    client = RestClient(info.access, user_agent=USER_AGENT, timeout_s=60.0)
+    try:
+        captured = take(client, salt=salt, progress=say)
+        found.capture_s, found.objects_read = captured.capture.seconds, captured.capture.objects_read
+        found.harness = harness_kinds(client, captured)
+        traffic, found.traffic_source, note = window_traffic(window, info.audit_logs, salt)
+        found.notes += [note] if note else []
+        captured.traffic = traffic.to_dict() if traffic is not None else None
+        found.compared = compare(original, captured, settings.scale).to_dict()
+    except Exception as error:  # noqa: BLE001 - one line in the results, the run's other figures kept
+        found.error = f"the replay's capture: {_failed(error)}"
+    finally:
+        client.close()
+    return found
