@@ -221,7 +221,9 @@ def _prefill_entry(kind: KindProfile, count: int, scale: float, index: int) -> d
     namespaced = kind.scope == "Namespaced"
     fixed = _fixed(template, namespaced, kind.crd is not None)
     sizes = kind.size_bytes or Quantiles(count, fixed, fixed, fixed, fixed)
-    entry: dict[str, Any] = {"template": template.template, "text": text, "replicas": count,
+    # top_up: the replaying cluster's own objects of the kind (a fresh cluster's ClusterRoles, kube-system's
+    # ServiceAccounts) count toward count × k, so the replay's total is the original's × k
+    entry: dict[str, Any] = {"template": template.template, "text": text, "replicas": count, "top_up": True,
                              "input_vars": {**template.input_vars, "fixed": fixed,
                                             "knots": size_knots(sizes, count, fixed)}}
     if namespaced:

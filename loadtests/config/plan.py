@@ -475,14 +475,14 @@ def _scenario(source: str, path: str, scenario: str, value: Any) -> dict[str, An
 def _templates(source: str, path: str, value: Any, key: str) -> list[dict[str, Any]]:
     """A list of object templates, each read and checked (config/templates.py): `templates` entries may say
     how many objects an iteration makes (`replicas`) and with which `input_vars`; `prefill` entries how many
-    objects in all, and how many in each namespace (`per_namespace`); `install` entries only `template` and
-    `input_vars`."""
+    objects in all, how many in each namespace (`per_namespace`), and whether those already there count
+    (`top_up`); `install` entries only `template` and `input_vars`."""
     if value is None:
         return []
     if not isinstance(value, list):
         raise field_error(source, path, f"must be a list of templates (got {type(value).__name__})")
     fields = frozenset({"template", "input_vars", *(("replicas",) if key != "install" else ()),
-                        *(("per_namespace",) if key == "prefill" else ())})
+                        *(("per_namespace", "top_up") if key == "prefill" else ())})
     most = templates.MAX_PREFILL if key == "prefill" else templates.MAX_REPLICAS
     return [templates.read(source, f"{path}[{i}]", entry, fields=fields, max_replicas=most).to_dict()
             for i, entry in enumerate(value)]

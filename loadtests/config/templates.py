@@ -59,6 +59,9 @@ class ObjectTemplate:
     # prefill: how many of the `replicas` objects go to each of the scenario's namespaces, in order (sum:
     # replicas); empty: all of them in the first
     per_namespace: tuple[int, ...] = ()
+    # prefill: `replicas` is the kind's count in the whole cluster, the objects there already included (a replay:
+    # a fresh cluster has its own ClusterRoles, ServiceAccounts...), so only the difference is made
+    top_up: bool = False
 
     @property
     def label(self) -> str:
@@ -91,13 +94,15 @@ class ObjectTemplate:
     def to_dict(self) -> dict[str, Any]:
         found = {"template": self.template, "text": self.text, "replicas": self.replicas,
                  "input_vars": copy.deepcopy(self.input_vars), "api_version": self.api_version, "kind": self.kind}
-        return {**found, "per_namespace": list(self.per_namespace)} if self.per_namespace else found
+        if self.per_namespace:
+            found["per_namespace"] = list(self.per_namespace)
+        return {**found, "top_up": True} if self.top_up else found
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ObjectTemplate:
         return cls(str(data["template"]), str(data["text"]), int(data.get("replicas", 1)),
                    dict(data.get("input_vars") or {}), str(data.get("api_version", "")), str(data.get("kind", "")),
-                   tuple(int(n) for n in data.get("per_namespace") or ()))
+                   tuple(int(n) for n in data.get("per_namespace") or ()), bool(data.get("top_up", False)))
 
 
 def find(template: str, plan_source: str) -> Path:
@@ -116,8 +121,8 @@ def bundled() -> list[str]:
 
 def read(source: str, path: str, entry: Any, *, fields: frozenset[str] = frozenset(
         {"template", "replicas", "input_vars"}), max_replicas: int = MAX_REPLICAS) -> ObjectTemplate:
-    """A plan's template entry (`template`, and `replicas`, `input_vars`, `per_namespace` where `fields` allows
-    them; `text`, the template itself, given inline instead of a file's), its file read and its rendering
+    """A plan's template entry (`template`, and `replicas`, `input_vars`, `per_namespace`, `top_up` where `fields`
+    allows them; `text`, the template itself, given inline instead of a file's), its file read and its rendering
     checked; PlanError naming the entry and the template otherwise."""
     if isinstance(entry, str):
         entry = {"template": entry}
@@ -137,11 +142,15 @@ def read(source: str, path: str, entry: Any, *, fields: frozenset[str] = frozens
     if not isinstance(input_vars, dict):
         raise PlanError(f"{source}: {path}.input_vars: must be a mapping (got {type(input_vars).__name__})")
     spread = _per_namespace(source, path, entry.get("per_namespace"), replicas)
+    top_up = entry.get("top_up", False)
+    if not isinstance(top_up, bool):
+        raise PlanError(f"{source}: {path}.top_up: must be true or false (got {top_up!r})")
     text = entry["text"] if "text" in entry else _text(source, path, name)
     if not isinstance(text, str):
         raise PlanError(f"{source}: {path}.text: must be the template's text (got {type(text).__name__})")
     sample = check(ObjectTemplate(name, text, replicas, dict(input_vars)), f"{source}: {path} ({name})")
-    return ObjectTemplate(name, text, replicas, dict(input_vars), sample["apiVersion"], sample["kind"], spread)
+    return ObjectTemplate(name, text, replicas, dict(input_vars), sample["apiVersion"], sample["kind"], spread,
+                          top_up)
 
 
 def _text(source: str, path: str, name: str) -> str:

@@ -140,8 +140,9 @@ class ObjectsSetup:
         """Make each prefill template's `replicas` objects once per run, several requests at a time (thousands
         of large objects take minutes one by one): in the first namespace, or spread over the scenario's
         namespaces as its `per_namespace` says (made here when the steps did not), or without one for a
-        cluster-scoped kind; they stay until the end."""
-        started = time.monotonic()
+        cluster-scoped kind; with `top_up`, only what the cluster lacks of the entry's count. They stay until the
+        end."""
+        started, made = time.monotonic(), 0
         for i, template in enumerate(self.prefills):
             where = self._where("prefill", i, template)
             spread = template.per_namespace or (template.replicas,)
@@ -151,12 +152,25 @@ class ObjectsSetup:
                 self._namespaces([objects_namespace(n) for n, count in enumerate(spread) if count])
             else:
                 homes = [""] * template.replicas
+            if template.top_up:  # the cluster's own count toward the entry's: the last namespaces get fewer
+                homes = homes[:max(0, len(homes) - self._count(kind, sorted(set(homes) - {""})))]
             objects = [template.render(name=f"prefill-{self.run}-{i}-{k}", namespace=home, index=k, run=self.run)
                        for k, home in enumerate(homes)]
             self._create(objects, kind, where)
             self.prefilled.append(kind)
-        made = sum(t.replicas for t in self.prefills)
+            made += len(objects)
         self.say(f"prefilled {made:,} objects in {time.monotonic() - started:.1f} s")
+
+    def _count(self, kind: Kind, besides: list[str]) -> int:
+        """The kind's objects in the cluster now, but for those in the namespaces `besides` (what their
+        controllers made there, a kube-root-ca.crt, a default ServiceAccount, the compiled entry counted already):
+        LISTs of one item with their remainingItemCount (which a LIST with a selector does not give), of the whole
+        cluster and of each of those namespaces."""
+        def count(namespace: str) -> int:
+            page = self.client.request("GET", kind.collection(namespace), params={"limit": "1"})
+            return len(page.get("items") or ()) + int((page.get("metadata") or {}).get("remainingItemCount") or 0)
+
+        return count("") - sum(count(namespace) for namespace in besides)
 
     def _namespaces(self, wanted: list[str]) -> None:
         """Namespaces of the scenario beyond the steps' (removed at the end with them)."""

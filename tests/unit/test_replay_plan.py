@@ -20,7 +20,8 @@ from loadtests.capture.profile import (
     Profile,
     Quantiles,
 )
-from loadtests.capture.replay import load_plan, plan_of, size_knots, spread
+from loadtests.capture.replay import load_plan, plan_data, plan_of, size_knots, spread
+from loadtests.config import plan as plan_mod
 from loadtests.config.scenarios import user_plan
 from loadtests.config.templates import ObjectTemplate
 from loadtests.errors import LoadTestError, PlanError
@@ -97,6 +98,7 @@ def test_objects_are_the_generic_kinds_times_k_without_what_controllers_make(sca
                                                               "Widget": 20 * scale}
     for entry in prefill.values():
         assert sum(entry["per_namespace"]) == entry["replicas"] and len(entry["per_namespace"]) == 3 * scale
+        assert entry["top_up"]  # the replaying cluster's own objects of the kind count toward its total
     left = {(r.kind, r.reason.split(":")[0].split(" ")[0]): r.count for r in plan.replay.not_replayed}
     assert left[("Pod", "the")] == 40 and left[("ReplicaSet", "owned")] == 6 and left[("Event", "made")] == 300
     assert left[("ConfigMap", "one")] == 5  and ("Secret", "one") not in left and left[("Deployment", "no")] == 6
@@ -168,3 +170,11 @@ def test_a_plan_names_a_profile_relative_to_itself(tmp_path: Path) -> None:
     with pytest.raises(LoadTestError, match="a profile of no schema line"):
         load_plan(tmp_path / "other.yaml")
     assert Counter(load_plan(tmp_path / "replay.yaml").to_dict()) == Counter(plan.to_dict())
+
+
+def test_top_up_is_true_or_false() -> None:
+    data = plan_data(profile(), 1, source="prod.yaml")
+    data["load"]["scenarios"]["objects"]["prefill"][0]["top_up"] = "yes"
+    with pytest.raises(PlanError, match=r"prefill\[0\]\.top_up: must be true or false") as refused:
+        plan_mod.parse(data, "prod.yaml")
+    assert "\n" not in str(refused.value)
