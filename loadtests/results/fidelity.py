@@ -41,6 +41,16 @@ class NotReplayedKind:
     share: float | None = None  # of the original's objects of the kind; None: the original holds none
 
 
+@dataclass(frozen=True)
+class NotReplayedRequests:
+    """Captured requests of one kind the replay does not send (its plan's `replay.not_replayed`), and why."""
+
+    what: str  # verb and resource, or verb and path
+    requests: int  # the original's, not × k
+    share: float | None  # of all the original's requests
+    reason: str
+
+
 @dataclass
 class ReplayFidelity:
     """The replaying cluster captured at the window's close, compared with the original profile × scale."""
@@ -57,6 +67,7 @@ class ReplayFidelity:
     compared: dict[str, Any] | None = None  # capture/compare.py Fidelity.to_dict(); None: not compared
     error: str = ""  # why not compared, in one line
     notes: list[str] = field(default_factory=list)
+    not_replayed_requests: list[NotReplayedRequests] = field(default_factory=list)  # the plan's traffic rows
 
 
 @dataclass

@@ -28,12 +28,12 @@ from loadtests.capture.traffic import (
     traffic_from_metrics,
 )
 from loadtests.config.plan import Plan
-from loadtests.config.workload import ReplaySettings
+from loadtests.config.workload import NotReplayed, ReplaySettings, TrafficNotReplayed
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube import objects
 from loadtests.kube.rest import RestClient
 from loadtests.measure.object_counts import count_objects
-from loadtests.results.fidelity import HarnessKind, NotReplayedKind, ReplayFidelity
+from loadtests.results.fidelity import HarnessKind, NotReplayedKind, NotReplayedRequests, ReplayFidelity
 
 # the apiserver metric families the window's scrapes keep for the replay's traffic (rates, watches open)
 FAMILIES = frozenset({REQUESTS, LONGRUNNING})
@@ -69,10 +69,18 @@ def not_replayed(settings: ReplaySettings, original: Profile | None) -> list[Not
     """The plan's kinds not replayed, each with its share of the original's objects of the kind."""
     rows = []
     for left in settings.not_replayed:
+        if not isinstance(left, NotReplayed):
+            continue
         kind = original.kind(left.kind, left.group) if original is not None else None
         share = round(left.count / kind.count, 4) if kind is not None and kind.count else None
         rows.append(NotReplayedKind(left.kind, left.group, left.count, left.reason, share))
     return rows
+
+
+def requests_not_replayed(settings: ReplaySettings) -> list[NotReplayedRequests]:
+    """The plan's captured requests not sent, each with its share of the original's requests."""
+    return [NotReplayedRequests(left.what, left.requests, left.share, left.reason)
+            for left in settings.not_replayed if isinstance(left, TrafficNotReplayed)]
 
 
 def _collection(kind: KindProfile, namespace: str) -> str:
@@ -133,8 +141,10 @@ def measure_fidelity(plan: Plan, info: TargetInfo, window: Window,
         found.profile_path = str(path)
     except Exception as error:  # noqa: BLE001 - a replay whose original is gone still has its run
         found.error, found.not_replayed = f"the original profile: {_failed(error)}", not_replayed(settings, None)
+        found.not_replayed_requests = requests_not_replayed(settings)
         return found
     found.not_replayed = not_replayed(settings, original)
+    found.not_replayed_requests = requests_not_replayed(settings)
     salt = os.urandom(16)  # this capture's own: its hashes group, and match no other's
     client = RestClient(info.access, user_agent=USER_AGENT, timeout_s=60.0)
     try:

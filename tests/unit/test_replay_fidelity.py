@@ -18,12 +18,12 @@ from loadtests.analysis.slo import failed_checks, run_passed
 from loadtests.capture.compare import compare
 from loadtests.capture.replay import plan_of
 from loadtests.capture.traffic import METRICS_SOURCE
-from loadtests.config.workload import NotReplayed, ReplaySettings
+from loadtests.config.workload import NotReplayed, ReplaySettings, TrafficNotReplayed
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.access import ClusterAccess
 from loadtests.report.html import write_report
 from loadtests.results.embedded import runs_from_html
-from loadtests.results.fidelity import HarnessKind, NotReplayedKind, ReplayFidelity
+from loadtests.results.fidelity import HarnessKind, NotReplayedKind, NotReplayedRequests, ReplayFidelity
 from loadtests.run import fidelity as part
 from tests.unit.reportdata import SAMPLE, edited_run
 from tests.unit.test_capture_compare import kind, profile, rate, traffic, watch
@@ -130,9 +130,12 @@ def test_the_original_is_found_beside_the_plan_and_its_left_out_kinds_get_their_
     plan = plan_of(ORIGINAL, 2, source=str(source))
     assert plan.replay is not None and part.profile_path(plan) == source
     settings = ReplaySettings("prod.yaml", 2.0, (NotReplayed("Pod", "", 10, "the fleet's"),
-                                                 NotReplayed("Event", "", 3, "made as things happen")))
+                                                 NotReplayed("Event", "", 3, "made as things happen"),
+                                                 TrafficNotReplayed("get pods/log", 40, 0.02, "a stream")))
     assert part.not_replayed(settings, ORIGINAL) == [NotReplayedKind("Pod", "", 10, "the fleet's", 1.0),
                                                      NotReplayedKind("Event", "", 3, "made as things happen")]
+    # the plan's traffic rows beside its kinds (a replay of traffic lists both)
+    assert part.requests_not_replayed(settings) == [NotReplayedRequests("get pods/log", 40, 0.02, "a stream")]
 
 
 def test_a_missing_original_is_said_and_nothing_is_captured(tmp_path: Path) -> None:
