@@ -17,24 +17,21 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import keep_raw, results_head  # noqa: E402
+from benchmarks.plane import fleet_plane  # noqa: E402
 from loadtests.binaries import cache as binaries  # noqa: E402
 from loadtests.config import (
     sizing,  # noqa: E402
     versions,  # noqa: E402
 )
-from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
 from loadtests.kube import objects  # noqa: E402
-from loadtests.kube.rest import RestClient  # noqa: E402
 from loadtests.measure.cluster_objects import LeaseLists, name_of, node_figures, node_state  # noqa: E402
 from loadtests.measure.processes import CpuMeter  # noqa: E402
-from loadtests.run.fleet import Fleet  # noqa: E402
 
 COMPONENTS = ["etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok"]
 
@@ -55,39 +52,29 @@ def lease_cores(rows: list[dict[str, object]]) -> dict[str, object] | None:
 
 
 def hold_once(size: int, hold_s: float, interval_s: float, bins: binaries.Binaries) -> dict[str, object]:
-    with tempfile.TemporaryDirectory(prefix="hold-") as tmp:
-        plane = LocalControlPlane(LocalOptions(name=f"hold-{size}", directory=Path(tmp) / "c"), bins)
-        plane.up(log=lambda _m: None)
-        client = None
-        try:
-            info = plane.info()
-            client = RestClient(info.access, user_agent="k8s-loadtest/benchmark")
-            ramp = Fleet(client).scale_nodes(size, timeout_s=900)
-            print(f"{size} nodes Ready in {ramp.seconds:.1f} s; holding {hold_s:.0f} s", flush=True)
-            cpu, leases = CpuMeter(info.pids), LeaseLists(client)
-            cpu.read()
-            worst = {"nodes_not_ready": 0.0, "lease_lag_s": 0.0, "leases_expired": 0.0}
-            totals: dict[str, list[float]] = {}
-            end = time.monotonic() + hold_s
-            while (left := end - time.monotonic()) > 0:
-                time.sleep(min(interval_s, left))
-                nodes = {name_of(n): node_state(n)
-                         for n in client.list_items("nodes", label_selector=objects.NODE_SELECTOR)}
-                refreshed = leases.refresh()
-                figures = node_figures(nodes, refreshed[0] if refreshed else None,
-                                       refreshed[1] if refreshed else None, now=time.time())
-                for key in worst:
-                    worst[key] = max(worst[key], figures.get(key) or 0.0)
-                for key, value in cpu.read().items():
-                    if value is not None:
-                        totals.setdefault(key.removeprefix("cpu."), []).append(value)
-        finally:
-            if client is not None:
-                client.close()
-            plane.down()
+    with fleet_plane("hold", size, bins) as made:
+        client = made.client
+        print(f"{size} nodes Ready in {made.ramp_s:.1f} s; holding {hold_s:.0f} s", flush=True)
+        cpu, leases = CpuMeter(made.info.pids), LeaseLists(client)
+        cpu.read()
+        worst = {"nodes_not_ready": 0.0, "lease_lag_s": 0.0, "leases_expired": 0.0}
+        totals: dict[str, list[float]] = {}
+        end = time.monotonic() + hold_s
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(interval_s, left))
+            listed = client.list_items("nodes", label_selector=objects.NODE_SELECTOR)
+            nodes = {name_of(n): node_state(n) for n in listed}
+            refreshed = leases.refresh()
+            figures = node_figures(nodes, refreshed[0] if refreshed else None,
+                                   refreshed[1] if refreshed else None, now=time.time())
+            for key in worst:
+                worst[key] = max(worst[key], figures.get(key) or 0.0)
+            for key, value in cpu.read().items():
+                if value is not None:
+                    totals.setdefault(key.removeprefix("cpu."), []).append(value)
     mean = {k: sum(v) / len(v) for k, v in totals.items() if v}
     held = worst["nodes_not_ready"] == 0 and worst["leases_expired"] == 0
-    return {"size": size, "ramp_s": ramp.seconds, "held": held, **worst, "cpu": mean}
+    return {"size": size, "ramp_s": made.ramp_s, "held": held, **worst, "cpu": mean}
 
 
 def main() -> int:

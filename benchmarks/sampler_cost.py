@@ -18,7 +18,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,15 +25,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import keep_raw, results_head, write_results  # noqa: E402
+from benchmarks.plane import fleet_plane  # noqa: E402
 from loadtests.analysis.metrics import Snapshot, select_families  # noqa: E402
 from loadtests.binaries import cache as binaries  # noqa: E402
 from loadtests.config import versions  # noqa: E402
-from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
-from loadtests.kube.rest import RestClient  # noqa: E402
 from loadtests.measure.cluster_health import DEFAULT_INTERVAL_S  # noqa: E402
 from loadtests.measure.cluster_objects import LeaseLists  # noqa: E402
 from loadtests.measure.component_metrics import metrics_sources  # noqa: E402
-from loadtests.run.fleet import Fleet  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "sampler_cost.md"
 
@@ -52,34 +49,23 @@ def cpu_ms(action: Callable[[], object], repeats: int) -> list[float]:
 
 def measure(nodes: int, repeats: int, bins: binaries.Binaries) -> list[dict[str, object]]:
     """Each part's CPU per call on a fresh control plane of `nodes` idle nodes."""
-    with tempfile.TemporaryDirectory(prefix="sampler-cost-") as tmp:
-        plane = LocalControlPlane(LocalOptions(name=f"sampler-cost-{os.getpid()}", directory=Path(tmp) / "c"), bins)
-        plane.up(log=lambda _m: None)
-        client = None
-        try:
-            info = plane.info()
-            client = RestClient(info.access, user_agent="k8s-loadtest/benchmark")
-            Fleet(client).scale_nodes(nodes, timeout_s=900)
-            rows: list[dict[str, object]] = []
-            sources, _notes = metrics_sources(info, timeout_s=10.0)
-            for source in sources:
-                text, families = source.page.text(), source.families
-                steps: dict[str, Callable[[], object]] = {
-                    "read": source.page.text,
-                    "families found": lambda t=text, f=families: select_families(t, f),  # type: ignore[misc]
-                    "parsed": lambda t=text, f=families: Snapshot.parse(t, families=f)}  # type: ignore[misc]
-                rows += [{"part": f"{source.name} page", "step": step, "bytes": len(text),
-                          "ms": cpu_ms(action, repeats)} for step, action in steps.items()]
-            leases = LeaseLists(client)
-            rows.append({"part": f"LIST of {nodes:,} Leases", "step": "read and reduced", "bytes": None,
-                         "ms": cpu_ms(leases.refresh, repeats)})
-            for source in sources:
-                source.close()
-            return rows
-        finally:
-            if client is not None:
-                client.close()
-            plane.down()
+    with fleet_plane("sampler-cost", nodes, bins) as made:
+        rows: list[dict[str, object]] = []
+        sources, _notes = metrics_sources(made.info, timeout_s=10.0)
+        for source in sources:
+            text, families = source.page.text(), source.families
+            steps: dict[str, Callable[[], object]] = {
+                "read": source.page.text,
+                "families found": lambda t=text, f=families: select_families(t, f),  # type: ignore[misc]
+                "parsed": lambda t=text, f=families: Snapshot.parse(t, families=f)}  # type: ignore[misc]
+            rows += [{"part": f"{source.name} page", "step": step, "bytes": len(text),
+                      "ms": cpu_ms(action, repeats)} for step, action in steps.items()]
+        leases = LeaseLists(made.client)
+        rows.append({"part": f"LIST of {nodes:,} Leases", "step": "read and reduced", "bytes": None,
+                     "ms": cpu_ms(leases.refresh, repeats)})
+        for source in sources:
+            source.close()
+        return rows
 
 
 def table(rows: list[dict[str, object]]) -> list[str]:
