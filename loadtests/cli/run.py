@@ -369,12 +369,11 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
                             "checks and SLOs, and compares nothing")
     if not args.rolling and args.rollback:
         raise LoadTestError("--rollback goes with --rolling (it rolls the control plane back after the upgrade)")
-    from loadtests.capture.replay import load_plan
 
     if not args.rolling and args.no_gate:
         raise LoadTestError("--no-gate goes with --rolling: a rehearsal of two versions exits on their comparison, "
                             "not on their SLOs")
-    plan_from = load_plan(args.plan)
+    plan_from = run_plan_of(args)  # a plan, or a captured cluster's replay (--profile)
     base = Path(args.out) if args.out else REPORTS_DIR / f"rehearsal-{new_run_id(plan_from)}"
     if args.rolling:
         return rehearse_rolling(plan_from, args, base.resolve())
@@ -433,16 +432,21 @@ def rehearse_rolling(plan: Plan, args: argparse.Namespace, out_dir: Path) -> int
     return run_plan(plan, out_dir, replace(request, roll=roll))
 
 
+def replay_options(parser: argparse.ArgumentParser) -> None:
+    """--profile, --scale and --duration: a captured cluster replayed instead of a plan (run, rehearse)."""
+    parser.add_argument("--profile", metavar="PROFILE.yaml",
+                        help="replay a captured cluster (`loadtest capture`) instead of a plan: its nodes, shapes, "
+                             "objects and traffic x --scale (docs/profile.md, docs/plans.md)")
+    parser.add_argument("--scale", type=scale_arg, default=None, metavar="K",
+                        help="with --profile: the replay's multiple of the captured cluster (default: 1)")
+    parser.add_argument("--duration", type=number_arg(1), default=None, metavar="SECONDS",
+                        help="with --profile (or a plan's workload): the replay's measured window (default: 60)")
+
+
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("run", help="run a plan: growing steps, load, measurements, report")
     p.add_argument("--plan", default=None, help="plan file, or the name of a bundled plan (default: default)")
-    p.add_argument("--profile", metavar="PROFILE.yaml",
-                   help="replay a captured cluster (`loadtest capture`) instead of a plan: its nodes, shapes and "
-                        "objects x --scale (docs/replay.md)")
-    p.add_argument("--scale", type=scale_arg, default=None, metavar="K",
-                   help="with --profile: the replay's multiple of the captured cluster (default: 1)")
-    p.add_argument("--duration", type=number_arg(1), default=None, metavar="SECONDS",
-                   help="with --profile (or a plan's workload): the replay's measured window (default: 60)")
+    replay_options(p)
     p.add_argument("--out", help="results folder (default: reports/<plan>-<time>)")
     p.add_argument("--kube-version", help="override the plan's Kubernetes version")
     run_options(p, repeat=True, baseline=True)
@@ -458,7 +462,8 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_capacity)
 
     p = sub.add_parser("rehearse", help="run one plan on two Kubernetes versions and compare them")
-    p.add_argument("--plan", default="default", help="plan file, or the name of a bundled plan (default: default)")
+    p.add_argument("--plan", default=None, help="plan file, or the name of a bundled plan (default: default)")
+    replay_options(p)
     p.add_argument("--from", dest="from_version", required=True,
                    help="the Kubernetes version run first, side A (with --rolling: the version it starts on)")
     p.add_argument("--to", dest="to_version", required=True,

@@ -178,3 +178,20 @@ def test_top_up_is_true_or_false() -> None:
     with pytest.raises(PlanError, match=r"prefill\[0\]\.top_up: must be true or false") as refused:
         plan_mod.parse(data, "prod.yaml")
     assert "\n" not in str(refused.value)
+
+
+def test_a_rehearsal_replays_a_profile_as_a_run_does(tmp_path: Path) -> None:
+    """`loadtest rehearse --profile P --scale K` rehearses the upgrade on the captured cluster's replay."""
+    from loadtests.cli.main import build_parser
+    from loadtests.cli.run import run_plan_of
+
+    profile().write(tmp_path / "prod.yaml")
+    args = build_parser().parse_args(["rehearse", "--from", "v1.36.3", "--to", "v1.37.2", "--profile",
+                                      str(tmp_path / "prod.yaml"), "--scale", "2", "--duration", "9"])
+    plan = run_plan_of(args)
+    assert plan.replay is not None and plan.replay.scale == 2 and plan.steps[0].duration_s == 9
+    assert plan.to_dict() == plan_of(profile(), 2, source=str(tmp_path / "prod.yaml"), duration_s=9).to_dict()
+    both = build_parser().parse_args(["rehearse", "--from", "v1.36.3", "--to", "v1.37.2", "--plan", "smoke",
+                                      "--profile", str(tmp_path / "prod.yaml")])
+    with pytest.raises(LoadTestError, match="--profile and --plan name two plans"):
+        run_plan_of(both)
