@@ -7,8 +7,10 @@
 - watches held by nodes are the fake nodes' own agents (`node_agents`, per fake node as kubelets hold them);
   other watches are held watchers of the `requests` scenario, their captured mean open count × k;
 - a node's Leases, Node status and pod status are the fleet's (kwok's heartbeats), not sent twice;
+- the control plane's own requests (kube-controller-manager's, kube-scheduler's, by their class or their user
+  agent) are not load: the replaying cluster's components send theirs;
 - what is not replayed (streams, aggregated APIs, requests to no resource, verbs and resources the replay cannot
-  make) is listed with its share of the captured requests.
+  make, the control plane's own) is listed with its share of the captured requests.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadtests.capture.clients import NODE
+from loadtests.capture.clients import CONTROLLER, NODE
 from loadtests.capture.profile import Profile
 from loadtests.capture.traffic_types import AGGREGATED_GROUPS, STREAMS
 from loadtests.config.scenarios import requests_row_name
 from loadtests.kube.paths import resource_key
 
+# user agents of the control plane's components: their requests are the replaying control plane's to send
+CONTROL_PLANE_PRODUCTS = frozenset({"kube-controller-manager", "kube-scheduler", "kube-apiserver",
+                                    "cloud-controller-manager"})
 REPLAYABLE_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
 WRITES = frozenset({"create", "update", "patch", "delete"})
 # the fleet's: a fake node's heartbeats (Lease, Node status) and its pods' status, which kwok sends for every node
@@ -100,12 +105,16 @@ def _list(value: Any) -> list[dict[str, Any]]:
 
 
 def _classes(rates: list[dict[str, Any]]) -> dict[tuple[str, ...], list[dict[str, Any]]]:
-    """Rates by (verb, group, resource, subresource, scope, client class): codes and products summed."""
+    """Rates by (verb, group, resource, subresource, scope, client class): codes and products summed. The control
+    plane's own components are one class, whichever credential they send with (kube-controller-manager's
+    controllers each use a ServiceAccount of their own)."""
     found: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for rate in rates:
+        client = str(rate.get("client_class") or "unknown")
+        if rate.get("product") in CONTROL_PLANE_PRODUCTS:
+            client = CONTROLLER
         key = (str(rate.get("verb") or ""), str(rate.get("group") or ""), str(rate.get("resource") or ""),
-               str(rate.get("subresource") or ""), str(rate.get("scope") or ""),
-               str(rate.get("client_class") or "unknown"))
+               str(rate.get("subresource") or ""), str(rate.get("scope") or ""), client)
         found.setdefault(key, []).append(rate)
     return found
 
@@ -113,6 +122,9 @@ def _classes(rates: list[dict[str, Any]]) -> dict[tuple[str, ...], list[dict[str
 def why_not(key: tuple[str, ...], resources: Mapping[tuple[str, str], Resource]) -> str | None:
     """Why a class of requests is not sent as a row of its own (None: it is), in the plan's words."""
     verb, group, resource, subresource, _, client = key
+    if client == CONTROLLER:
+        return ("the control plane's own (kube-controller-manager, kube-scheduler): the replaying cluster's send "
+                "these, for its own objects and load")
     if not resource:
         return "requests to no resource (discovery, health, metrics): not replayed"
     if subresource in STREAMS or verb == "connect":

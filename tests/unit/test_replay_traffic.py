@@ -15,9 +15,9 @@ WINDOW_S = 100.0
 
 
 def rate(verb: str, resource: str, client: str, count: int, *, group: str = "", subresource: str = "",
-         scope: str = "namespace", path: str | None = None) -> dict:
+         scope: str = "namespace", path: str | None = None, product: str = "x") -> dict:
     row = {"verb": verb, "group": group, "resource": resource, "subresource": subresource, "scope": scope,
-           "client_class": client, "product": "x", "component": None, "code": 200, "count": count,
+           "client_class": client, "product": product, "component": None, "code": 200, "count": count,
            "per_second": count / WINDOW_S}
     return {**row, "path": path} if path else row
 
@@ -32,6 +32,8 @@ def traffic() -> dict:
              rate("get", "pods", "user", 20, subresource="log"),
              rate("get", "", "user", 30, scope="", path="/apis"),
              rate("list", "events", "controller", 2),
+             # a controller of kube-controller-manager, under its own ServiceAccount: the control plane's own
+             rate("list", "configmaps", "serviceaccount", 70, product="kube-controller-manager"),
              rate("get", "nodes", "user", 0)]
     shape = {"verb": "list", "client_class": "serviceaccount", "group": "", "resource": "configmaps", "count": 400,
              "resource_version": {"": 0.25, "0": 0.75}, "continued": 0.0, "with_limit": 0.5,
@@ -83,10 +85,11 @@ def test_what_is_not_replayed_is_listed_with_its_share_and_the_rest_is_the_repla
     data = plan_data(with_traffic(), 1, source="prod.yaml")
     total = traffic()["requests"]
     left = {r["what"]: r for r in data["replay"]["not_replayed"] if "what" in r}
-    assert set(left) == {"get pods/log", "get /apis", "list events"}
+    assert set(left) == {"get pods/log", "get /apis", "list events", "list configmaps"}
+    assert "control plane's own" in left["list configmaps"]["reason"] and left["list configmaps"]["requests"] == 70
     assert left["get pods/log"]["share"] == round(20 / total, 4) and left["get pods/log"]["requests"] == 20
     assert "stream" in left["get pods/log"]["reason"] and "no resource" in left["get /apis"]["reason"]
-    assert data["replay"]["replayed_share"] == round((total - 52) / total, 4)
+    assert data["replay"]["replayed_share"] == round((total - 52 - 70) / total, 4)
     plan = plan_of(with_traffic(), 1, source="prod.yaml")  # the plan's reader takes it, results keep it
     assert plan.replay is not None and plan.replay.requests == total
     assert {n.what for n in plan.replay.not_replayed if hasattr(n, "what")} == set(left)
