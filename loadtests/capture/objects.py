@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from loadtests.capture.bootstrap import made_at_bootstrap
 from loadtests.capture.profile import CrdFigures, KindProfile, NodeShape, PodFigures, Quantiles, Skipped
 from loadtests.errors import TargetError
 from loadtests.kube import discovery
@@ -72,7 +73,8 @@ class Interned:
 
 @dataclass
 class KindTally:
-    """One kind's figures as its pages arrive: five numbers per object, a counter per namespace and owner kind."""
+    """One kind's figures as its pages arrive: five numbers per object, a counter per namespace and owner kind,
+    and how many the control plane made at bootstrap."""
 
     kind: Kind
     owner_names: dict[tuple[str, str], str]  # (group, kind) served -> the name written for an owner of that kind
@@ -84,6 +86,7 @@ class KindTally:
     annotation_bytes: array[int] = field(default_factory=lambda: array("q"))
     owners: collections.Counter[str] = field(default_factory=collections.Counter)
     without_owner: int = 0
+    control_plane: int = 0  # made by the control plane at bootstrap (capture/bootstrap.py's markers)
 
     def add(self, obj: dict[str, Any], namespace_id: Callable[[str], int]) -> None:
         meta = obj.get("metadata") or {}
@@ -98,6 +101,7 @@ class KindTally:
         owners = {self.owner_name(ref) for ref in meta.get("ownerReferences") or () if isinstance(ref, dict)}
         self.owners.update(owners)
         self.without_owner += not owners
+        self.control_plane += made_at_bootstrap(self.kind.group, self.kind.kind, obj)
 
     def owner_name(self, ref: dict[str, Any]) -> str:
         """"ReplicaSet.apps", "Node": an owner's kind when the cluster serves it, else "other" (an owner
@@ -109,7 +113,8 @@ class KindTally:
         kind = self.kind
         found = KindProfile(kind.group, kind.version, kind.kind, kind.plural,
                             "Namespaced" if kind.namespaced else "Cluster", count=len(self.sizes),
-                            owners=dict(self.owners.most_common()), without_owner=self.without_owner)
+                            owners=dict(self.owners.most_common()), without_owner=self.without_owner,
+                            control_plane=self.control_plane)
         if kind.namespaced:
             found.namespaces = len(self.per_namespace)
         if not self.sizes:

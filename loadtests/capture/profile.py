@@ -89,6 +89,9 @@ class KindProfile:
     annotation_bytes: Quantiles | None = None
     owners: dict[str, int] = field(default_factory=dict)  # owner kind ("ReplicaSet.apps", "Node") -> objects owned
     without_owner: int = 0
+    # made by the control plane at bootstrap (public markers: capture/bootstrap.py), once whatever the cluster's
+    # size; None: captured before this figure was
+    control_plane: int | None = None
     crd: CrdFigures | None = None  # a custom resource: its definition's figures
     pods: PodFigures | None = None
     nodes: list[NodeShape] | None = None  # Nodes: their shapes, most common first

@@ -127,6 +127,9 @@ def test_capture_counts_what_the_cluster_holds_says_nothing_private_and_changes_
     pods = found.kind("Pod")
     assert pods is not None and pods.pods is not None and pods.pods.containers.max == 2
     assert found.kind("Namespace") is not None and not any(s.resource == "gizmos" for s in found.skipped)
+    # the apiserver's default RBAC, made at bootstrap: counted as the control plane's, the test's Gizmos not
+    roles = found.kind("ClusterRole", "rbac.authorization.k8s.io")
+    assert roles is not None and 0 < (roles.control_plane or 0) <= roles.count and gizmos.control_plane == 0
     # the traffic of a 1-second window, from two scrapes of the apiserver's /metrics: what, never who
     traffic = found.traffic
     assert traffic is not None and traffic["client_classes"] == "unknown" and traffic["window"]["seconds"] >= 1

@@ -321,3 +321,58 @@ def test_capture_refuses_in_one_line(capsys: pytest.CaptureFixture[str], tmp_pat
     assert main(["capture", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and words in err
+
+
+RBAC = "rbac.authorization.k8s.io"
+BOOTSTRAPPING = {"kubernetes.io/bootstrapping": "rbac-defaults"}
+AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
+APISERVER_SERVICE = {"group": "", "resource": "services", "namespace": "default", "name": "kubernetes"}
+# (kind, the control plane's objects at bootstrap, its marker on them, planted objects without it: lookalikes)
+BOOTSTRAP_KINDS = [
+    (Kind(f"{RBAC}/v1", "ClusterRole", "clusterroles", False),
+     [meta("admin", labels=BOOTSTRAPPING), meta("system:node", labels=BOOTSTRAPPING)],
+     [meta("team-reader"), meta("mine", labels={"kubernetes.io/bootstrapping": "another-value"})]),
+    (Kind(f"{RBAC}/v1", "RoleBinding", "rolebindings", True),
+     [meta("system:controller:token-cleaner", "kube-system", labels=BOOTSTRAPPING)], [meta("x", "kube-system")]),
+    (Kind("flowcontrol.apiserver.k8s.io/v1", "FlowSchema", "flowschemas", False),
+     [meta("exempt", annotations={"apf.kubernetes.io/autoupdate-spec": "true"}),
+      meta("probes", annotations={"apf.kubernetes.io/autoupdate-spec": "false"})], [meta("team-schema")]),
+    (Kind("apiregistration.k8s.io/v1", "APIService", "apiservices", False),
+     [meta("v1.apps", labels={AUTOMANAGED: "onstart"})],
+     [meta("v1.example.com", labels={AUTOMANAGED: "true"}), meta("v1beta1.metrics.k8s.io")]),
+    (Kind("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False),
+     [meta("system-cluster-critical"), meta("system-node-critical")], [meta("high"), meta("team-system-x")]),
+    (Kind("v1", "Namespace", "namespaces", False), [meta("default"), meta("kube-system")], [meta("team-a")]),
+    (Kind("v1", "Service", "services", True),
+     [meta("kubernetes", "default", labels={"provider": "kubernetes", "component": "apiserver"})],
+     [meta("kubernetes", "team-a"), meta("web", "default", labels={"component": "apiserver"})]),
+    (Kind("networking.k8s.io/v1", "IPAddress", "ipaddresses", False),
+     [{**meta("10.96.0.1"), "spec": {"parentRef": APISERVER_SERVICE}}],
+     [{**meta("10.96.0.9"), "spec": {"parentRef": {**APISERVER_SERVICE, "name": "web"}}}]),
+    (Kind("certificates.k8s.io/v1beta1", "ClusterTrustBundle", "clustertrustbundles", False),
+     [{**meta("kubernetes.io:kube-apiserver-serving:1"),
+       "spec": {"signerName": "kubernetes.io/kube-apiserver-serving"}}],
+     [{**meta("example.com:ca:1"), "spec": {"signerName": "example.com/ca"}}]),
+    (Kind("coordination.k8s.io/v1", "Lease", "leases", True),
+     [meta("apiserver-a", "kube-system", labels={"apiserver.kubernetes.io/identity": "kube-apiserver"})],
+     [meta("node-a", "kube-node-lease"), meta("kube-scheduler", "kube-system")]),
+    (Kind("v1", "ComponentStatus", "componentstatuses", False), [meta("scheduler"), meta("etcd-0")], []),
+    (Kind("v1", "ConfigMap", "configmaps", True), [], [meta("extension-apiserver-authentication", "kube-system")]),
+]
+
+
+@pytest.mark.parametrize(("kind", "made", "lookalikes"), BOOTSTRAP_KINDS, ids=[k[0].kind for k in BOOTSTRAP_KINDS])
+def test_the_control_planes_bootstrap_objects_are_counted_by_their_public_markers(
+        kind: Kind, made: list[dict[str, Any]], lookalikes: list[dict[str, Any]]) -> None:
+    found = tally_of(kind, made + lookalikes).profile()
+    assert (found.count, found.control_plane) == (len(made) + len(lookalikes), len(made))
+
+
+def test_a_profile_captured_before_control_plane_reads_back_without_it(tmp_path: Path) -> None:
+    written = Profile(capture=figures(), kinds=[tally_of(Kind("v1", "Pod", "pods", True), [meta("a", "n")]).profile()])
+    data = written.to_dict()
+    assert data["kinds"][0]["control_plane"] == 0  # a new capture writes it, 0 included
+    del data["kinds"][0]["control_plane"]
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert profile_mod.load(path).kinds[0].control_plane is None

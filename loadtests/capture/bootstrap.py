@@ -1,0 +1,82 @@
+"""Which objects the control plane made at bootstrap: the objects a cluster holds once whatever its size (the
+apiserver's default RBAC, flow-control configuration, built-in APIServices, `system-` PriorityClasses, the
+`kubernetes` Service and its ServiceCIDR and IPAddress...), so a replay at × k expects them once and not k times.
+
+Decided by public Kubernetes markers only: labels and annotations the control plane sets on what it makes, and
+names Kubernetes reserves. A marker's value or an object's name is compared here, in memory, and never written;
+the profile holds only how many of a kind's objects matched (docs/profile.md, `control_plane`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+RBAC = "rbac.authorization.k8s.io"
+FLOWCONTROL = "flowcontrol.apiserver.k8s.io"
+# the namespaces the apiserver makes as it starts (its system namespaces controller) and refuses to delete
+SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+# the `kubernetes` Service of the `default` namespace, the apiserver's own
+APISERVER_SERVICE = {"group": "", "resource": "services", "namespace": "default", "name": "kubernetes"}
+
+
+def _label(key: str, value: str | None = None) -> Callable[[dict[str, Any], dict[str, Any]], bool]:
+    """A label the control plane sets on what it makes (with this value, if given)."""
+    def marked(meta: dict[str, Any], _obj: dict[str, Any]) -> bool:
+        labels = meta.get("labels") or {}
+        return key in labels and (value is None or labels[key] == value)
+    return marked
+
+
+def _annotation(key: str) -> Callable[[dict[str, Any], dict[str, Any]], bool]:
+    def marked(meta: dict[str, Any], _obj: dict[str, Any]) -> bool:
+        return key in (meta.get("annotations") or {})
+    return marked
+
+
+def _apiserver_service(meta: dict[str, Any], _obj: dict[str, Any]) -> bool:
+    labels = meta.get("labels") or {}
+    return (meta.get("namespace"), meta.get("name")) == ("default", "kubernetes") and (
+        labels.get("provider"), labels.get("component")) == ("kubernetes", "apiserver")
+
+
+def _apiserver_service_ip(_meta: dict[str, Any], obj: dict[str, Any]) -> bool:
+    parent = (obj.get("spec") or {}).get("parentRef") or {}
+    return isinstance(parent, dict) and all(parent.get(k, "") == v for k, v in APISERVER_SERVICE.items())
+
+
+_RBAC_DEFAULTS = _label("kubernetes.io/bootstrapping", "rbac-defaults")
+_APF_BOOTSTRAP = _annotation("apf.kubernetes.io/autoupdate-spec")
+# (group, kind) -> whether one object of it was made by the control plane at bootstrap
+MARKERS: dict[tuple[str, str], Callable[[dict[str, Any], dict[str, Any]], bool]] = {
+    # the apiserver's default roles and bindings (its rbac/bootstrap-roles post-start hook)
+    (RBAC, "ClusterRole"): _RBAC_DEFAULTS,
+    (RBAC, "ClusterRoleBinding"): _RBAC_DEFAULTS,
+    (RBAC, "Role"): _RBAC_DEFAULTS,
+    (RBAC, "RoleBinding"): _RBAC_DEFAULTS,
+    # API Priority and Fairness's mandatory and suggested configuration, whatever its auto-update says
+    (FLOWCONTROL, "FlowSchema"): _APF_BOOTSTRAP,
+    (FLOWCONTROL, "PriorityLevelConfiguration"): _APF_BOOTSTRAP,
+    # the built-in groups' APIServices ("onstart"; a custom resource's group is "true": it follows its CRD)
+    ("apiregistration.k8s.io", "APIService"): _label("kube-aggregator.kubernetes.io/automanaged", "onstart"),
+    # system-cluster-critical and system-node-critical: the apiserver refuses any other name of the prefix
+    ("scheduling.k8s.io", "PriorityClass"): lambda meta, _obj: str(meta.get("name", "")).startswith("system-"),
+    ("", "Namespace"): lambda meta, _obj: meta.get("name") in SYSTEM_NAMESPACES,
+    ("", "Service"): _apiserver_service,
+    # the default ServiceCIDR (the apiserver's service cluster IP range) and the IPAddress of the `kubernetes` Service
+    ("networking.k8s.io", "ServiceCIDR"): lambda meta, _obj: meta.get("name") == "kubernetes",
+    ("networking.k8s.io", "IPAddress"): _apiserver_service_ip,
+    # the apiserver's serving CA, published by the controller-manager
+    ("certificates.k8s.io", "ClusterTrustBundle"):
+        lambda _meta, obj: (obj.get("spec") or {}).get("signerName") == "kubernetes.io/kube-apiserver-serving",
+    # the apiserver's view of its components (kube-scheduler, kube-controller-manager, etcd), computed as read
+    ("", "ComponentStatus"): lambda _meta, _obj: True,
+    # each apiserver's identity Lease: one per apiserver, whatever the cluster's size
+    ("coordination.k8s.io", "Lease"): _label("apiserver.kubernetes.io/identity", "kube-apiserver"),
+}
+
+
+def made_at_bootstrap(group: str, kind: str, obj: dict[str, Any]) -> bool:
+    """Whether the control plane made this object of (group, kind) at bootstrap, by the kind's public marker; a
+    kind without one: never."""
+    marker = MARKERS.get((group, kind))
+    return marker is not None and marker(obj.get("metadata") or {}, obj)
