@@ -14,7 +14,7 @@ from typing import Any
 
 from loadtests.capture.audit_tally import SOURCE as AUDIT_SOURCE
 from loadtests.capture.profile import KindProfile, Profile, Quantiles
-from loadtests.capture.scale import check_scale, scaled_count
+from loadtests.capture.scale import check_scale, expected_count
 
 MET, MISSED, NOT_MEASURED = "met", "missed", "not measured"
 SIZE_WITHIN = 0.10  # size p50 and p99, either side
@@ -72,6 +72,7 @@ class KindFidelity:
     size_p50: Judged | None = None  # None: the original has no object of the kind to size
     size_p99: Judged | None = None
     note: str = ""  # why the replay may fall short (its controllers make the objects), or why not measured
+    control_plane: int | None = None  # of the original's objects, made by the control plane at bootstrap: once
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,14 @@ def _owner_note(kind: KindProfile) -> str:
             "replay, at × k only as far as they make them")
 
 
+def _bootstrap_note(kind: KindProfile, scale: float) -> str:
+    once = min(kind.control_plane or 0, kind.count)
+    if not once:
+        return ""
+    return (f"expected: {once:,} made by the control plane at bootstrap (once, whatever the cluster's size) + "
+            f"{kind.count - once:,} × {scale:g}")
+
+
 def _size(original: Quantiles | None, replay: KindProfile | None, quantile: str) -> Judged:
     found = replay.size_bytes if replay is not None and replay.count else None
     return within(getattr(original, quantile), getattr(found, quantile) if found else None, SIZE_WITHIN)
@@ -167,7 +176,7 @@ def _size(original: Quantiles | None, replay: KindProfile | None, quantile: str)
 
 def _kind(kind: KindProfile, replay: Profile, scale: float) -> KindFidelity:
     other = replay.kind(kind.kind, kind.group)
-    notes = [_owner_note(kind)]
+    notes = [_bootstrap_note(kind, scale), _owner_note(kind)]
     if other is None:
         skipped = next((s for s in replay.skipped if (s.group, s.resource) == (kind.group, kind.resource)), None)
         notes.append(f"the replay's capture skipped it: {skipped.reason}" if skipped else
@@ -175,8 +184,8 @@ def _kind(kind: KindProfile, replay: Profile, scale: float) -> KindFidelity:
     sizes = (_size(kind.size_bytes, other, "p50"), _size(kind.size_bytes, other, "p99")) if (
         kind.count and kind.size_bytes) else (None, None)
     return KindFidelity(kind.group, kind.kind, kind.resource,
-                        exact(scaled_count(kind.count, scale), other.count if other else None), *sizes,
-                        note="; ".join(n for n in notes if n))
+                        exact(expected_count(kind.count, kind.control_plane, scale), other.count if other else None),
+                        *sizes, note="; ".join(n for n in notes if n), control_plane=kind.control_plane)
 
 
 def _kinds(original: Profile, replay: Profile, scale: float) -> tuple[list[KindFidelity], list[ReplayOnly]]:

@@ -23,3 +23,12 @@ def check_scale(value: object, where: str = "--scale") -> float:
 def scaled_count(count: int, scale: float) -> int:
     """Objects of a kind at × k: the nearest whole number, a half rounded up (3 × 1.5 is 5)."""
     return math.floor(count * scale + 0.5)
+
+
+def expected_count(count: int, control_plane: int | None, scale: float) -> int:
+    """A kind's objects at × k: those the control plane made at bootstrap once (a cluster of any size has one set
+    of them), the rest × k; without the figure (a profile captured before it), every object × k."""
+    if control_plane is None:
+        return scaled_count(count, scale)
+    once = max(0, min(control_plane, count))
+    return once + scaled_count(count - once, scale)

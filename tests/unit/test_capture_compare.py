@@ -276,3 +276,24 @@ def test_a_profile_read_back_compares_as_it_was_built(pair: tuple[str, str, str]
     original, good, _ = pair
     in_files = compare(load(original), load(good), 2)
     assert in_files.passed and dataclasses.asdict(in_files)["kinds"][0]["count"]["original"] == 10
+
+
+@pytest.mark.parametrize(("scale", "expected"), [(1, 75), (2, 77), (0.5, 74)])
+def test_the_control_planes_bootstrap_objects_are_expected_once_whatever_the_scale(scale: float,
+                                                                                  expected: int) -> None:
+    """73 of 75 ClusterRoles made by the control plane at bootstrap: a cluster of any size has one set of them,
+    so × k takes only the other 2 (2 × 0.5 is 1); a kind without the figure (an older capture) scales whole."""
+    original = profile(kind("ClusterRole", 75, group="rbac.authorization.k8s.io", control_plane=73),
+                       kind("FlowSchema", 11, group="flowcontrol.apiserver.k8s.io", control_plane=11),
+                       kind("Secret", 3))
+    replay = profile(kind("ClusterRole", expected, group="rbac.authorization.k8s.io"),
+                     kind("FlowSchema", 11, group="flowcontrol.apiserver.k8s.io"), kind("Secret", 3))
+    found = compare(original, replay, scale)
+    roles = only_kind(found, "ClusterRole")
+    assert roles.count == Judged(expected, expected, 0, False, "exact", MET) and roles.control_plane == 73
+    assert roles.note.startswith("expected: 73 made by the control plane at bootstrap")
+    assert f"2 × {scale:g}" in roles.note
+    assert only_kind(found, "FlowSchema").count.verdict == MET  # made once, whatever k
+    secrets = only_kind(found, "Secret")
+    assert secrets.count.original == scaled_count(3, scale) and secrets.control_plane is None and not secrets.note
+    assert compare(original, replay, 2 if scale != 2 else 1).kinds[0].count.verdict == MISSED
