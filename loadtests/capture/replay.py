@@ -6,7 +6,8 @@ runs anything.
 - objects of every kind that can be made generically (ConfigMaps, Secrets, ServiceAccounts, Roles, ClusterRoles
   and every custom resource, their CRDs installed from the captured definitions with a permissive schema): the
   objects without an owner × k, prefilled once before the window by the `objects` scenario over the captured
-  namespaces × k, each padded to a size drawn from the captured size quantiles;
+  namespaces × k, each padded to a size drawn from the captured size quantiles; those the control plane made at
+  bootstrap (`control_plane`) once, as the replaying cluster's own control plane makes them;
 - what is not made (the control plane's and controllers' objects, kinds without a generic body) is listed in the
   plan's `replay:` section with its count and why, and the run's results keep it with the plan.
 
@@ -65,6 +66,8 @@ NOT_MADE = {
     ("flowcontrol.apiserver.k8s.io", "FlowSchema"): "made by the apiserver (bootstrap configuration)",
     ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"): "made by the apiserver (bootstrap configuration)",
 }
+BOOTSTRAP = ("made by the control plane at bootstrap, once whatever the cluster's size: the replaying cluster's own "
+             "count toward the kind's total, and are not made again")
 PER_NAMESPACE = {("", "ConfigMap"): "kube-root-ca.crt", ("", "ServiceAccount"): "default"}
 
 
@@ -160,11 +163,14 @@ def _objects(profile: Profile, scale: float) -> tuple[list[dict[str, Any]], list
             made -= default
             left_out.append(_row(kind, default, f"one {PER_NAMESPACE[key]} per namespace, made by the "
                                                 "controller-manager in every namespace"))
+        if once := min(kind.control_plane or 0, made):
+            made -= once
+            left_out.append(_row(kind, once, BOOTSTRAP))
         if kind.crd is None and key not in GENERIC:
             if made:
                 left_out.append(_row(kind, made, "no generic body: the replay cannot make one without its spec"))
         elif (count := scaled_count(made, scale)) > 0:
-            prefill.append(_prefill_entry(kind, count, scale, len(prefill)))
+            prefill.append(_prefill_entry(kind, count, scale, len(prefill), present=once))
     return install, prefill, left_out
 
 
@@ -208,8 +214,10 @@ _SIZE = (
     "{%- endfor -%}{%- endset -%}\n")
 
 
-def _prefill_entry(kind: KindProfile, count: int, scale: float, index: int) -> dict[str, Any]:
-    """One kind's prefill entry: `count` objects over its namespaces × scale, each padded to its drawn size."""
+def _prefill_entry(kind: KindProfile, count: int, scale: float, index: int, *, present: int = 0) -> dict[str, Any]:
+    """One kind's prefill entry: `count` objects over its namespaces × scale, each padded to its drawn size; its
+    total (top_up) `present` more, the objects the replaying cluster's control plane made at bootstrap as the
+    original's did, which count toward it and are made once whatever the scale."""
     key = (kind.group, kind.kind)
     api_version = f"{kind.group}/{kind.version}" if kind.group else kind.version
     body = GENERIC.get(key, 'spec:\n  pad: "{{ pad }}"\n')
@@ -222,13 +230,17 @@ def _prefill_entry(kind: KindProfile, count: int, scale: float, index: int) -> d
     fixed = _fixed(template, namespaced, kind.crd is not None)
     sizes = kind.size_bytes or Quantiles(count, fixed, fixed, fixed, fixed)
     # top_up: the replaying cluster's own objects of the kind (a fresh cluster's ClusterRoles, kube-system's
-    # ServiceAccounts) count toward count × k, so the replay's total is the original's × k
-    entry: dict[str, Any] = {"template": template.template, "text": text, "replicas": count, "top_up": True,
+    # ServiceAccounts) count toward the total, so the replay ends with the original's bootstrap objects once and
+    # the rest × k
+    entry: dict[str, Any] = {"template": template.template, "text": text, "replicas": count + present,
+                             "top_up": True,
                              "input_vars": {**template.input_vars, "fixed": fixed,
                                             "knots": size_knots(sizes, count, fixed)}}
     if namespaced:
         wanted = min(count, max(1, round((kind.namespaces or 1) * scale)))
         entry["per_namespace"] = spread(count, wanted, kind.per_namespace)
+        # the last namespaces are those a top-up leaves short by the cluster's own: the bootstrap objects' share
+        entry["per_namespace"][-1] += present
     return entry
 
 

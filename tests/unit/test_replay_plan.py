@@ -195,3 +195,27 @@ def test_a_rehearsal_replays_a_profile_as_a_run_does(tmp_path: Path) -> None:
                                       "--profile", str(tmp_path / "prod.yaml")])
     with pytest.raises(LoadTestError, match="--profile and --plan name two plans"):
         run_plan_of(both)
+
+
+@pytest.mark.parametrize("scale", [1, 2])
+def test_the_control_planes_bootstrap_objects_are_made_once_by_the_replaying_clusters_own(scale: int) -> None:
+    """Of 75 ClusterRoles 73 are the control plane's (the replaying cluster has its own, counted by the top-up):
+    the entry's total is 73 + 2 × k; FlowSchemas, all the control plane's, need nothing made; an older capture's
+    kind (control_plane None) is made whole × k."""
+    found = Profile(capture=figures(), kinds=[
+        kind("ClusterRole", "rbac.authorization.k8s.io", "clusterroles", 75, namespaces=None, control_plane=73),
+        kind("Role", "rbac.authorization.k8s.io", "roles", 7, control_plane=7),
+        kind("Secret", "", "secrets", 10, control_plane=None)])
+    plan = plan_of(found, scale, source="prod.yaml")
+    prefill = {e["kind"]: e for e in plan.load["objects"]["prefill"]}
+    assert {k: e["replicas"] for k, e in prefill.items()} == {"ClusterRole": 73 + 2 * scale, "Secret": 10 * scale}
+    assert all(e["top_up"] for e in prefill.values())
+    left = {(r.kind, r.reason.split(",")[0]): r.count for r in plan.replay.not_replayed}
+    assert left == {("ClusterRole", "made by the control plane at bootstrap"): 73,
+                    ("Role", "made by the control plane at bootstrap"): 7}
+    # a namespaced kind: the cluster's own share goes to the last namespace, the one a top-up leaves short
+    data = plan_data(Profile(capture=figures(), kinds=[kind("Role", "rbac.authorization.k8s.io", "roles", 9,
+                                                            control_plane=7)]), scale, source="prod.yaml")
+    [entry] = data["load"]["scenarios"]["objects"]["prefill"]
+    assert entry["replicas"] == 7 + 2 * scale and sum(entry["per_namespace"]) == entry["replicas"]
+    assert entry["per_namespace"][-1] >= 7
