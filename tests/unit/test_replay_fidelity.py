@@ -162,3 +162,14 @@ def test_the_windows_traffic_comes_from_its_own_scrapes_without_an_audit_log() -
     assert (row.verb, row.resource, row.count, row.per_second) == ("list", "pods", 200, 10.0)
     assert [w.open_at_end for w in found.watches] == [5]
     assert part.window_traffic(part.Window(None, end), [], b"salt")[0] is None
+
+
+def test_the_harness_own_objects_come_off_the_replays_counts_before_they_are_judged() -> None:
+    """A replay's cluster holds the harness's namespaces and what is in them (the probes' ConfigMaps, each
+    namespace's default ServiceAccount): counted, they missed every exact count they fell in."""
+    captured = profile(kind("ConfigMap", 11), kind("Secret", 6), kind("Namespace", 7))
+    harness = [HarnessKind("", "ConfigMap", "configmaps", 3), HarnessKind("", "Namespace", "namespaces", 3),
+               HarnessKind("", "Pod", "pods", 40)]  # a kind the capture does not hold changes nothing
+    mine = part.without_harness(captured, harness)
+    assert {k.kind: k.count for k in mine.kinds} == {"ConfigMap": 8, "Secret": 6, "Namespace": 4}
+    assert {k.kind: k.count for k in captured.kinds} == {"ConfigMap": 11, "Secret": 6, "Namespace": 7}  # a copy
