@@ -39,10 +39,11 @@ def reset_peak_rss() -> bool:
 
 
 def take(client: RestClient, *, page_limit: int = PAGE_LIMIT, salt: bytes | None = None,
-         progress: Callable[[str], None] = lambda _line: None) -> Profile:
-    """The profile of the cluster `client` reaches, read with GETs and LISTs only."""
+         progress: Callable[[str], None] = lambda _line: None, reset_peak: bool = True) -> Profile:
+    """The profile of the cluster `client` reaches, read with GETs and LISTs only. `reset_peak`: the process's
+    peak memory is reset first, so the profile's is the capture's (not inside a run, whose peak is measured)."""
     started_at, started = utc_now(), time.monotonic()
-    since = "capture start" if reset_peak_rss() else "process start"
+    since = "capture start" if reset_peak and reset_peak_rss() else "process start"
     rss_at_start = psutil.Process().memory_info().rss
     sent_before = client.sent()
     where = client.access.server

@@ -23,6 +23,7 @@ from loadtests.kube.errors import ApiError
 from loadtests.kube.paths import resource_path
 from loadtests.kube.rest import RestClient
 from loadtests.measure.controlled import CONTROLLERS
+from loadtests.measure.object_counts import count_objects
 from loadtests.polling import poll_until
 from loadtests.run.fleet import ensure_namespaces, remove_owned
 
@@ -164,13 +165,11 @@ class ObjectsSetup:
     def _count(self, kind: Kind, besides: list[str]) -> int:
         """The kind's objects in the cluster now, but for those in the namespaces `besides` (what their
         controllers made there, a kube-root-ca.crt, a default ServiceAccount, the compiled entry counted already):
-        LISTs of one item with their remainingItemCount (which a LIST with a selector does not give), of the whole
-        cluster and of each of those namespaces."""
-        def count(namespace: str) -> int:
-            page = self.client.request("GET", kind.collection(namespace), params={"limit": "1"})
-            return len(page.get("items") or ()) + int((page.get("metadata") or {}).get("remainingItemCount") or 0)
-
-        return count("") - sum(count(namespace) for namespace in besides)
+        counted as the window's objects are (a LIST with a selector gives no remainingItemCount), the whole cluster
+        and each of those namespaces."""
+        counts = count_objects(self.client, (), {namespace: kind.collection(namespace)
+                                                 for namespace in ("", *besides)})
+        return counts[""] - sum(counts[namespace] for namespace in besides)
 
     def _namespaces(self, wanted: list[str]) -> None:
         """Namespaces of the scenario beyond the steps' (removed at the end with them)."""
