@@ -49,19 +49,25 @@ class Measured:
 
     label: str
     results: RunResult
-    ticks: list[tuple[float, str, int]]  # (wall-clock time, thread id, utime+stime ticks so far)
+    # (wall-clock time, thread id, utime+stime ticks so far, times it blocked so far: its wakeups; -1 unread)
+    ticks: list[tuple[float, str, int, int]]
     names: dict[str, str]  # thread id -> its Python name
     profile: str  # py-spy's raw record of the last window ("" without py-spy)
 
 
-def _thread_ticks(pid: int) -> list[tuple[str, int]]:
+def _thread_ticks(pid: int) -> list[tuple[str, int, int]]:
+    """Each thread's CPU ticks and voluntary context switches (each one a sleep the thread woke from: a wakeup
+    costs far more than its own work once its caches went cold, so they say where the harness's CPU goes)."""
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            status = (task / "status").read_text()
         except OSError:
             continue  # the thread ended between listing and reading
-        found.append((task.name, int(fields[11]) + int(fields[12])))
+        switches = next((int(line.split()[1]) for line in status.splitlines()
+                         if line.startswith("voluntary_ctxt_switches:")), -1)
+        found.append((task.name, int(fields[11]) + int(fields[12]), switches))
     return found
 
 
@@ -90,12 +96,12 @@ def run_checkout(label: str, checkout: Path, plan: str, folder: Path, py_spy: st
     proc = subprocess.Popen(command, cwd=checkout, env={**os.environ, "PYTHONPATH": str(checkout)})
     last = plan_mod.load(plan).steps
     recorder = _record_last_window(py_spy, proc.pid, out, last[-1].duration_s, len(last)) if py_spy else None
-    ticks: list[tuple[float, str, int]] = []
+    ticks: list[tuple[float, str, int, int]] = []
     names: dict[str, str] = {}
     rounds = 0
     while proc.poll() is None:
         now = time.time()
-        ticks += [(now, tid, value) for tid, value in _thread_ticks(proc.pid)]
+        ticks += [(now, tid, value, wakes) for tid, value, wakes in _thread_ticks(proc.pid)]
         if rounds % 5 == 0:
             names.update(_names(py_spy, proc.pid))
         rounds += 1
@@ -110,14 +116,16 @@ def _epoch(stamp: str) -> float:
     return datetime.datetime.fromisoformat(stamp).timestamp()
 
 
-def thread_cpu(run: Measured, step: StepResult) -> dict[str, float]:
-    """Each thread's CPU over the step's window, in % of one core, threads of one name summed."""
+def _thread_counts(run: Measured, step: StepResult, column: int) -> tuple[collections.Counter[str], float]:
+    """Each thread's increase of one counter of the ticks (2: CPU ticks, 3: wakeups) over the step's window,
+    threads of one name summed, and the window's length in seconds."""
     if not step.window:
-        return {}
+        return collections.Counter(), 0.0
     opened, closed = _epoch(step.window["opened_at"]), _epoch(step.window["closed_at"])
     series: dict[str, list[tuple[float, int]]] = collections.defaultdict(list)
-    for at, tid, value in run.ticks:
-        series[tid].append((at, value))
+    for tick in run.ticks:
+        if len(tick) > column and tick[column] >= 0:  # runs kept before wakeups were read have none
+            series[tick[1]].append((tick[0], tick[column]))
 
     def at(points: list[tuple[float, int]], moment: float) -> int:
         return max((value for when, value in points if when <= moment), default=0)
@@ -125,7 +133,19 @@ def thread_cpu(run: Measured, step: StepResult) -> dict[str, float]:
     found: collections.Counter[str] = collections.Counter()
     for tid, points in series.items():
         found[run.names.get(tid, f"thread {tid}")] += at(points, closed) - at(points, opened)
-    return {name: 100.0 * ticks / TICKS_PER_S / (closed - opened) for name, ticks in found.most_common() if ticks}
+    return found, closed - opened
+
+
+def thread_cpu(run: Measured, step: StepResult) -> dict[str, float]:
+    """Each thread's CPU over the step's window, in % of one core, threads of one name summed."""
+    found, seconds = _thread_counts(run, step, 2)
+    return {name: 100.0 * ticks / TICKS_PER_S / seconds for name, ticks in found.most_common() if ticks}
+
+
+def thread_wakeups(run: Measured, step: StepResult) -> dict[str, float]:
+    """Each thread's wakeups per second over the step's window (None-free: threads never read are left out)."""
+    found, seconds = _thread_counts(run, step, 3)
+    return {name: count / seconds for name, count in found.items() if count}
 
 
 def _cpu(step: StepResult, component: str) -> float | None:
@@ -140,8 +160,9 @@ def rows(runs: list[Measured]) -> list[str]:
     lines = []
     for run in runs:
         for step in run.results.steps:
-            threads = thread_cpu(run, step)
-            top = "; ".join(f"{name} {share:.2f}" for name, share in list(threads.items())[:6])
+            threads, wakeups = thread_cpu(run, step), thread_wakeups(run, step)
+            top = "; ".join(f"{name} {share:.2f}" + (f" ({wakeups[name]:.0f}/s)" if name in wakeups else "")
+                            for name, share in list(threads.items())[:6])
             lines.append(f"| {run.label} | {step.nodes:,} | {_pct(_cpu(step, 'harness'))} | "
                          f"{sum(threads.values()):.1f} % | {top} | {_pct(_cpu(step, 'loadgen'))} | "
                          f"{_pct(_cpu(step, 'kube-apiserver'))} | {_pct(step.machine_cpu_percent)} of "
@@ -227,8 +248,8 @@ def main() -> int:
     lines = results_head("The harness's own CPU, per step and per thread",
                          f"plan {args.plan}; CPU in % of one core over each step's measured window",
                          command, ["checkout", "nodes", "harness (results)", "harness (threads)",
-                                              "threads (top 6, % of one core)", "load generator", "kube-apiserver",
-                                              "machine"])
+                                   "threads (top 6, % of one core, wakeups a second)", "load generator",
+                                   "kube-apiserver", "machine"])
     lines += rows(runs) + ["", *last_step_line(runs), ""]
     for run in runs:
         lines += profile_summary(run, window_s)
