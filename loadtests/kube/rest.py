@@ -40,6 +40,7 @@ from loadtests.kube.watch import (
     ListPage,
     WatchStream,
     accept,
+    is_protobuf,
     watch_query,
 )
 
@@ -341,12 +342,30 @@ class RestClient:
         """One LIST page as a dict, asked for in `encoding`."""
         if encoding == "json":
             return self.get(path, **query)
+        body, content_type = self._list_body(path, query, encoding)
+        return object_of(body, content_type, fields)  # a custom resource: JSON
+
+    def _list_body(self, path: str, query: dict[str, Any], encoding: str) -> tuple[bytes, str | None]:
+        """One LIST page's body as it came, and its Content-Type."""
         headers = {**self.headers, "Accept": accept(encoding)}
         response = self._exchange("GET", f"{path}?{urlencode(query)}", headers, ("GET", path))
         if response.status != 200:
             raise ApiError(response.status, answer_status(response.data, response.headers.get("Content-Type")),
                            "GET", path)
-        return object_of(response.data, response.headers.get("Content-Type"), fields)  # a custom resource: JSON
+        return response.data, response.headers.get("Content-Type")
+
+    def list_messages(self, resource: str, namespace: str = "", *, resource_version: str | None = None
+                      ) -> list[Any] | list[dict[str, Any]]:
+        """One unpaginated LIST asked for in protobuf, its items as the protobuf messages themselves (a reader of
+        thousands of objects every few seconds reads their attributes: no dict is built); a kind answered in
+        JSON (none of the built-in ones is) comes as dicts, which the reader tells apart."""
+        query: dict[str, Any] = {} if resource_version is None else {"resourceVersion": resource_version}
+        body, content_type = self._list_body(resource_path(resource, namespace), query, "protobuf")
+        if not is_protobuf(content_type):
+            return list(object_of(body, content_type).get("items") or [])
+        from loadtests.kube.watch_protobuf import list_messages
+
+        return list_messages(body)
 
     def list_items(self, resource: str, namespace: str = "", *, label_selector: str = "") -> list[dict[str, Any]]:
         return self.list_all(resource, namespace, label_selector=label_selector).items or []

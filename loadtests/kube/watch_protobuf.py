@@ -365,6 +365,21 @@ def decode_object(data: bytes, full: bool = False, metadata_only: bool = False, 
     return unknown_dict(unknown, full, metadata_only, fields)
 
 
+def list_messages(body: bytes) -> list[Any]:
+    """A protobuf LIST body's items as the messages themselves, for a reader of their attributes; WatchError when
+    the body is not a list of a generated kind."""
+    if not body.startswith(MAGIC):
+        raise WatchError(f"not a Kubernetes protobuf object (no k8s\\x00 prefix): {bytes(body[:16])!r}")
+    try:
+        unknown = runtime_pb2.Unknown.FromString(body[len(MAGIC):])
+        cls = MESSAGES.get((unknown.typeMeta.apiVersion, unknown.typeMeta.kind))
+        if cls is None or "items" not in cls.DESCRIPTOR.fields_by_name:
+            raise WatchError(f"not a list of a known kind: {unknown.typeMeta.apiVersion} {unknown.typeMeta.kind}")
+        return list(cls.FromString(unknown.raw).items)
+    except DecodeError as error:
+        raise WatchError(f"not a protobuf list ({error})") from None
+
+
 def decode_status(body: bytes) -> dict[str, Any]:
     """The Status of a protobuf error answer as a dict ({} when the body is not one)."""
     try:

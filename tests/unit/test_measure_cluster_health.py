@@ -6,6 +6,7 @@ and run by kwok on a 50-node cluster that already held one pod no node can take.
 
 from __future__ import annotations
 
+import datetime
 import os
 import time
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from loadtests.analysis.metrics import Snapshot
 from loadtests.kube.errors import ApiError
+from loadtests.kube.pb import coordination_v1_pb2
 from loadtests.kube.watch import ListPage, WatchEvent
 from loadtests.measure import cluster_health as health
 from loadtests.measure import cluster_objects, component_metrics, processes
@@ -197,13 +199,12 @@ class FakeLeaseApi:
     def __init__(self, *pages: list[dict[str, Any]] | None) -> None:
         self.pages = list(pages)
 
-    def list_all(self, resource: str, namespace: str, **query: Any) -> ListPage:
-        assert (resource, namespace, query["resource_version"], query["limit"]) == ("leases", "kube-node-lease",
-                                                                                   "0", 0)
+    def list_messages(self, resource: str, namespace: str, **query: Any) -> list[Any]:
+        assert (resource, namespace, query["resource_version"]) == ("leases", "kube-node-lease", "0")
         items = self.pages.pop(0)
         if items is None:
             raise ApiError(0, "connection refused", "GET", "/leases")
-        return ListPage("1", "", 0, items=items)
+        return items
 
 
 def test_a_renewal_between_samples_counts_as_lag() -> None:
@@ -222,6 +223,35 @@ def test_a_renewal_between_samples_counts_as_lag() -> None:
     unchanged = leases.refresh()
     assert unchanged is not None and unchanged[1] == {}  # not renewed again: its age alone counts
     assert cluster_objects.node_figures(nodes, *unchanged, now=NOW)["lease_lag_s"] == pytest.approx(1.0)
+
+
+def lease_message(item: dict[str, Any]) -> coordination_v1_pb2.Lease:
+    """A Lease's protobuf message, from its JSON form."""
+    found = coordination_v1_pb2.Lease()
+    found.metadata.name = item["metadata"]["name"]
+    found.spec.leaseDurationSeconds = item["spec"]["leaseDurationSeconds"]
+    renewed = datetime.datetime.fromisoformat(item["spec"]["renewTime"])
+    found.spec.renewTime.seconds = int(renewed.timestamp())
+    found.spec.renewTime.nanos = renewed.microsecond * 1000 + 789  # below the JSON form's microseconds
+    return found
+
+
+def test_leases_listed_as_messages_give_the_figures_their_json_gives() -> None:
+    """The Leases' LIST is read as protobuf messages, not dicts: the same Leases give the same states and figures
+    either way (a Lease without a renewal yet has none)."""
+    nodes = states(NODES, cluster_objects.node_state)
+    messages = [lease_message(item) for item in LEASES] + [coordination_v1_pb2.Lease(metadata={"name": "new"})]
+    as_json = [*LEASES, {"metadata": {"name": "new"}}]
+    from_messages = cluster_objects.LeaseLists(FakeLeaseApi(messages)).refresh()
+    from_json = cluster_objects.LeaseLists(FakeLeaseApi(as_json)).refresh()
+    assert from_messages is not None and from_json is not None
+    assert from_messages[0].keys() == from_json[0].keys()
+    for name, state in from_json[0].items():
+        assert from_messages[0][name].duration_s == state.duration_s
+        assert from_messages[0][name].renewed_at == pytest.approx(state.renewed_at, abs=1e-6)
+    assert from_messages[0]["new"] == cluster_objects.LeaseState(None, None)
+    assert (cluster_objects.node_figures(nodes, *from_messages, now=NOW)
+            == cluster_objects.node_figures(nodes, *from_json, now=NOW))
 
 
 def test_pods_pending_not_running_and_evicted() -> None:

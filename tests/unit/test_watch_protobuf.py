@@ -51,14 +51,15 @@ from loadtests.kube.watch_protobuf import (
     encode_frame,
     encode_object,
     go_duration,
+    list_messages,
     list_metadata,
 )
 from loadtests.measure.cluster_objects import (
-    LEASE_FIELDS,
     NODE_FIELDS,
     POD_FIELDS,
     TAINT_UNREACHABLE,
     NodeState,
+    lease_message_state,
     lease_state,
     node_state,
     pod_state,
@@ -573,9 +574,23 @@ class TestProjections:
         found = decode_object(encode_object(node(), "v1", "Node"), fields=NODE_FIELDS)
         assert node_state(found) == node_state(NODE_JSON) == NodeState("Unknown", frozenset({TAINT_UNREACHABLE}))
         assert "labels" not in found["metadata"] and "capacity" not in found["status"]
-        found = decode_object(encode_object(lease(), "coordination.k8s.io/v1", "Lease"), fields=LEASE_FIELDS)
+        found = decode_object(encode_object(lease(), "coordination.k8s.io/v1", "Lease"),
+                              fields=("spec.renewTime", "spec.leaseDurationSeconds"))
         assert found["spec"] == {"renewTime": "2023-11-14T22:13:30.123456Z", "leaseDurationSeconds": 40}
         assert lease_state(found) == lease_state(LEASE_JSON)
+        read = lease_message_state(lease())  # the message read as it is, as the Leases' LIST is
+        assert read.duration_s == lease_state(LEASE_JSON).duration_s == 40.0
+        assert read.renewed_at == pytest.approx(lease_state(LEASE_JSON).renewed_at, abs=1e-6)
+
+    def test_a_list_s_items_come_as_their_messages(self) -> None:
+        leases = coordination_v1_pb2.LeaseList(items=[lease(), coordination_v1_pb2.Lease()])
+        found = list_messages(encode_object(leases, "coordination.k8s.io/v1", "LeaseList"))
+        assert [item.metadata.name for item in found] == ["kwok-node-00001", ""]
+        assert found[0].spec.renewTime.nanos == 123_456_000
+        with pytest.raises(WatchError, match="not a list"):
+            list_messages(encode_object(lease(), "coordination.k8s.io/v1", "Lease"))
+        with pytest.raises(WatchError, match="prefix"):
+            list_messages(b"{}")
 
     def test_a_list_projects_each_item_and_keeps_its_metadata(self) -> None:
         pods = core_v1_pb2.PodList(items=[pod("5"), pod("6", phase="Running")])
