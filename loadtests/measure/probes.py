@@ -128,7 +128,11 @@ class Window:
 
 
 class _Processes:
-    """CPU and memory of every component, gathered last, after the end scrape: the whole window."""
+    """CPU and memory of every component over the window: from its start, just after the scrape that opens the
+    window, to its close, once the background probes have closed (their last requests and the health sampler's
+    last sample in it) and just before the object counts and the scrape that close it. What the harness does
+    after the window (reading the audit log, parsing the end scrapes) is in no component's figure, as no other
+    figure covers that time."""
 
     def __init__(self, sampler: ProcessSampler) -> None:
         self.sampler = sampler
@@ -137,7 +141,7 @@ class _Processes:
         self.sampler.start()
 
     def close(self) -> None:
-        pass  # it sends no request: it samples until fill()
+        self.sampler.close()
 
     def fill(self, step: StepResult, notes: list[str]) -> None:
         step.put(ProcessesSection(self.sampler.gather(), self.sampler.machine_cpu_percent,

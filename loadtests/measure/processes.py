@@ -95,6 +95,7 @@ class ProcessSampler:
         self._started_wall: float | None = None
         self._started_boot: float | None = None  # seconds since boot at start() (Linux), see _born_since_start
         self._machine_start_s: float | None = None
+        self._closed: tuple[float, float] | None = None  # (monotonic time, machine busy seconds) at close()
         # the whole machine's busy CPU (all cores) over the same interval as the components; None until gather()
         self.machine_cpu_seconds: float | None = None
         self.machine_cpu_percent: float | None = None
@@ -185,14 +186,23 @@ class ProcessSampler:
             self._thread.join(timeout=max(5.0, 2 * self.interval_s))
             self._thread = None
 
-    def gather(self) -> list[ProcessStat]:
-        """Stop, take a last sample, and report one ProcessStat per component that had a process."""
+    def close(self) -> None:
+        """End the measured interval now: stop, take the last sample; gather() reports up to here, whatever runs
+        in between (a step's window closes here, and the harness's reading of its audit log and end scrapes
+        after it is no figure's load). Safe to call again: the first close counts."""
         self.stop()
-        if self._started_mono is None:
-            return []
+        if self._started_mono is None or self._closed is not None:
+            return
         self.sample()
-        machine_end_s = _machine_busy_s()
-        wall = max(time.monotonic() - self._started_mono, 1e-9)
+        self._closed = (time.monotonic(), _machine_busy_s())
+
+    def gather(self) -> list[ProcessStat]:
+        """Close (unless closed), and report one ProcessStat per component that had a process."""
+        self.close()
+        if self._started_mono is None or self._closed is None:
+            return []
+        closed_mono, machine_end_s = self._closed
+        wall = max(closed_mono - self._started_mono, 1e-9)
         if self._machine_start_s is not None:
             self.machine_cpu_seconds = max(0.0, machine_end_s - self._machine_start_s)
             self.machine_cpu_percent = self.machine_cpu_seconds / wall * 100.0

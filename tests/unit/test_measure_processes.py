@@ -129,3 +129,25 @@ def test_the_harness_row_is_this_process_without_its_children(spawn) -> None:
     assert sampler.machine_cpu_seconds is not None and sampler.machine_cpu_percent is not None
     assert sampler.machine_cpu_seconds >= harness.cpu_seconds + 0.9
     assert sampler.machine_cpu_percent > harness.cpu_percent
+
+
+def test_what_runs_after_close_is_in_no_figure() -> None:
+    """A step's window closes before the harness reads its audit log and end scrapes: close() ends the interval
+    there, and CPU used between close() and gather() counts for no component, nor in the interval's length."""
+    sampler = ProcessSampler({HARNESS: [os.getpid()]}, interval_s=0.05)
+    started_at = time.monotonic()
+    sampler.start()
+    burn_until = time.process_time() + 0.2
+    while time.process_time() < burn_until:  # inside the window
+        pass
+    sampler.close()
+    closed_at = time.monotonic()
+    burn_until = time.process_time() + 0.6
+    while time.process_time() < burn_until:  # after it
+        pass
+    sampler.close()  # a second close changes nothing
+    (harness,) = sampler.gather()
+    assert 0.15 <= harness.cpu_seconds < 0.6  # the burn after close would have taken it past 0.8
+    wall = harness.cpu_seconds / (harness.cpu_percent / 100.0)
+    assert wall <= closed_at - started_at  # the interval ended at close(), not at gather()
+    assert sampler.gather()[0].cpu_seconds == harness.cpu_seconds
