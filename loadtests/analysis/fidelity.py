@@ -1,14 +1,15 @@
 """A replay's fidelity targets as verdicts, read from a step's replay_fidelity section (results/fidelity.py): one
 per target of capture/compare.py (each kind's count, its size p50 and p99, each class's rate, each resource's
 watches, the replayed share), as the SLOs are one per SLO. A target "not measured" is neither passed nor failed
-(as an SLO with no samples): JUnit skips it and the exit code does not rest on it; a missed one fails the run.
+(as an SLO with no samples), nor is a figure "not judged" (no target a replay controls, e.g. Events' count): JUnit
+skips it and the exit code does not rest on it; a missed one fails the run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadtests.capture.compare import MET, MISSED, ClassFidelity, Fidelity, Judged
+from loadtests.capture.compare import MET, MISSED, NOT_JUDGED, ClassFidelity, Fidelity, Judged
 from loadtests.results import RunResult, StepResult
 from loadtests.results.fidelity import ReplayFidelity
 from loadtests.results.schema import build
@@ -25,7 +26,8 @@ class FidelityVerdict:
     passed: bool | None
     value: str  # the replay's figure beside the original's × k
     threshold: str  # "exact", "within 10 %", "at least 95 %"
-    reason: str = ""  # why not measured
+    reason: str = ""  # why not measured, or not judged
+    verdict: str = ""  # capture/compare.py's: met, missed, not measured, not judged
 
 
 def fidelity_of(found: ReplayFidelity | None) -> Fidelity | None:
@@ -37,11 +39,13 @@ def _number(value: float | None) -> str:
     return "not measured" if value is None else f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
 
 
-def _judged(group: str, check: str, judged: Judged) -> FidelityVerdict:
+def _judged(group: str, check: str, judged: Judged, why: str = "") -> FidelityVerdict:
+    """One target; `why`: the figure's note, the reason of one not judged (no target a replay controls)."""
     passed = True if judged.verdict == MET else False if judged.verdict == MISSED else None
     value = f"replay {_number(judged.replay)} vs original × k {_number(judged.original)}"
-    return FidelityVerdict(group, check, passed, value, judged.target,
-                           "" if passed is not None else "not measured on both sides")
+    reason = "" if passed is not None else f"not judged: {why}" if judged.verdict == NOT_JUDGED else \
+        "not measured on both sides"
+    return FidelityVerdict(group, check, passed, value, judged.target, reason, judged.verdict)
 
 
 def _name(kind: str, group: str) -> str:
@@ -63,7 +67,7 @@ def verdicts(step: StepResult) -> list[FidelityVerdict]:
     if fidelity is None:
         return [FidelityVerdict("replayed", "replay captured", None, "not compared", "a capture of the replay",
                                 found.error or "not compared")]
-    out = [_judged("objects", f"objects {_name(k.kind, k.group)}", k.count) for k in fidelity.kinds]
+    out = [_judged("objects", f"objects {_name(k.kind, k.group)}", k.count, k.note) for k in fidelity.kinds]
     out += [_judged("sizes", f"size {q} {_name(k.kind, k.group)}", judged) for k in fidelity.kinds
             for q, judged in (("p50", k.size_p50), ("p99", k.size_p99)) if judged is not None]
     out += [_judged("rates", _class(c), c.per_second) for c in fidelity.classes]

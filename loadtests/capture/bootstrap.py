@@ -3,8 +3,10 @@ apiserver's default RBAC, flow-control configuration, built-in APIServices, `sys
 `kubernetes` Service and its ServiceCIDR and IPAddress...), so a replay at × k expects them once and not k times.
 
 Decided by public Kubernetes markers only: labels and annotations the control plane sets on what it makes, and
-names Kubernetes reserves. A marker's value or an object's name is compared here, in memory, and never written;
-the profile holds only how many of a kind's objects matched (docs/profile.md, `control_plane`)."""
+names Kubernetes reserves. The defaults the controller-manager makes with every namespace (kube-root-ca.crt, the
+default ServiceAccount) are counted apart (namespace_default), but for the system namespaces' own, made once. A
+marker's value or an object's name is compared here, in memory, and never written; the profile holds only how many
+of a kind's objects matched (docs/profile.md, `control_plane`, `namespace_defaults`)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ RBAC = "rbac.authorization.k8s.io"
 FLOWCONTROL = "flowcontrol.apiserver.k8s.io"
 # the namespaces the apiserver makes as it starts (its system namespaces controller) and refuses to delete
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+# what the controller-manager makes in every namespace as it appears, by name: the root CA's ConfigMap (its
+# root-ca-cert-publisher) and the default ServiceAccount (its serviceaccount controller)
+NAMESPACE_DEFAULTS = {("", "ConfigMap"): "kube-root-ca.crt", ("", "ServiceAccount"): "default"}
 # the `kubernetes` Service of the `default` namespace, the apiserver's own
 APISERVER_SERVICE = {"group": "", "resource": "services", "namespace": "default", "name": "kubernetes"}
 
@@ -44,6 +49,11 @@ def _apiserver_service_ip(_meta: dict[str, Any], obj: dict[str, Any]) -> bool:
     return isinstance(parent, dict) and all(parent.get(k, "") == v for k, v in APISERVER_SERVICE.items())
 
 
+def _system_default(meta: dict[str, Any], _obj: dict[str, Any]) -> bool:
+    """A namespace's default of a system namespace: made with it at bootstrap, once whatever the cluster's size."""
+    return meta.get("namespace") in SYSTEM_NAMESPACES and meta.get("name") in NAMESPACE_DEFAULTS.values()
+
+
 _RBAC_DEFAULTS = _label("kubernetes.io/bootstrapping", "rbac-defaults")
 _APF_BOOTSTRAP = _annotation("apf.kubernetes.io/autoupdate-spec")
 # (group, kind) -> whether one object of it was made by the control plane at bootstrap
@@ -62,6 +72,9 @@ MARKERS: dict[tuple[str, str], Callable[[dict[str, Any], dict[str, Any]], bool]]
     ("scheduling.k8s.io", "PriorityClass"): lambda meta, _obj: str(meta.get("name", "")).startswith("system-"),
     ("", "Namespace"): lambda meta, _obj: meta.get("name") in SYSTEM_NAMESPACES,
     ("", "Service"): _apiserver_service,
+    # the system namespaces' kube-root-ca.crt and default ServiceAccount (every other namespace's: namespace_default)
+    ("", "ConfigMap"): _system_default,
+    ("", "ServiceAccount"): _system_default,
     # the default ServiceCIDR (the apiserver's service cluster IP range) and the IPAddress of the `kubernetes` Service
     ("networking.k8s.io", "ServiceCIDR"): lambda meta, _obj: meta.get("name") == "kubernetes",
     ("networking.k8s.io", "IPAddress"): _apiserver_service_ip,
@@ -80,3 +93,13 @@ def made_at_bootstrap(group: str, kind: str, obj: dict[str, Any]) -> bool:
     kind without one: never."""
     marker = MARKERS.get((group, kind))
     return marker is not None and marker(obj.get("metadata") or {}, obj)
+
+
+def namespace_default(group: str, kind: str, obj: dict[str, Any]) -> bool:
+    """Whether the controller-manager made this object as a default of its namespace (NAMESPACE_DEFAULTS), one
+    of a namespace other than the system ones: those come and go with the cluster's users' namespaces, × k with
+    them in a replay, and a replay's control plane makes them with its own; a system namespace's is
+    made_at_bootstrap's."""
+    meta = obj.get("metadata") or {}
+    return (NAMESPACE_DEFAULTS.get((group, kind)) == meta.get("name")
+            and meta.get("namespace") not in SYSTEM_NAMESPACES)

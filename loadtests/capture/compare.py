@@ -1,8 +1,10 @@
 """How faithful a replay was, measured: the replay's own capture set beside the original's × k, figure by figure,
 each judged against its target (docs/profile.md, "Comparing two profiles").
 
-A figure either side lacks is "not measured": never 0 and never met. Sizes are per object, so not scaled; counts,
-rates and watches are. Nothing here does I/O: the CLI prints a Fidelity, a run's results keep its `to_dict()`.
+A figure either side lacks is "not measured": never 0 and never met; one no replay controls (Events' count) is
+"not judged", shown and neither met nor missed. Counts leave out the load tester's own objects on both sides
+(`harness`). Sizes are per object, so not scaled; counts, rates and watches are. Nothing here does I/O: the CLI
+prints a Fidelity, a run's results keep its `to_dict()`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,14 @@ from loadtests.capture.profile import KindProfile, Profile, Quantiles
 from loadtests.capture.scale import check_scale, expected_count
 
 MET, MISSED, NOT_MEASURED = "met", "missed", "not measured"
+NOT_JUDGED = "not judged"  # measured both sides, but no target a replay controls: neither met nor missed
+VERDICTS = (MET, MISSED, NOT_MEASURED, NOT_JUDGED)
+# kinds whose count no replay controls, each with why: both counts shown, the verdict NOT_JUDGED
+UNCONTROLLED = {
+    ("", "Event"): "Events are made as things happen (by the control plane, the fleet's nodes, the load) and expire "
+                   "after the apiserver's --event-ttl (1 h by default): their count at an instant is no target a "
+                   "replay can meet",
+}
 SIZE_WITHIN = 0.10  # size p50 and p99, either side
 RATE_WITHIN = 0.10  # requests per second of a class, either side
 RATE_FLOOR = 1.0  # per second, after scaling: a class below it is too rare to judge over a replay's window
@@ -141,12 +151,13 @@ class Fidelity:
 
     def tally(self) -> dict[str, int]:
         found = self.verdicts()
-        return {verdict: found.count(verdict) for verdict in (MET, MISSED, NOT_MEASURED)}
+        return {verdict: found.count(verdict) for verdict in VERDICTS}
 
     @property
     def passed(self) -> bool:
-        """Every target measured and met (and at least one to judge): a missed or unmeasured one is no pass."""
-        found = self.verdicts()
+        """Every target measured and met (and at least one to judge): a missed or unmeasured one is no pass; a
+        figure not judged (no target a replay controls) is neither."""
+        found = [verdict for verdict in self.verdicts() if verdict != NOT_JUDGED]
         return bool(found) and all(verdict == MET for verdict in found)
 
     def to_dict(self) -> dict[str, Any]:
@@ -162,11 +173,32 @@ def _owner_note(kind: KindProfile) -> str:
 
 
 def _bootstrap_note(kind: KindProfile, scale: float) -> str:
-    once = min(kind.control_plane or 0, kind.count)
+    count = judged_count(kind)
+    once = min(kind.control_plane or 0, count)
     if not once:
         return ""
     return (f"expected: {once:,} made by the control plane at bootstrap (once, whatever the cluster's size) + "
-            f"{kind.count - once:,} × {scale:g}")
+            f"{count - once:,} × {scale:g}")
+
+
+def _harness_note(kind: KindProfile, side: str) -> str:
+    """The load tester's own objects of a side's capture (capture/harness.py), said: they are taken off its count."""
+    if not kind.harness:
+        return ""
+    return (f"{kind.harness:,} of the {side}'s are the load tester's own (its namespaces and what is in them, its "
+            f"RBAC, its fleet's node Events): not counted")
+
+
+def judged_count(kind: KindProfile) -> int:
+    """A kind's count as judged: less the load tester's own objects (capture/harness.py), no part of the cluster."""
+    return kind.count - min(kind.harness or 0, kind.count)
+
+
+def _uncontrolled(judged: Judged, kind: KindProfile) -> Judged:
+    """A count no replay controls (UNCONTROLLED): its figures kept, its verdict NOT_JUDGED where both measured."""
+    if (kind.group, kind.kind) not in UNCONTROLLED or judged.verdict == NOT_MEASURED:
+        return judged
+    return dataclasses.replace(judged, target="none", verdict=NOT_JUDGED)
 
 
 def _size(original: Quantiles | None, replay: KindProfile | None, quantile: str) -> Judged:
@@ -176,21 +208,24 @@ def _size(original: Quantiles | None, replay: KindProfile | None, quantile: str)
 
 def _kind(kind: KindProfile, replay: Profile, scale: float) -> KindFidelity:
     other = replay.kind(kind.kind, kind.group)
-    notes = [_bootstrap_note(kind, scale), _owner_note(kind)]
+    notes = [UNCONTROLLED.get((kind.group, kind.kind), ""), _bootstrap_note(kind, scale), _owner_note(kind),
+             _harness_note(kind, "original"), _harness_note(other, "replay") if other is not None else ""]
     if other is None:
         skipped = next((s for s in replay.skipped if (s.group, s.resource) == (kind.group, kind.resource)), None)
         notes.append(f"the replay's capture skipped it: {skipped.reason}" if skipped else
                      "the replay's cluster does not serve it")
     sizes = (_size(kind.size_bytes, other, "p50"), _size(kind.size_bytes, other, "p99")) if (
         kind.count and kind.size_bytes) else (None, None)
-    return KindFidelity(kind.group, kind.kind, kind.resource,
-                        exact(expected_count(kind.count, kind.control_plane, scale), other.count if other else None),
-                        *sizes, note="; ".join(n for n in notes if n), control_plane=kind.control_plane)
+    count = exact(expected_count(judged_count(kind), kind.control_plane, scale),
+                  judged_count(other) if other else None)
+    return KindFidelity(kind.group, kind.kind, kind.resource, _uncontrolled(count, kind), *sizes,
+                        note="; ".join(n for n in notes if n), control_plane=kind.control_plane)
 
 
 def _kinds(original: Profile, replay: Profile, scale: float) -> tuple[list[KindFidelity], list[ReplayOnly]]:
     known = {(k.group, k.kind) for k in original.kinds}
-    only = [ReplayOnly(k.group, k.kind, k.resource, k.count) for k in replay.kinds if (k.group, k.kind) not in known]
+    only = [ReplayOnly(k.group, k.kind, k.resource, judged_count(k)) for k in replay.kinds
+            if (k.group, k.kind) not in known]
     return [_kind(kind, replay, scale) for kind in original.kinds], only
 
 

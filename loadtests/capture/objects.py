@@ -21,7 +21,8 @@ from typing import Any
 
 import orjson
 
-from loadtests.capture.bootstrap import made_at_bootstrap
+from loadtests.capture.bootstrap import NAMESPACE_DEFAULTS, made_at_bootstrap, namespace_default
+from loadtests.capture.harness import made_by_harness
 from loadtests.capture.profile import CrdFigures, KindProfile, NodeShape, PodFigures, Quantiles, Skipped
 from loadtests.errors import TargetError
 from loadtests.kube import discovery
@@ -74,7 +75,7 @@ class Interned:
 @dataclass
 class KindTally:
     """One kind's figures as its pages arrive: five numbers per object, a counter per namespace and owner kind,
-    and how many the control plane made at bootstrap."""
+    and how many the control plane made at bootstrap and with each namespace, and the load tester itself."""
 
     kind: Kind
     owner_names: dict[tuple[str, str], str]  # (group, kind) served -> the name written for an owner of that kind
@@ -87,6 +88,8 @@ class KindTally:
     owners: collections.Counter[str] = field(default_factory=collections.Counter)
     without_owner: int = 0
     control_plane: int = 0  # made by the control plane at bootstrap (capture/bootstrap.py's markers)
+    namespace_defaults: int = 0  # made by the control plane with each namespace but the system ones
+    harness: int = 0  # made by the load tester itself (capture/harness.py): apart from every other figure's count
 
     def add(self, obj: dict[str, Any], namespace_id: Callable[[str], int]) -> None:
         meta = obj.get("metadata") or {}
@@ -101,7 +104,12 @@ class KindTally:
         owners = {self.owner_name(ref) for ref in meta.get("ownerReferences") or () if isinstance(ref, dict)}
         self.owners.update(owners)
         self.without_owner += not owners
-        self.control_plane += made_at_bootstrap(self.kind.group, self.kind.kind, obj)
+        group, kind = self.kind.group, self.kind.kind
+        if made_by_harness(group, kind, obj):
+            self.harness += 1
+        else:
+            self.control_plane += made_at_bootstrap(group, kind, obj)
+            self.namespace_defaults += namespace_default(group, kind, obj)
 
     def owner_name(self, ref: dict[str, Any]) -> str:
         """"ReplicaSet.apps", "Node": an owner's kind when the cluster serves it, else "other" (an owner
@@ -114,7 +122,9 @@ class KindTally:
         found = KindProfile(kind.group, kind.version, kind.kind, kind.plural,
                             "Namespaced" if kind.namespaced else "Cluster", count=len(self.sizes),
                             owners=dict(self.owners.most_common()), without_owner=self.without_owner,
-                            control_plane=self.control_plane)
+                            control_plane=self.control_plane, harness=self.harness,
+                            namespace_defaults=self.namespace_defaults if (
+                                kind.group, kind.kind) in NAMESPACE_DEFAULTS else None)
         if kind.namespaced:
             found.namespaces = len(self.per_namespace)
         if not self.sizes:

@@ -92,6 +92,13 @@ class KindProfile:
     # made by the control plane at bootstrap (public markers: capture/bootstrap.py), once whatever the cluster's
     # size; None: captured before this figure was
     control_plane: int | None = None
+    # ConfigMaps and ServiceAccounts only: the defaults the control plane makes with each namespace (kube-root-ca.crt,
+    # `default`) but the system namespaces' (counted in control_plane); None: another kind, or captured before
+    namespace_defaults: int | None = None
+    # made by the load tester itself (capture/harness.py: its namespaces and what is in them, its RBAC, its fleet's
+    # node Events), in none of the figures above and no part of the cluster the profile stands for; None: captured
+    # before this figure was
+    harness: int | None = None
     crd: CrdFigures | None = None  # a custom resource: its definition's figures
     pods: PodFigures | None = None
     nodes: list[NodeShape] | None = None  # Nodes: their shapes, most common first

@@ -7,7 +7,10 @@ runs anything.
   and every custom resource, their CRDs installed from the captured definitions with a permissive schema): the
   objects without an owner × k, prefilled once before the window by the `objects` scenario over the captured
   namespaces × k, each padded to a size drawn from the captured size quantiles; those the control plane made at
-  bootstrap (`control_plane`) once, as the replaying cluster's own control plane makes them;
+  bootstrap (`control_plane`) once, as the replaying cluster's own control plane makes them; none of the
+  defaults it makes with each namespace (`namespace_defaults`) nor of the load tester's own (`harness`);
+- the namespaces: the captured ones but the system ones and the harness's × k, made by the `objects` scenario
+  (its `namespaces`), so the replaying cluster ends with the count the comparison expects;
 - what is not made (the control plane's and controllers' objects, kinds without a generic body) is listed in the
   plan's `replay:` section with its count and why, and the run's results keep it with the plan.
 
@@ -25,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from loadtests.capture.bootstrap import NAMESPACE_DEFAULTS
+from loadtests.capture.compare import judged_count
 from loadtests.capture.profile import KindProfile, Profile, Quantiles, load
 from loadtests.capture.replay_traffic import compile_traffic
 from loadtests.capture.scale import check_scale, scaled_count
@@ -55,7 +60,8 @@ IN_DATA = {("", "ConfigMap"), ("", "Secret")}  # padded in `data`, the others in
 NOT_MADE = {
     ("", "Node"): "the fleet's nodes, of the captured shapes",
     ("", "Pod"): "the fleet's pods (pods_per_node)",
-    ("", "Namespace"): "made by spreading the objects over the captured namespaces × k",
+    ("", "Namespace"): "the system namespaces the replaying cluster's own, the others × k as the objects "
+                       "scenario's namespaces (`namespaces`), the objects spread over them",
     ("", "Event"): "made by the control plane and the fleet as things happen",
     ("events.k8s.io", "Event"): "made by the control plane and the fleet as things happen",
     ("coordination.k8s.io", "Lease"): "made by the control plane and the fleet's nodes",
@@ -66,9 +72,10 @@ NOT_MADE = {
     ("flowcontrol.apiserver.k8s.io", "FlowSchema"): "made by the apiserver (bootstrap configuration)",
     ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"): "made by the apiserver (bootstrap configuration)",
 }
+HARNESS = ("the load tester's own in the captured cluster (capture/harness.py): no part of the cluster; a replay's "
+           "harness makes its own, which its fidelity does not count")
 BOOTSTRAP = ("made by the control plane at bootstrap, once whatever the cluster's size: the replaying cluster's own "
              "count toward the kind's total, and are not made again")
-PER_NAMESPACE = {("", "ConfigMap"): "kube-root-ca.crt", ("", "ServiceAccount"): "default"}
 
 
 def plan_of(profile: Profile, scale: float, *, source: str, duration_s: float = DEFAULT_DURATION_S,
@@ -91,10 +98,12 @@ def plan_data(profile: Profile, scale: float, *, source: str, duration_s: float 
     shapes = _shapes(profile, nodes)
     if shapes:
         data["fleet"] = {"shapes": shapes}
-    install, prefill, left_out = _objects(profile, scale)
+    namespaces = replayed_namespaces(profile, scale)
+    install, prefill, left_out = _objects(profile, scale, namespaces)
     if install or prefill:
         data["load"]["scenarios"]["objects"] = {"rate": 0, "users": 0, "nodes_per_namespace": 1_000_000_000,
-                                                "install": install, "prefill": prefill}
+                                                "namespaces": max(1, namespaces or 0), "install": install,
+                                                "prefill": prefill}
     traffic = compile_traffic(profile, scale, prefill)
     data["load"]["scenarios"].update(traffic.scenarios)
     data["replay"] = {"profile": Path(source).name, "scale": scale, "traffic": traffic.summary["traffic"],
@@ -144,11 +153,24 @@ def _shapes(profile: Profile, nodes: int) -> list[dict[str, Any]]:
             for shape, count in zip(captured, counts, strict=True) if count]
 
 
-def _objects(profile: Profile, scale: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The CRDs to install, the prefill entries (one per kind replayed), and the objects left out, with why."""
+def replayed_namespaces(profile: Profile, scale: float) -> int | None:
+    """The namespaces a replay makes: the captured ones but those the control plane made at bootstrap (the
+    replaying cluster has its own) × k, so the cluster ends with the Namespaces' expected count (scale.py); None
+    where the profile holds no Namespaces' figures."""
+    found = profile.kind("Namespace")
+    if found is None:
+        return None
+    count = judged_count(found)
+    return scaled_count(count - min(found.control_plane or 0, count), scale)
+
+
+def _objects(profile: Profile, scale: float, namespaces: int | None = None,
+             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The CRDs to install, the prefill entries (one per kind replayed, spread over at most `namespaces`), and the
+    objects left out, with why."""
     install = [_crd_entry(kind) for kind in profile.kinds if kind.crd is not None]
     prefill, left_out = [], []
-    namespaces = profile.kind("Namespace")
+    captured_namespaces = profile.kind("Namespace")
     for kind in profile.kinds:
         key = (kind.group, kind.kind)
         if not kind.count:
@@ -159,10 +181,13 @@ def _objects(profile: Profile, scale: float) -> tuple[list[dict[str, Any]], list
         made = kind.without_owner
         for owner, count in sorted(kind.owners.items()):
             left_out.append(_row(kind, count, f"owned by {owner}: made by its controller"))
-        if key in PER_NAMESPACE and namespaces is not None and (default := min(made, namespaces.count)):
+        if harness := min(made, kind.harness or 0):
+            made -= harness
+            left_out.append(_row(kind, harness, HARNESS))
+        if default := min(made, _defaults(kind, captured_namespaces)):
             made -= default
-            left_out.append(_row(kind, default, f"one {PER_NAMESPACE[key]} per namespace, made by the "
-                                                "controller-manager in every namespace"))
+            left_out.append(_row(kind, default, f"one {NAMESPACE_DEFAULTS[key]} per namespace, made by the "
+                                                "controller-manager with every namespace the replay makes"))
         if once := min(kind.control_plane or 0, made):
             made -= once
             left_out.append(_row(kind, once, BOOTSTRAP))
@@ -170,8 +195,19 @@ def _objects(profile: Profile, scale: float) -> tuple[list[dict[str, Any]], list
             if made:
                 left_out.append(_row(kind, made, "no generic body: the replay cannot make one without its spec"))
         elif (count := scaled_count(made, scale)) > 0:
-            prefill.append(_prefill_entry(kind, count, scale, len(prefill), present=once))
+            prefill.append(_prefill_entry(kind, count, scale, len(prefill), present=once, namespaces=namespaces))
     return install, prefill, left_out
+
+
+def _defaults(kind: KindProfile, namespaces: KindProfile | None) -> int:
+    """The kind's defaults the control plane makes with each namespace but the system ones (namespace_defaults;
+    those of the system namespaces are in control_plane); a profile captured before that figure: one per
+    captured namespace."""
+    if (kind.group, kind.kind) not in NAMESPACE_DEFAULTS:
+        return 0
+    if kind.namespace_defaults is not None:
+        return kind.namespace_defaults
+    return namespaces.count if namespaces is not None else 0
 
 
 def _row(kind: KindProfile, count: int, reason: str) -> dict[str, Any]:
@@ -214,10 +250,11 @@ _SIZE = (
     "{%- endfor -%}{%- endset -%}\n")
 
 
-def _prefill_entry(kind: KindProfile, count: int, scale: float, index: int, *, present: int = 0) -> dict[str, Any]:
-    """One kind's prefill entry: `count` objects over its namespaces × scale, each padded to its drawn size; its
-    total (top_up) `present` more, the objects the replaying cluster's control plane made at bootstrap as the
-    original's did, which count toward it and are made once whatever the scale."""
+def _prefill_entry(kind: KindProfile, count: int, scale: float, index: int, *, present: int = 0,
+                   namespaces: int | None = None) -> dict[str, Any]:
+    """One kind's prefill entry: `count` objects over its namespaces × scale (at most the replay's `namespaces`),
+    each padded to its drawn size; its total (top_up) `present` more, the objects the replaying cluster's control
+    plane made at bootstrap as the original's did, which count toward it and are made once whatever the scale."""
     key = (kind.group, kind.kind)
     api_version = f"{kind.group}/{kind.version}" if kind.group else kind.version
     body = GENERIC.get(key, 'spec:\n  pad: "{{ pad }}"\n')
@@ -237,7 +274,7 @@ def _prefill_entry(kind: KindProfile, count: int, scale: float, index: int, *, p
                              "input_vars": {**template.input_vars, "fixed": fixed,
                                             "knots": size_knots(sizes, count, fixed)}}
     if namespaced:
-        wanted = min(count, max(1, round((kind.namespaces or 1) * scale)))
+        wanted = min(count, max(1, round((kind.namespaces or 1) * scale)), max(1, namespaces or count))
         entry["per_namespace"] = spread(count, wanted, kind.per_namespace)
         # the last namespaces are those a top-up leaves short by the cluster's own: the bootstrap objects' share
         entry["per_namespace"][-1] += present

@@ -174,8 +174,11 @@ def _class_name(c: ClassFidelity) -> str:
 def show_fidelity(fidelity: Fidelity, title: str) -> None:
     """The fidelity as tables: its verdict counts first, then kinds, classes, watches and the replayed share."""
     tally, k = fidelity.tally(), f"× {fidelity.scale:g}"
-    say(f"fidelity of {title}: {tally['met']} of {sum(tally.values())} targets met, {tally['missed']} missed, "
-        f"{tally['not measured']} not measured: {'faithful' if fidelity.passed else 'not shown faithful'}")
+    targets = sum(tally.values()) - tally["not judged"]
+    say(f"fidelity of {title}: {tally['met']} of {targets} targets met, {tally['missed']} missed, "
+        f"{tally['not measured']} not measured"
+        + (f", {tally['not judged']} not judged (no target a replay controls)" if tally["not judged"] else "")
+        + f": {'faithful' if fidelity.passed else 'not shown faithful'}")
     header = ["figure", f"original {k}", "replay", "difference", "target", "verdict"]
     say(f"objects per kind: count exact at {k}; size p50 and p99 within 10 % (per object, not scaled)")
     say_table([["kind", *header, "note"], *_kind_rows(fidelity)])

@@ -217,10 +217,11 @@ def objects_request(verb: str, kind: str, subresource: str = "") -> str:
     return request_name(verb, f"{kind}/{subresource}" if subresource else kind, "objects")
 
 
-def objects_namespaces(nodes: int, nodes_per_namespace: int) -> list[str]:
+def objects_namespaces(nodes: int, nodes_per_namespace: int, namespaces: int = 0) -> list[str]:
     """The objects scenario's namespaces at a scale: one per `nodes_per_namespace` nodes, as ClusterLoader2's
-    NODES_PER_NAMESPACE (at least one)."""
-    count = max(1, -(-int(nodes) // max(1, int(nodes_per_namespace))))
+    NODES_PER_NAMESPACE, or `namespaces` whatever the scale where given (a replay: the captured namespaces × k);
+    at least one."""
+    count = max(1, int(namespaces) or -(-int(nodes) // max(1, int(nodes_per_namespace))))
     return [objects_namespace(i) for i in range(count)]
 
 
@@ -346,17 +347,18 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "scenario's namespaces it acts in",
         {"rows": [], "watches": [], "namespaces": 1}, _requests),
     Scenario(
-        "objects", "objects of any kind made from YAML templates (`templates`: each a `template` file with "
-        "`replicas` objects per iteration and `input_vars`), created at `rate`/s in one namespace per "
-        "`nodes_per_namespace` nodes, updated every `update_every_s` s (a rolling update for Deployments, "
-        "StatefulSets and DaemonSets), scaled every `scale_every_s` s to a random size in [0.5x, 1.5x] of the "
-        "template's (kinds with a /scale subresource) and deleted after `lifetime_s`; `install`: templates "
-        "(CustomResourceDefinitions, PriorityClasses) made once before the steps and removed at the end; "
-        "`prefill`: templates whose `replicas` objects are made once before the first window, in the first "
-        "namespace (or over the namespaces as the entry's `per_namespace` counts say; cluster-scoped kinds without "
-        "one), and kept until the end (a set of objects for the load to read)",
+        "objects",
+        "objects of any kind made from YAML templates (`templates`: each a `template` file with `replicas` objects per "
+        "iteration and `input_vars`), created at `rate`/s in one namespace per `nodes_per_namespace` nodes (or "
+        "`namespaces` of them whatever the step's nodes, where above 0), updated every `update_every_s` s (a rolling "
+        "update for Deployments, StatefulSets and DaemonSets), scaled every `scale_every_s` s to a random size in "
+        "[0.5x, 1.5x] of the template's (kinds with a /scale subresource) and deleted after `lifetime_s`; `install`: "
+        "templates (CustomResourceDefinitions, PriorityClasses) made once before the steps and removed at the end; "
+        "`prefill`: templates whose `replicas` objects are made once before the first window, in the first namespace "
+        "(or over the namespaces as the entry's `per_namespace` counts say; cluster-scoped kinds without one), and kept"
+        " until the end (a set of objects for the load to read)",
         {"rate": 5.0, "users": 2, "lifetime_s": 60.0, "update_every_s": 0.0, "scale_every_s": 0.0,
-         "nodes_per_namespace": 100, "templates": [], "install": [], "prefill": []},
+         "nodes_per_namespace": 100, "namespaces": 0, "templates": [], "install": [], "prefill": []},
         _objects, template_lists=frozenset({"templates", "install", "prefill"})),
 )}
 

@@ -65,6 +65,7 @@ from loadtests.controlplane.processes import (
 from loadtests.errors import ComponentFailed, TargetError, os_reason
 from loadtests.kube.access import ClusterAccess, unverified_context
 from loadtests.kube.node_identity import NODE_KEY, NodeIdentities
+from loadtests.kube.objects import HARNESS_RBAC_PREFIX
 from loadtests.kube.private import write_private
 from loadtests.kube.rest import KeptConnection
 from loadtests.polling import poll_until
@@ -127,7 +128,7 @@ def apiserver_port_key(topology: Topology, instance: str) -> str:
     return f"apiserver_{topology.instances(APISERVER).index(instance) + 1}"
 
 
-PROXY_BINDING = "k8s-loadtest:node-proxier"  # kubeadm names its own "kubeadm:node-proxier"
+PROXY_BINDING = f"{HARNESS_RBAC_PREFIX}node-proxier"  # kubeadm names its own "kubeadm:node-proxier"
 
 
 def cluster_role_binding(name: str, role: str, subject: dict[str, str]) -> dict[str, Any]:
@@ -143,7 +144,7 @@ def grants(identities: str) -> list[dict[str, Any]]:
     found = [cluster_role_binding(PROXY_BINDING, "system:node-proxier",
                                   {"kind": "ServiceAccount", "name": "kube-proxy", "namespace": "kube-system"})]
     if identities == "production":
-        found += [cluster_role_binding(f"k8s-loadtest:{user}", "cluster-admin",
+        found += [cluster_role_binding(f"{HARNESS_RBAC_PREFIX}{user}", "cluster-admin",
                                        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user})
                   for user in (KWOK_USER, LOAD_USER)]
     return found

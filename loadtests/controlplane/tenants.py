@@ -18,7 +18,7 @@ from loadtests.controlplane.pki import Authority, CertPair, write_kubeconfig
 from loadtests.errors import TargetError
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.errors import ApiError
-from loadtests.kube.objects import MANAGED_BY
+from loadtests.kube.objects import HARNESS_RBAC_PREFIX, MANAGED_BY
 from loadtests.polling import poll_until
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
@@ -30,7 +30,7 @@ PLURALS = {"ClusterRole": f"{RBAC}/clusterroles", "ClusterRoleBinding": f"{RBAC}
 
 
 def role_name(user: str) -> str:
-    return f"k8s-loadtest:tenant:{user}"
+    return f"{HARNESS_RBAC_PREFIX}tenant:{user}"
 
 
 def cert_stem(user: str) -> str:

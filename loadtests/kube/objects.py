@@ -27,6 +27,9 @@ NS_FLEET = "loadtest-fleet"  # the steady population of pods per step (a Deploym
 NS_CHURN = "loadtest-churn"  # pods and Deployments created and deleted by the load
 NS_PROBE = "loadtest-probe"  # objects written by the watch-delay probe
 NAMESPACES = (NS_FLEET, NS_CHURN, NS_PROBE)
+# the names of the cluster-scoped RBAC the harness grants its own users (kube-proxy's binding, the load's and
+# kwok's, a tenant's role and binding): a capture of a cluster takes them as the harness's, not the cluster's
+HARNESS_RBAC_PREFIX = "k8s-loadtest:"
 NS_OBJECTS_PREFIX = "loadtest-objects-"  # the objects scenario's namespaces, one per N nodes: -0, -1, ...
 
 # Each fake node's pod addresses: a /24 by node index out of 10.128.0.0/9, clear of kwok's own default range

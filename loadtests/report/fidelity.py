@@ -6,19 +6,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadtests.analysis import fidelity as analysis
-from loadtests.capture.compare import MET, MISSED, Fidelity, Judged
+from loadtests.capture.compare import MET, MISSED, NOT_JUDGED, Fidelity, Judged
 from loadtests.results import StepResult
 from loadtests.results.fidelity import ReplayFidelity
 
-CSS = {MET: "pass", MISSED: "fail"}  # any other verdict (not measured) is shown as skipped
+CSS = {MET: "pass", MISSED: "fail"}  # any other verdict (not measured, not judged) is shown as skipped
 
 
 @dataclass
 class FidelityView:
     found: ReplayFidelity
     fidelity: Fidelity | None  # None: not compared (found.error says why)
-    tally: dict[str, int]  # met, missed, not measured
-    group_tally: list[tuple[str, int, int, int]]  # group, met, missed, not measured
+    tally: dict[str, int]  # met, missed, not measured, not judged
+    group_tally: list[tuple[str, int, int, int]]  # group, met, missed, neither
 
     @staticmethod
     def css(judged: Judged | None) -> str:
@@ -44,6 +44,7 @@ def fidelity_view(step: StepResult) -> FidelityView | None:
         mine = [v.passed for v in verdicts if v.group == group]
         if mine:
             groups.append((group, mine.count(True), mine.count(False), mine.count(None)))
+    judged = sum(v.verdict == NOT_JUDGED for v in verdicts)
     tally = {MET: sum(v.passed is True for v in verdicts), MISSED: sum(v.passed is False for v in verdicts),
-             "not measured": sum(v.passed is None for v in verdicts)}
+             "not measured": sum(v.passed is None for v in verdicts) - judged, NOT_JUDGED: judged}
     return FidelityView(found, analysis.fidelity_of(found), tally, groups)

@@ -6,11 +6,12 @@ Step keys (results.json):
     replay_fidelity: ReplayFidelity or null (a step of a plan that is no replay; older files): the original
         profile (as the plan names it, and the file read), the scale k, where the replay's traffic came from
         (traffic_source: the window's audit log or its two apiserver /metrics scrapes; "" not measured), the
-        capture's own cost (capture_s, objects_read), the kinds the harness made itself in its own namespaces
-        (harness: counted, not taken off), the plan's kinds not replayed with their share of the original's
-        objects of the kind, and `compared`: capture/compare.py's Fidelity.to_dict() (every figure and its
-        verdict: met, missed, not measured); `error` says why the capture or the comparison could not be made
-        (then compared is null and every target is "not measured")
+        capture's own cost (capture_s, objects_read), the objects of each kind the harness made itself (harness:
+        its namespaces and what is in them, its RBAC, its fleet's node Events; capture/harness.py; not counted in
+        the comparison), the plan's kinds not replayed with their share of the original's objects of the kind,
+        and `compared`: capture/compare.py's Fidelity.to_dict() (every figure and its verdict: met, missed, not
+        measured, or not judged where no replay controls it, Events' count); `error` says why the capture or the
+        comparison could not be made (then compared is null and every target is "not measured")
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from typing import Any
 
 @dataclass
 class HarnessKind:
-    """Objects of one kind in the harness's own namespaces at the window's close: counted with the replay's
-    objects (nothing is taken off), listed so a reader sees what of a kind's count is the harness's."""
+    """Objects of one kind the harness made itself at the window's close (capture/harness.py: its namespaces and
+    what is in them, its RBAC, its fleet's node Events): taken off the replay's count before it is judged, listed
+    so a reader sees what of the cluster was the harness's."""
 
     group: str
     kind: str

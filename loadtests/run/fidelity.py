@@ -2,9 +2,9 @@
 `loadtest capture` captures any cluster (its objects with GETs and LISTs; its traffic over the window from the
 window's own apiserver scrapes, or its audit log) and compared with the original profile × k (capture/compare.py).
 
-Nothing is taken off the capture: the harness's own objects (its namespaces' pods, the watch-delay probe's
-ConfigMaps, the namespaces themselves) are counted with the replay's, as they would be in any cluster it runs
-on, and listed beside the comparison. The capture is made after the window closed, so none of its requests is in
+The harness's own objects (its namespaces and what is in them, the watch-delay probe's ConfigMaps among them, its
+RBAC, its fleet's node Events: capture/harness.py) are counted apart by the capture, listed beside the comparison
+and not judged. The capture is made after the window closed, so none of its requests is in
 the window's traffic.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from loadtests.analysis.metrics import Snapshot
 from loadtests.analysis.server import REQUESTS
 from loadtests.capture.compare import compare
-from loadtests.capture.profile import KindProfile, Profile, load
+from loadtests.capture.profile import Profile, load
 from loadtests.capture.take import USER_AGENT, take
 from loadtests.capture.traffic import (
     LONGRUNNING,
@@ -32,7 +32,6 @@ from loadtests.config.workload import NotReplayed, ReplaySettings, TrafficNotRep
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube import objects
 from loadtests.kube.rest import RestClient
-from loadtests.measure.object_counts import count_objects
 from loadtests.results.fidelity import HarnessKind, NotReplayedKind, NotReplayedRequests, ReplayFidelity
 
 # the apiserver metric families the window's scrapes keep for the replay's traffic (rates, watches open)
@@ -83,38 +82,10 @@ def requests_not_replayed(settings: ReplaySettings) -> list[NotReplayedRequests]
             for left in settings.not_replayed if isinstance(left, TrafficNotReplayed)]
 
 
-def _collection(kind: KindProfile, namespace: str) -> str:
-    prefix = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
-    return f"{prefix}/namespaces/{namespace}/{kind.resource}"
-
-
-def harness_kinds(client: RestClient, captured: Profile,
-                  namespaces: tuple[str, ...] = HARNESS_NAMESPACES) -> list[HarnessKind]:
-    """Objects of each namespaced kind the capture found in the harness's own namespaces, and those namespaces
-    (a LIST with limit=1 per kind and namespace: items + remainingItemCount)."""
-    kinds = [k for k in captured.kinds if k.scope == "Namespaced" and k.count]
-    paths = {f"{i}/{ns}": _collection(kind, ns) for i, kind in enumerate(kinds) for ns in namespaces}
-    counts = count_objects(client, (), paths)
-    rows = []
-    for i, kind in enumerate(kinds):
-        found = sum(counts.get(f"{i}/{ns}", 0) for ns in namespaces)
-        if found:
-            rows.append(HarnessKind(kind.group, kind.kind, kind.resource, found))
-    listed = client.get("/api/v1/namespaces").get("items") or []
-    mine = sum(1 for ns in listed if (ns.get("metadata") or {}).get("name") in namespaces)
-    if mine:
-        rows.append(HarnessKind("", "Namespace", "namespaces", mine))
-    return rows
-
-
-def without_harness(captured: Profile, harness: list[HarnessKind]) -> Profile:
-    """The replay's capture less the harness's own objects (those in its namespaces, and the namespaces): they are
-    no part of the replay, and counted they missed every exact count they fell in. Their sizes stay in the
-    quantiles (the capture kept no object apart)."""
-    off = {(row.group, row.kind): row.count for row in harness}
-    kinds = [dataclasses.replace(kind, count=max(0, kind.count - off.get((kind.group, kind.kind), 0)))
-             for kind in captured.kinds]
-    return dataclasses.replace(captured, kinds=kinds)
+def harness_kinds(captured: Profile) -> list[HarnessKind]:
+    """The load tester's own objects of each kind the capture found (capture/harness.py: its namespaces and what is
+    in them, its RBAC, its fleet's node Events): the comparison does not count them (compare.judged_count)."""
+    return [HarnessKind(kind.group, kind.kind, kind.resource, kind.harness) for kind in captured.kinds if kind.harness]
 
 
 def window_traffic(window: Window, audit_logs: list[Path], salt: bytes) -> tuple[TrafficProfile | None, str, str]:
@@ -160,13 +131,14 @@ def measure_fidelity(plan: Plan, info: TargetInfo, window: Window,
     try:
         captured = take(client, salt=salt, progress=say, reset_peak=False)  # the run measures its own peak
         found.capture_s, found.objects_read = captured.capture.seconds, captured.capture.objects_read
-        found.harness = harness_kinds(client, captured)
+        found.harness = harness_kinds(captured)
         traffic, found.traffic_source, note = window_traffic(window, info.audit_logs, salt)
         found.notes += [note] if note else []
         captured.traffic = traffic.to_dict() if traffic is not None else None
-        found.notes.append("the harness's own objects (in its namespaces, and those namespaces) are taken off the "
-                           "replay's counts before they are judged; their sizes stay in the size quantiles")
-        found.compared = compare(original, without_harness(captured, found.harness), settings.scale).to_dict()
+        found.notes.append("the harness's own objects (its namespaces and what is in them, its RBAC, its fleet's "
+                           "node Events) are taken off the replay's counts before they are judged; their sizes "
+                           "stay in the size quantiles")
+        found.compared = compare(original, captured, settings.scale).to_dict()
     except Exception as error:  # noqa: BLE001 - one line in the results, the run's other figures kept
         found.error = f"the replay's capture: {_failed(error)}"
     finally:

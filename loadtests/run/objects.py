@@ -20,6 +20,7 @@ from loadtests.config.templates import RUN_LABEL, ObjectTemplate
 from loadtests.errors import PlanError
 from loadtests.kube.discovery import Kind, UnknownKind, resolve
 from loadtests.kube.errors import ApiError
+from loadtests.kube.objects import NAMESPACES as HARNESS_NAMESPACES
 from loadtests.kube.paths import resource_path
 from loadtests.kube.rest import RestClient
 from loadtests.measure.controlled import CONTROLLERS
@@ -108,9 +109,11 @@ class ObjectsSetup:
             raise PlanError(f"{where}: {error}; install its CustomResourceDefinition first (`install`)") from None
 
     def ensure(self, nodes: int) -> None:
-        """The step's namespaces (one per nodes_per_namespace nodes), with their default ServiceAccounts."""
+        """The step's namespaces (one per nodes_per_namespace nodes, or the scenario's fixed `namespaces`), with
+        their default ServiceAccounts."""
         assert self.params is not None
-        wanted = objects_namespaces(nodes, int(self.params["nodes_per_namespace"]))
+        wanted = objects_namespaces(nodes, int(self.params["nodes_per_namespace"]),
+                                    int(self.params.get("namespaces", 0)))
         self.namespaces += [name for name in wanted if name not in self.namespaces]  # removed at the end
         ensure_namespaces(self.client, wanted)
 
@@ -154,7 +157,8 @@ class ObjectsSetup:
             else:
                 homes = [""] * template.replicas
             if template.top_up:  # the cluster's own count toward the entry's: the last namespaces get fewer
-                homes = homes[:max(0, len(homes) - self._count(kind, sorted(set(homes) - {""})))]
+                besides = sorted((set(self.namespaces) | set(HARNESS_NAMESPACES)) if kind.namespaced else ())
+                homes = homes[:max(0, len(homes) - self._count(kind, besides))]
             objects = [template.render(name=f"prefill-{self.run}-{i}-{k}", namespace=home, index=k, run=self.run)
                        for k, home in enumerate(homes)]
             self._create(objects, kind, where)
@@ -163,10 +167,11 @@ class ObjectsSetup:
         self.say(f"prefilled {made:,} objects in {time.monotonic() - started:.1f} s")
 
     def _count(self, kind: Kind, besides: list[str]) -> int:
-        """The kind's objects in the cluster now, but for those in the namespaces `besides` (what their
-        controllers made there, a kube-root-ca.crt, a default ServiceAccount, the compiled entry counted already):
-        counted as the window's objects are (a LIST with a selector gives no remainingItemCount), the whole cluster
-        and each of those namespaces."""
+        """The kind's objects in the cluster now, but for those in the namespaces `besides` (the scenario's, where
+        the control plane makes a kube-root-ca.crt and a default ServiceAccount with each namespace and the
+        compiled entry counted them already; the harness's own, no part of the cluster's): counted as the window's
+        objects are (a LIST with a selector gives no remainingItemCount), the whole cluster and each of those
+        namespaces."""
         counts = count_objects(self.client, (), {namespace: kind.collection(namespace)
                                                  for namespace in ("", *besides)})
         return counts[""] - sum(counts[namespace] for namespace in besides)

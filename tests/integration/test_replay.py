@@ -54,7 +54,9 @@ def test_a_profile_replays_its_objects_and_shapes(control_plane: TargetInfo, tmp
     client = RestClient(control_plane.access, user_agent=FLEET_USER_AGENT)  # the field manager of a run's objects
     run = "it-replay"
     made = ObjectsSetup(client, plan.load, run, plan.source)
-    homes = "metadata.namespace!=loadtest-objects-0,metadata.namespace!=loadtest-objects-1"
+    # the scenario's namespaces (their root CAs come with them) and the harness's are not the cluster's own
+    homes = ",".join(f"metadata.namespace!={ns}" for ns in ("loadtest-objects-0", "loadtest-objects-1",
+                                                             *objects.NAMESPACES))
 
     def theirs() -> int:  # the cluster's own ConfigMaps (a new namespace's root CA comes a moment after it)
         return len(client.request("GET", "/api/v1/configmaps", params={"fieldSelector": homes})["items"])
@@ -73,6 +75,8 @@ def test_a_profile_replays_its_objects_and_shapes(control_plane: TargetInfo, tmp
         listed = client.request("GET", "/apis/replay.example.com/v1/sprockets", params={"labelSelector": ours})["items"]
         assert len(listed) == 12  # a kind the cluster had none of: all of them
         assert {o["metadata"]["namespace"] for o in listed} == {"loadtest-objects-0", "loadtest-objects-1"}
+        # the captured namespaces × k made, whatever the kinds spread over: the Namespaces' count is the original's
+        assert sorted(made.namespaces) == ["loadtest-objects-0", "loadtest-objects-1"]
         sizes = Distribution.of([served_size(o, "Sprocket", "replay.example.com/v1") for o in listed], "")
         for got, wanted in ((sizes.p50, captured.p50), (sizes.p99, captured.p99)):
             assert abs(got - wanted) <= 0.1 * wanted, (got, wanted)

@@ -18,6 +18,7 @@ from loadtests.capture.compare import (
     ANY_CLASS,
     MET,
     MISSED,
+    NOT_JUDGED,
     NOT_MEASURED,
     WATCH_KEY,
     Fidelity,
@@ -79,7 +80,7 @@ def test_counts_are_exact_at_the_scale_and_sizes_are_not_scaled() -> None:
     assert pods.size_p50 is not None and pods.size_p50.verdict == MET and pods.size_p50.original == 1000
     assert only_kind(found, "Secret").count.verdict == MISSED  # 3 × 2 is 6, not 5
     assert only_kind(found, "Secret").count.difference == -1
-    assert found.tally() == {MET: 5, MISSED: 1, NOT_MEASURED: 0} and not found.passed
+    assert found.tally() == {MET: 5, MISSED: 1, NOT_MEASURED: 0, NOT_JUDGED: 0} and not found.passed
     # × 1.5: 3 objects are 4.5, made as 5 (a half rounded up); 10 are 15
     assert compare(original, profile(kind("Pod", 15, 1000, 4000), kind("Secret", 5)), 1.5).passed
     assert scaled_count(3, 1.5) == 5 and scaled_count(5, 0.5) == 3 and scaled_count(7, 1) == 7
@@ -207,7 +208,7 @@ def test_a_scale_that_is_not_a_positive_finite_number_is_refused_in_one_line(sca
 def test_the_fidelity_is_plain_data_for_the_results() -> None:
     original = profile(kind("Pod", 2), traffic_section=traffic([rate("pods", 3.0)], [watch("pods", 2)]))
     data = json.loads(json.dumps(compare(original, original, 1).to_dict()))
-    assert data["passed"] is True and data["targets"] == {MET: 6, MISSED: 0, NOT_MEASURED: 0}
+    assert data["passed"] is True and data["targets"] == {MET: 6, MISSED: 0, NOT_MEASURED: 0, NOT_JUDGED: 0}
     assert data["kinds"][0]["count"]["verdict"] == MET and data["classes"][0]["client_class"] == "node"
     assert data["watch_figure"].startswith("open_at_end")
 
@@ -297,3 +298,31 @@ def test_the_control_planes_bootstrap_objects_are_expected_once_whatever_the_sca
     secrets = only_kind(found, "Secret")
     assert secrets.count.original == scaled_count(3, scale) and secrets.control_plane is None and not secrets.note
     assert compare(original, replay, 2 if scale != 2 else 1).kinds[0].count.verdict == MISSED
+
+
+@pytest.mark.parametrize("scale", [1, 2])
+def test_the_load_testers_own_objects_are_counted_on_neither_side(scale: int) -> None:
+    """A cluster the harness made holds its namespaces, their defaults and its bindings; so does a replay: neither
+    side counts them, and the kind's note says how many there were."""
+    original = profile(kind("Namespace", 7, control_plane=4, harness=1), kind("ConfigMap", 9, harness=2))
+    replay = profile(kind("Namespace", 4 + 2 * scale + 3, control_plane=4, harness=3),
+                     kind("ConfigMap", 7 * scale + 5, harness=5))
+    found = compare(original, replay, scale)
+    for name in ("Namespace", "ConfigMap"):
+        assert only_kind(found, name).count.verdict == MET, only_kind(found, name)
+    assert only_kind(found, "Namespace").count.original == 4 + 2 * scale
+    note = only_kind(found, "ConfigMap").note
+    assert "2 of the original's are the load tester's own" in note and "5 of the replay's" in note
+    assert found.passed
+
+
+def test_events_are_shown_and_not_judged() -> None:
+    """Events are made as things happen and expire: no count a replay controls, neither met nor missed (both
+    figures shown, why in the note), and a replay otherwise faithful passes; one not measured stays so."""
+    original = profile(kind("Pod", 2), kind("Event", 40))
+    found = compare(original, profile(kind("Pod", 4), kind("Event", 13)), 2)
+    events = only_kind(found, "Event")
+    assert (events.count.original, events.count.replay, events.count.verdict) == (80, 13, NOT_JUDGED)
+    assert events.count.target == "none" and "expire" in events.note
+    assert found.tally()[NOT_JUDGED] == 1 and found.passed
+    assert only_kind(compare(original, profile(kind("Pod", 4)), 2), "Event").count.verdict == NOT_MEASURED

@@ -357,7 +357,12 @@ BOOTSTRAP_KINDS = [
      [meta("apiserver-a", "kube-system", labels={"apiserver.kubernetes.io/identity": "kube-apiserver"})],
      [meta("node-a", "kube-node-lease"), meta("kube-scheduler", "kube-system")]),
     (Kind("v1", "ComponentStatus", "componentstatuses", False), [meta("scheduler"), meta("etcd-0")], []),
-    (Kind("v1", "ConfigMap", "configmaps", True), [], [meta("extension-apiserver-authentication", "kube-system")]),
+    # a system namespace's defaults (made with it at bootstrap); another namespace's are namespace_defaults
+    (Kind("v1", "ConfigMap", "configmaps", True), [meta("kube-root-ca.crt", "kube-system")],
+     [meta("extension-apiserver-authentication", "kube-system"), meta("kube-root-ca.crt", "team-a")]),
+    (Kind("v1", "ServiceAccount", "serviceaccounts", True),
+     [meta("default", "default"), meta("default", "kube-public")],
+     [meta("default", "team-a"), meta("deployer", "kube-system")]),
 ]
 
 
@@ -376,3 +381,41 @@ def test_a_profile_captured_before_control_plane_reads_back_without_it(tmp_path:
     path = tmp_path / "old.yaml"
     path.write_text(yaml.safe_dump(data))
     assert profile_mod.load(path).kinds[0].control_plane is None
+
+
+HARNESS_OBJECTS = [  # (kind, objects the load tester made, the cluster's own lookalikes)
+    (Kind("v1", "ConfigMap", "configmaps", True),
+     [meta("kube-root-ca.crt", "loadtest-probe"), meta("probe-1", "loadtest-probe")],
+     [meta("kube-root-ca.crt", "loadtest-objects-0"), meta("probe-1", "team-a")]),
+    (Kind("v1", "Namespace", "namespaces", False), [meta("loadtest-fleet"), meta("loadtest-churn")],
+     [meta("loadtest-objects-0"), meta("loadtest-fleets")]),
+    (Kind(f"{RBAC}/v1", "ClusterRoleBinding", "clusterrolebindings", False),
+     [meta("k8s-loadtest:node-proxier"), meta("k8s-loadtest:tenant:a")], [meta("kubeadm:node-proxier")]),
+    (Kind("v1", "Event", "events", True),
+     [{**meta("kwok-node-3.1", "default"), "involvedObject": {"kind": "Node", "name": "kwok-node-3"}}],
+     [{**meta("node-a.1", "default"), "involvedObject": {"kind": "Node", "name": "node-a"}},
+      {**meta("kwok-node-3.2", "default"), "involvedObject": {"kind": "Pod", "name": "kwok-node-3"}}]),
+]
+
+
+@pytest.mark.parametrize(("kind", "made", "lookalikes"), HARNESS_OBJECTS, ids=[k[0].kind for k in HARNESS_OBJECTS])
+def test_the_load_testers_own_objects_are_counted_apart_by_its_names(
+        kind: Kind, made: list[dict[str, Any]], lookalikes: list[dict[str, Any]]) -> None:
+    """A capture of a cluster the harness made (or of a replay) counts its namespaces and what is in them, its RBAC
+    and its fleet's node Events apart, in no other figure: a comparison does not count them."""
+    found = tally_of(kind, made + lookalikes).profile()
+    assert (found.count, found.harness) == (len(made) + len(lookalikes), len(made))
+    assert found.control_plane == 0  # the harness's kube-root-ca.crt is no default of the cluster's namespaces
+    if kind.kind == "ConfigMap":
+        assert found.namespace_defaults == 1  # the objects scenario's namespace's: the replay's own
+
+
+def test_the_defaults_made_with_each_namespace_are_counted_apart_from_the_bootstrap_ones() -> None:
+    """kube-root-ca.crt and the default ServiceAccount of a namespace the cluster's users made come with it (× k
+    with the namespaces in a replay); a system namespace's are made once at bootstrap (control_plane)."""
+    cms = tally_of(Kind("v1", "ConfigMap", "configmaps", True),
+                   [meta("kube-root-ca.crt", ns) for ns in ("kube-system", "default", "team-a", "team-b")]
+                   + [meta("settings", "team-a")]).profile()
+    assert (cms.count, cms.control_plane, cms.namespace_defaults, cms.harness) == (5, 2, 2, 0)
+    other = tally_of(Kind("v1", "Secret", "secrets", True), [meta("default", "team-a")]).profile()
+    assert other.namespace_defaults is None  # a kind without defaults has no such figure

@@ -111,7 +111,8 @@ def test_the_report_shows_the_fidelity_table_and_carries_it(tmp_path: Path) -> N
            "<td class=\"fail\">missed</td>" in section
     assert "the fleet&#39;s pods (pods_per_node)" in section and "100.0 %" in section
     assert "only in the replay, not judged: Lease.coordination.k8s.io 2" in section
-    assert "the harness's own, counted above (in loadtest-fleet): Pod 20" in section
+    assert "the harness's own, not counted above (its namespaces loadtest-fleet and what is in them" in section
+    assert "node Events): Pod 20" in section
     assert 'id="fidelity-1"' not in html
     assert "replay fidelity: 1 target(s) missed" in html  # the banner says why the run failed
     ((_, carried),) = runs_from_html(page)
@@ -166,10 +167,31 @@ def test_the_windows_traffic_comes_from_its_own_scrapes_without_an_audit_log() -
 
 def test_the_harness_own_objects_come_off_the_replays_counts_before_they_are_judged() -> None:
     """A replay's cluster holds the harness's namespaces and what is in them (the probes' ConfigMaps, each
-    namespace's default ServiceAccount): counted, they missed every exact count they fell in."""
-    captured = profile(kind("ConfigMap", 11), kind("Secret", 6), kind("Namespace", 7))
-    harness = [HarnessKind("", "ConfigMap", "configmaps", 3), HarnessKind("", "Namespace", "namespaces", 3),
-               HarnessKind("", "Pod", "pods", 40)]  # a kind the capture does not hold changes nothing
-    mine = part.without_harness(captured, harness)
-    assert {k.kind: k.count for k in mine.kinds} == {"ConfigMap": 8, "Secret": 6, "Namespace": 4}
-    assert {k.kind: k.count for k in captured.kinds} == {"ConfigMap": 11, "Secret": 6, "Namespace": 7}  # a copy
+    namespace's default ServiceAccount): its capture counts them apart, the step lists them, and the comparison
+    does not count them (counted, they missed every exact count they fell in)."""
+    captured = profile(kind("ConfigMap", 11, harness=3), kind("Secret", 6, harness=0), kind("Namespace", 7, harness=3))
+    assert part.harness_kinds(captured) == [HarnessKind("", "ConfigMap", "configmaps", 3),
+                                            HarnessKind("", "Namespace", "namespaces", 3)]
+    found = compare(profile(kind("ConfigMap", 8), kind("Secret", 6), kind("Namespace", 4)), captured, 1)
+    assert {k.kind: (k.count.replay, k.count.verdict) for k in found.kinds} == {
+        "ConfigMap": (8, "met"), "Secret": (6, "met"), "Namespace": (4, "met")}
+
+
+def test_a_count_not_judged_is_skipped_with_why_and_fails_nothing(tmp_path: Path) -> None:
+    """Events' count is shown beside the original's × k but judged neither way: its JUnit case is skipped saying
+    why, the report tallies it apart, and the run's gate does not rest on it."""
+    found = replayed()
+    original = profile(*ORIGINAL.kinds, kind("Event", 30), traffic_section=ORIGINAL.traffic)
+    replay = profile(kind("Pod", 20, p50=1000, p99=4000), kind("Secret", 6), kind("ConfigMap", 8),
+                     kind("Event", 7), traffic_section=traffic([rate("pods", 10.0)], [watch("pods", 20)], audit=False))
+    found.compared = compare(original, replay, 2.0).to_dict()
+    folder = edited_run(SAMPLE, tmp_path, with_fidelity(found))
+    run = results.load(folder)
+    events = {v.check: v for v in verdicts(run.steps[0])}["objects Event"]
+    assert events.passed is None and events.verdict == "not judged" and "expire" in events.reason
+    assert run_passed(run)
+    (suite,) = [s for s in junit_of(folder).findall("testsuite") if s.get("name").startswith("replay fidelity")]
+    (skipped,) = [c for c in suite.findall("testcase") if c.find("skipped") is not None]
+    assert skipped.get("name") == "objects Event" and "not judged" in skipped.find("skipped").get("message")
+    html = (folder / "report.html").read_text()
+    assert "<b>1</b> not judged (no target a replay controls)" in html

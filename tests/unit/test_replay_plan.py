@@ -102,7 +102,7 @@ def test_objects_are_the_generic_kinds_times_k_without_what_controllers_make(sca
     left = {(r.kind, r.reason.split(":")[0].split(" ")[0]): r.count for r in plan.replay.not_replayed}
     assert left[("Pod", "the")] == 40 and left[("ReplicaSet", "owned")] == 6 and left[("Event", "made")] == 300
     assert left[("ConfigMap", "one")] == 5  and ("Secret", "one") not in left and left[("Deployment", "no")] == 6
-    assert ("Node", "the") in left and ("Namespace", "made") in left
+    assert ("Node", "the") in left and ("Namespace", "the") in left
     assert plan.replay.scale == scale and plan.replay.traffic == "not replayed"
     assert plan.to_dict()["replay"]["not_replayed"][0]["count"] > 0  # the results keep it with the plan
 
@@ -219,3 +219,30 @@ def test_the_control_planes_bootstrap_objects_are_made_once_by_the_replaying_clu
     [entry] = data["load"]["scenarios"]["objects"]["prefill"]
     assert entry["replicas"] == 7 + 2 * scale and sum(entry["per_namespace"]) == entry["replicas"]
     assert entry["per_namespace"][-1] >= 7
+
+
+@pytest.mark.parametrize("scale", [1, 2])
+def test_the_replay_makes_the_users_namespaces_times_k_and_asks_none_of_their_defaults(scale: int) -> None:
+    """A cluster of 4 system namespaces, 2 of its users' and 1 of the harness's: the replay makes 2 × k namespaces
+    (the replaying cluster has its own system ones, its harness its own), spreads the objects over no more, and
+    asks for no kube-root-ca.crt or default ServiceAccount (its control plane makes one with each namespace), nor
+    for the harness's objects of the original."""
+    found = Profile(capture=figures(), kinds=[
+        kind("Namespace", "", "namespaces", 7, namespaces=None, control_plane=4, harness=1),
+        # 4 system namespaces' roots, 2 users' namespaces', the harness's, 2 more of kube-system, 30 of the users
+        kind("ConfigMap", "", "configmaps", 39, namespaces=7, control_plane=4, namespace_defaults=2, harness=1),
+        kind("ServiceAccount", "", "serviceaccounts", 7, namespaces=7, control_plane=4, namespace_defaults=2,
+             harness=1),
+        kind("ClusterRoleBinding", "rbac.authorization.k8s.io", "clusterrolebindings", 60, namespaces=None,
+             control_plane=59, harness=1)])
+    data = plan_data(found, scale, source="prod.yaml")
+    objects = data["load"]["scenarios"]["objects"]
+    assert objects["namespaces"] == 2 * scale
+    [entry] = objects["prefill"]  # no ServiceAccount to make: all the control plane's or the harness's
+    assert "configmaps" in entry["template"] and entry["replicas"] == 32 * scale + 4  # + the system roots, once
+    assert len(entry["per_namespace"]) <= 2 * scale and sum(entry["per_namespace"]) == entry["replicas"]
+    left = {(r["kind"], r["reason"].split(" ")[0]): r["count"] for r in data["replay"]["not_replayed"]}
+    assert left[("ConfigMap", "one")] == 2 and left[("ConfigMap", "made")] == 4 and left[("ConfigMap", "the")] == 1
+    assert left[("ServiceAccount", "one")] == 2 and left[("ClusterRoleBinding", "the")] == 1
+    plan = plan_mod.parse(data, "prod.yaml")
+    assert plan.load["objects"]["namespaces"] == 2 * scale

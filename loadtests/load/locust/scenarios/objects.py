@@ -76,7 +76,8 @@ class ObjectsUser(KubeUser):
     def on_start(self) -> None:
         self._templates = [ObjectTemplate.from_dict(t) for t in self.params["templates"]]
         self._kinds = [Kind(**k) for k in self.params["kinds"]]
-        self._namespaces = objects_namespaces(self.config.nodes, int(self.params["nodes_per_namespace"]))
+        self._namespaces = objects_namespaces(self.config.nodes, int(self.params["nodes_per_namespace"]),
+                                              int(self.params.get("namespaces", 0)))
         slots = [i for i, t in enumerate(self._templates) for _ in range(t.replicas)]
         offset = type(self).users_started
         type(self).users_started += 1
