@@ -210,9 +210,11 @@ class ClusterHealthSampler:
             leases = self.leases.refresh()
             if nodes is not None:
                 values.update(node_figures(nodes, *(leases or (None, None)), now=time.time()))
-            pods = [w.items() for w in self.pods]
-            if all(p is not None for p in pods):
-                merged = {key: state for p in pods if p is not None for key, state in p.items()}
+            tallies = [w.tally() for w in self.pods]
+            if all(t is not None for t in tallies):
+                merged = collections.Counter()  # each namespace's pods are its own: their tallies add up
+                for tally in tallies:
+                    merged.update(tally or {})
                 evicted = sum(watched.flagged(self.origin, before)
                               for watched, before in zip(self.pods, self._evicted_before, strict=False))
                 values.update(pod_figures(merged, evicted))

@@ -10,6 +10,7 @@ are read from their protobuf messages without any conversion (lease_message_stat
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -138,11 +139,12 @@ def node_figures(nodes: Mapping[str, NodeState], leases: Mapping[str, LeaseState
     return figures
 
 
-def pod_figures(pods: Mapping[str, PodState], evicted: int) -> Figures:
+def pod_figures(tally: Mapping[PodState, int], evicted: int) -> Figures:
+    """The pods by state (Watched.tally: how many pods are in each, a handful of states for thousands of pods)."""
     return {
-        "pods": len(pods),
-        "pods_pending": sum(p.phase == "Pending" for p in pods.values()),
-        "pods_not_running": sum(p.phase != "Running" for p in pods.values()),
+        "pods": sum(tally.values()),
+        "pods_pending": sum(count for p, count in tally.items() if p.phase == "Pending"),
+        "pods_not_running": sum(count for p, count in tally.items() if p.phase != "Running"),
         "pods_evicted": evicted,
     }
 
@@ -188,6 +190,7 @@ class Watched(Generic[S]):
         self._key = key or name_of
         self._lock = threading.Lock()
         self._items: dict[str, S] = {}
+        self._tally: collections.Counter[S] = collections.Counter()  # how many items are in each state
         self._flagged: dict[str, float] = {}
         self._listeners: tuple[Callable[[WatchEvent], None], ...] = ()
         self.synced = False
@@ -201,13 +204,22 @@ class Watched(Generic[S]):
         return f"{self.resource} in {self.namespace}" if self.namespace else self.resource
 
     def _store(self, key: str, state: S) -> None:
+        self._drop(key)
         self._items[key] = state
+        self._tally[state] += 1
         if self._flag is not None and key not in self._flagged and self._flag(state):
             self._flagged[key] = time.monotonic()
 
+    def _drop(self, key: str) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._tally[old] -= 1
+            if not self._tally[old]:
+                del self._tally[old]
+
     def _replace(self, page: ListPage) -> None:
         with self._lock:
-            self._items = {}
+            self._items, self._tally = {}, collections.Counter()
             for obj in page.items or ():
                 self._store(self._key(obj), self._reduce(obj))
             self.synced = True
@@ -218,7 +230,7 @@ class Watched(Generic[S]):
         key = self._key(event.object)
         with self._lock:
             if event.type == "DELETED":
-                self._items.pop(key, None)
+                self._drop(key)
             else:
                 self._store(key, self._reduce(event.object))
         for listener in self._listeners:
@@ -237,6 +249,12 @@ class Watched(Generic[S]):
         """A copy of the current states; None until the first LIST arrived."""
         with self._lock:
             return dict(self._items) if self.synced else None
+
+    def tally(self) -> dict[S, int] | None:
+        """How many items are in each state now, kept as they change (a sample reads a handful of counts, not
+        thousands of items); None until the first LIST arrived."""
+        with self._lock:
+            return dict(self._tally) if self.synced else None
 
     def flagged(self, since: float, present: frozenset[str] = frozenset()) -> int:
         """Keys flagged at or after `since` (monotonic), together with `present` (flagged ones there already)."""

@@ -6,6 +6,7 @@ and run by kwok on a 50-node cluster that already held one pod no node can take.
 
 from __future__ import annotations
 
+import collections
 import datetime
 import os
 import time
@@ -264,7 +265,8 @@ def test_pods_pending_not_running_and_evicted() -> None:
             pod("f", "Failed", reason="Evicted")]
     found = {p["metadata"]["uid"]: cluster_objects.pod_state(p) for p in pods}
     assert [uid for uid, state in found.items() if state.evicted] == ["e", "f"]
-    assert cluster_objects.pod_figures(found, evicted=2) == {"pods": 6, "pods_pending": 2, "pods_not_running": 4,
+    tally = collections.Counter(found.values())
+    assert cluster_objects.pod_figures(tally, evicted=2) == {"pods": 6, "pods_pending": 2, "pods_not_running": 4,
                                                     "pods_evicted": 2}
 
 
@@ -290,6 +292,25 @@ class TestTheRunsView:
         pods._apply(WatchEvent("DELETED", self.evicted("a"), 3.0))  # deleted soon after: still counted
         assert pods.flagged(opened, present) == 2  # "old" (there when it opened) and "a"; not "gone"
         assert pods.flagged(time.monotonic() + 1, pods.flagged_now()) == 1  # the next window: "old" alone
+
+    def test_the_tally_follows_every_change_as_the_items_would_count(self) -> None:
+        """The sampler reads how many pods are in each state from a tally kept as events come: after any list
+        of changes it equals what the items themselves count."""
+        pods = cluster_objects.ClusterView(unreachable_target({}).access).pods_in("churn")
+        assert pods.tally() is None  # never listed
+        pods._replace(ListPage("1", "", 0, items=[self.pod("a", "Pending"), self.pod("b"), self.pod("c")]))
+        events = [("ADDED", self.pod("d", "Pending")), ("MODIFIED", self.pod("a")), ("MODIFIED", self.pod("a")),
+                  ("DELETED", self.pod("b")), ("DELETED", self.pod("never-seen")), ("MODIFIED", self.evicted("c")),
+                  ("BOOKMARK", {"metadata": {"resourceVersion": "9"}})]
+        for kind, obj in events:
+            pods._apply(WatchEvent(kind, obj, 1.0))
+            items = pods.items()
+            assert items is not None and pods.tally() == collections.Counter(items.values())
+        assert pods.tally() == {cluster_objects.PodState("Running", False): 1,
+                                cluster_objects.PodState("Pending", False): 1,
+                                cluster_objects.PodState("Failed", True): 1}
+        pods._replace(ListPage("2", "", 0, items=[self.pod("z")]))  # a relist starts over
+        assert pods.tally() == {cluster_objects.PodState("Running", False): 1}
 
     def test_listeners_get_every_change_until_they_stop_listening(self) -> None:
         pods = cluster_objects.ClusterView(unreachable_target({}).access).pods_in("churn")
