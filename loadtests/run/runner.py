@@ -27,7 +27,7 @@ from loadtests.analysis.slo import thresholds
 from loadtests.config.plan import Plan, Step
 from loadtests.config.scenarios import needs_node_identities
 from loadtests.controlplane.base import Target, TargetInfo
-from loadtests.controlplane.health import HealthWatch
+from loadtests.controlplane.health import ANSWER_INTERVAL_S, HealthWatch
 from loadtests.errors import (
     AccessRefused,
     EnvironmentProblem,
@@ -143,7 +143,8 @@ class Runner:
                 run.clients = self._clients(info)
                 self._save(run)
                 with HealthWatch(self.target.health_checks(), self._on_fault, on_event=self._on_event,
-                                 unresponsive_s=plan.target.unresponsive_s) as watch:
+                                 unresponsive_s=plan.target.unresponsive_s,
+                                 answer_interval_s=ANSWER_INTERVAL_S) as watch:
                     self._watch = watch
                     self._steps(run, info)
                 run.status = "complete"

@@ -54,6 +54,45 @@ def test_a_component_not_answering_is_a_fault_only_after_the_grace_time() -> Non
     assert health.check_once() == "etcd stopped answering /health for 30 s"
 
 
+def test_components_are_asked_to_answer_every_few_rounds_and_their_processes_looked_at_every_round() -> None:
+    """Asks every 5 s, the processes each round: an exit is a fault at the round it is seen, a component that
+    stopped answering is a fault at the first ask past its grace time, and one failing stays failing between
+    asks (an answer between them is never heard)."""
+    clock = Clock()
+    asked: list[str] = []
+    answering = {"etcd": True, "kwok": True}
+    exited = {"etcd": False, "kwok": False}
+
+    def check(name: str) -> HealthCheck:
+        def alive() -> str | None:
+            return "exited (code 1)" if exited[name] else None
+
+        def probe() -> str | None:
+            asked.append(f"{clock.now:.0f} {name}")
+            return alive() or (None if answering[name] else "stopped answering /healthz")
+
+        return HealthCheck(name, probe, alive=alive)
+
+    health = HealthWatch([check("etcd"), check("kwok")], on_fault=lambda _r: None, unresponsive_s=12,
+                         answer_interval_s=5.0, clock=clock)
+    assert health.answer_interval_s == 4.0  # at least three asks within the grace time
+    for now in range(0, 9):
+        clock.now = float(now)
+        answering["etcd"] = now not in (4, 5, 6, 7)  # stops answering at 4; would answer again at 8
+        assert health.check_once() is None
+    assert asked == ["0 etcd", "0 kwok", "4 etcd", "4 kwok", "8 etcd", "8 kwok"]
+    answering["etcd"] = False
+    for now in (12, 16, 20, 23):  # asked at 12, 16 and 20: failing since 12; not asked at 23
+        clock.now = float(now)
+        assert health.check_once() is None
+    clock.now = 24.0
+    assert health.check_once() == "etcd stopped answering /healthz for 12 s"
+    exited["kwok"] = True
+    clock.now = 25.0  # a round that does not ask: kwok's process says it, etcd's last ask stands
+    assert health.check_once() == "kwok exited (code 1) (also: etcd stopped answering /healthz for 13 s)"
+    assert asked[-2:] == ["24 etcd", "24 kwok"]
+
+
 def test_a_highly_available_group_survives_a_minority_and_says_so_once() -> None:
     clock, events = Clock(), []
     problems: dict[str, str | None] = {"etcd": None, "etcd-2": None, "etcd-3": None, "kube-apiserver": None,
