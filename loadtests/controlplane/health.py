@@ -149,11 +149,7 @@ class HealthWatch:
         with self._lock:
             checks = [c for c in self.checks if c.component not in self._paused]
         for check in checks:
-            look = check.probe if asking else check.alive
-            try:
-                problem = look() if look is not None else None
-            except Exception as error:  # a check that cannot run counts as a failing one
-                problem = f"could not be checked ({type(error).__name__}: {error})"
+            problem = self._look(check, asking)
             if problem is None and not asking:  # its process runs: a failure the last ask saw stands
                 problem = self._problems.get(check.component)
                 if problem is None:
@@ -201,6 +197,15 @@ class HealthWatch:
                  for gone, what, component in failing if gone == final and (component in survived) == last]
         also = f" (also: {'; '.join(named[1:])})" if len(named) > 1 else ""
         return named[0] + also + beyond
+
+    @staticmethod
+    def _look(check: HealthCheck, asking: bool) -> str | None:
+        """What is wrong with one component now: asked to answer, or its process alone looked at."""
+        look = check.probe if asking else check.alive
+        try:
+            return look() if look is not None else None
+        except Exception as error:  # a check that cannot run counts as a failing one
+            return f"could not be checked ({type(error).__name__}: {error})"
 
     def _ask_now(self, now: float) -> bool:
         """Whether this round asks every component to answer (every round without answer_interval_s)."""
