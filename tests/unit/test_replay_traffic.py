@@ -41,7 +41,14 @@ def traffic() -> dict:
              "field_keys": {"metadata.name": 0.1}}
     watches = [{"group": "", "resource": "pods", "client_class": "node", "product": "kubelet", "mean_open": 4.0},
                {"group": "", "resource": "configmaps", "client_class": "serviceaccount", "product": "op",
-                "mean_open": 2.6, "open_at_end": 3}]
+                "mean_open": 2.6, "open_at_end": 3},
+               # the control plane's own (by class, or a controller of kube-controller-manager under its own
+               # ServiceAccount) and the fake fleet's kwok: the replaying cluster's hold theirs, once
+               {"group": "", "resource": "configmaps", "client_class": "controller", "product": "kube-scheduler",
+                "mean_open": 3.0},
+               {"group": "", "resource": "configmaps", "client_class": "serviceaccount",
+                "product": "kube-controller-manager", "mean_open": 5.0},
+               {"group": "", "resource": "pods", "client_class": "user", "product": "kwok", "mean_open": 1.0}]
     return {"source": "audit", "window": {"seconds": WINDOW_S}, "requests": sum(r["count"] for r in rates),
             "rates": rates, "request_shapes": [shape], "watches": watches}
 
@@ -66,7 +73,8 @@ def test_each_replayable_class_is_a_row_at_its_rate_times_k(scale: int) -> None:
     assert rows[("get", "widgets", "user")]["namespaced"]
     assert rows[("create", "configmaps", "serviceaccount")]["template"]["text"].count("kind: ConfigMap") == 1
     assert rows[("list", "configmaps", "serviceaccount")]["name"] == "LIST configmaps (replay, serviceaccount, ns)"
-    # the operator's watch: its mean open count × k, a held watcher; the nodes' watches: the fake nodes' agents
+    # the operator's watch: its mean open count × k, a held watcher; the nodes' watches: the fake nodes' agents;
+    # the control plane's and kwok's: none (the replaying cluster's own components hold theirs)
     assert params["watches"] == [{"resource": "configmaps", "client_class": "serviceaccount",
                                   "count": round(2.6 * scale)}]
     assert plan_data(with_traffic(), scale, source="p.yaml")["load"]["scenarios"]["node_agents"] == {"per_node": 1.0}
