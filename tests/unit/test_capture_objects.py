@@ -419,3 +419,18 @@ def test_the_defaults_made_with_each_namespace_are_counted_apart_from_the_bootst
     assert (cms.count, cms.control_plane, cms.namespace_defaults, cms.harness) == (5, 2, 2, 0)
     other = tally_of(Kind("v1", "Secret", "secrets", True), [meta("default", "team-a")]).profile()
     assert other.namespace_defaults is None  # a kind without defaults has no such figure
+
+
+def test_the_sizes_of_the_objects_a_replay_makes_are_counted_apart() -> None:
+    """made_size_bytes: the sizes of the objects without an owner that neither the control plane (at bootstrap, with
+    a namespace) nor the load tester made, the ones a replay makes and pads: a replay follows them and its
+    fidelity compares them, at any k, without the control plane's own (bigger, once)."""
+    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "1"}]
+    user = [meta(f"cm-{i}", "team-a") for i in range(3)]
+    others = [{**meta("kube-root-ca.crt", ns), "data": {"ca.crt": "x" * 1000}} for ns in ("kube-system", "team-a")]
+    others += [meta("owned", "team-a", ownerReferences=owner), meta("probe-1", "loadtest-probe")]
+    tally = tally_of(Kind("v1", "ConfigMap", "configmaps", True), user + others)
+    found = tally.profile()
+    assert found.count == 7 and found.made_size_bytes == Quantiles.of(tally.sizes[:3])
+    assert found.made_size_bytes.max < found.size_bytes.max  # the root CA's, bigger, left out
+    assert tally_of(Kind("v1", "ConfigMap", "configmaps", True), others).profile().made_size_bytes == Quantiles(0)
