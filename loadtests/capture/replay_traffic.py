@@ -7,7 +7,9 @@
 - watches held by nodes are the fake nodes' own agents (`node_agents`, per fake node as kubelets hold them);
   the control plane's own and the fake fleet's controller's (clients.runs_once) are the replaying cluster's, held
   once by its own components; other watches are held watchers of the `requests` scenario, their captured mean
-  open count × k (a profile from /metrics does not say whose a watch is: all of them);
+  open count × k; a profile from /metrics does not say whose a watch is: its counts are every client's
+  together, topped up as the load starts (`topped_up`), the watches the replaying cluster holds then counting
+  toward them;
 - a node's Leases, Node status and pod status are the fleet's (kwok's heartbeats), not sent twice;
 - the control plane's own requests (kube-controller-manager's, kube-scheduler's, by their class or their user
   agent) are not load: the replaying cluster's components send theirs;
@@ -17,7 +19,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +29,7 @@ from loadtests.capture.traffic_types import AGGREGATED_GROUPS, STREAMS
 from loadtests.config.scenarios import requests_row_name
 from loadtests.kube.paths import resource_key
 
+UNKNOWN_CLIENT = "unknown"  # a watch row's class where the profile does not say whose its watches are
 REPLAYABLE_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
 WRITES = frozenset({"create", "update", "patch", "delete"})
 # the fleet's: a fake node's heartbeats (Lease, Node status) and its pods' status, which kwok sends for every node
@@ -231,6 +234,31 @@ def _watch_rows(traffic: dict[str, Any], scale: float,
         held = watch.get("mean_open")
         held = float(held) if held is not None else float(watch.get("open_at_end") or 0)
         if (count := round(held * scale)) > 0:
-            rows.append({"resource": key, "client_class": str(watch.get("client_class") or "unknown"),
-                         "count": count})
+            row = {"resource": key, "client_class": str(client or UNKNOWN_CLIENT), "count": count}
+            rows.append({**row, "top_up": True} if client is None else row)
     return rows
+
+
+def topped_up(scenarios: Mapping[str, Any],
+              open_now: Callable[[], Mapping[tuple[str, str], int]]) -> dict[str, Any]:
+    """The load's scenarios with each held watch row of every client together (`top_up`: from /metrics, which
+    does not say whose a watch is) cut by the watches already open on its resource (`open_now()`, asked only
+    where a row is to be topped up, by group and resource: the replaying cluster's control plane's, its fleet's,
+    the harness's), so the cluster holds the captured count and not the control plane's twice; a row left with
+    none is dropped."""
+    requests = scenarios.get("requests")
+    if not isinstance(requests, Mapping) or not any(w.get("top_up") for w in requests.get("watches") or []):
+        return dict(scenarios)
+    held: dict[str, int] = {}
+    for (group, resource), count in open_now().items():
+        if (key := watch_key(group, resource)) is not None:
+            held[key] = held.get(key, 0) + count
+    rows = []
+    for row in requests["watches"]:
+        if row.get("top_up"):
+            taken = min(int(row["count"]), held.get(row["resource"], 0))
+            held[row["resource"]] = held.get(row["resource"], 0) - taken
+            row = {**row, "count": int(row["count"]) - taken}
+        if row["count"] > 0:
+            rows.append(row)
+    return {**scenarios, "requests": {**requests, "watches": rows}}

@@ -7,6 +7,7 @@ import pytest
 
 from loadtests.capture.profile import Profile
 from loadtests.capture.replay import plan_data, plan_of
+from loadtests.capture.replay_traffic import topped_up
 from loadtests.config import sizing
 from loadtests.config.scenarios import demands, requests_users
 from tests.unit.test_replay_plan import profile
@@ -127,3 +128,31 @@ def test_the_sizing_counts_the_replayed_requests() -> None:
     assert "replayed 7,400 requests/s" in large.problems(2, 1e12)[0]
     unmeasured = sizing.estimate(plan_of(with_traffic(), 1, source="p.yaml"), {})
     assert any("replayed requests" in u for u in unmeasured.unmeasured)
+
+
+def test_watches_from_metrics_are_topped_up_by_those_the_replaying_cluster_holds() -> None:
+    """A profile from /metrics does not say whose a watch is: its counts are every client's, the control plane's
+    among them, so a replay holds only what the cluster lacks as its load starts (the replaying cluster's own
+    components hold theirs); watches whose class is known are held whole, and the gauge is read only when needed."""
+    found = with_traffic()
+    found.traffic = {**traffic(), "watches": [
+        {"group": "", "resource": "configmaps", "client_class": None, "product": None, "open_at_end": 9},
+        {"group": "", "resource": "namespaces", "client_class": None, "product": None, "open_at_end": 3},
+        {"group": "", "resource": "secrets", "client_class": "serviceaccount", "product": "op", "mean_open": 2.0}]}
+    scenarios = plan_data(found, 2, source="prod.yaml")["load"]["scenarios"]
+    assert scenarios["requests"]["watches"] == [
+        {"resource": "configmaps", "client_class": "unknown", "count": 18, "top_up": True},
+        {"resource": "namespaces", "client_class": "unknown", "count": 6, "top_up": True},
+        {"resource": "secrets", "client_class": "serviceaccount", "count": 4}]
+    asked: list[int] = []
+
+    def open_now() -> dict[tuple[str, str], int]:
+        asked.append(1)
+        return {("", "configmaps"): 9, ("", "namespaces"): 7, ("", "secrets"): 3, ("example.com", "widgets"): 1}
+
+    held = topped_up(scenarios, open_now)["requests"]["watches"]
+    assert held == [{"resource": "configmaps", "client_class": "unknown", "count": 9, "top_up": True},
+                    {"resource": "secrets", "client_class": "serviceaccount", "count": 4}]
+    assert asked == [1] and scenarios["requests"]["watches"][0]["count"] == 18  # the plan's own left as it was
+    plain = plan_data(with_traffic(), 2, source="prod.yaml")["load"]["scenarios"]
+    assert topped_up(plain, open_now) == plain and asked == [1]  # no row to top up: the gauge not read
