@@ -27,6 +27,7 @@ from loadtests.results.fidelity import HarnessKind, NotReplayedKind, NotReplayed
 from loadtests.run import fidelity as part
 from tests.unit.reportdata import SAMPLE, edited_run
 from tests.unit.test_capture_compare import kind, profile, rate, traffic, watch
+from tests.unit.test_capture_traffic import T0, event
 
 ORIGINAL = profile(kind("Pod", 10, p50=1000, p99=4000), kind("Secret", 3), kind("ConfigMap", 4),
                    traffic_section=traffic([rate("pods", 5.0)], [watch("pods", 10)], audit=False))
@@ -200,3 +201,28 @@ def test_a_count_not_judged_is_skipped_with_why_and_fails_nothing(tmp_path: Path
     unjudged = sum(v.verdict == "not judged" for v in verdicts(run.steps[0]))
     assert unjudged == 6  # Events' count and sizes, the fleet's pods' sizes, the pods' watches from /metrics
     assert f"<b>{unjudged}</b> not judged (no target a replay controls)" in html
+
+
+def test_the_harness_own_watches_come_off_the_replays_by_the_whole_audit_log(tmp_path: Path) -> None:
+    """The end scrape counts every watch open; the harness's own (its health watch's, its fleet's: their user
+    agents) open at the window's close are no part of the cluster replayed and come off, found in the whole log
+    (they opened before the window did); the load's and the control plane's stay."""
+    def watch_of(at: float, stage: str, agent: str, audit_id: str) -> str:
+        return event(at, "watch", "pods", stage=stage, agent=agent, audit_id=audit_id)
+
+    log = tmp_path / "audit.log"
+    log.write_text("".join([
+        watch_of(1.0, "ResponseStarted", "k8s-loadtest/health", "health-1"),  # open through the window: off
+        watch_of(1.0, "ResponseStarted", "k8s-loadtest/fleet", "fleet-1"),
+        watch_of(2.0, "ResponseComplete", "k8s-loadtest/fleet", "fleet-1"),  # ended before it closed: none
+        watch_of(1.5, "ResponseStarted", "k8s-loadtest/requests/ReplayWatcher", "load-1"),  # the load's: stays
+        watch_of(1.5, "ResponseStarted", "kube-scheduler/v1.37.2", "scheduler-1"),
+        event(15.0, "list", "pods", agent="kubectl/v1.37.2"),  # in the window: its rates
+        watch_of(40.0, "ResponseComplete", "k8s-loadtest/health", "health-1")]))  # after it closed
+    t0 = T0.timestamp()
+    assert part.harness_watches([log], t0 + 30.0) == {("", "pods"): 1}
+    start = Snapshot.parse(PAGE.format(n=100, w=3), taken_at=10.0)
+    end = Snapshot.parse(PAGE.format(n=300, w=3), taken_at=30.0)
+    found, source, note = part.window_traffic(part.Window(start, end, t0 + 10.0, t0 + 30.0), [log], b"salt")
+    assert found is not None and source == part.AUDIT_SOURCE and not note
+    assert [w.open_at_end for w in found.watches] == [2] and "taken off" in found.notes[-1]
