@@ -328,6 +328,13 @@ BOOTSTRAPPING = {"kubernetes.io/bootstrapping": "rbac-defaults"}
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
 APISERVER_SERVICE = {"group": "", "resource": "services", "namespace": "default", "name": "kubernetes"}
 # (kind, the control plane's objects at bootstrap, its marker on them, planted objects without it: lookalikes)
+
+
+def managed_by(name: str) -> dict[str, Any]:
+    """A managedFields entry of one field manager."""
+    return {"manager": name, "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1"}
+
+
 BOOTSTRAP_KINDS = [
     (Kind(f"{RBAC}/v1", "ClusterRole", "clusterroles", False),
      [meta("admin", labels=BOOTSTRAPPING), meta("system:node", labels=BOOTSTRAPPING)],
@@ -357,12 +364,19 @@ BOOTSTRAP_KINDS = [
      [meta("apiserver-a", "kube-system", labels={"apiserver.kubernetes.io/identity": "kube-apiserver"})],
      [meta("node-a", "kube-node-lease"), meta("kube-scheduler", "kube-system")]),
     (Kind("v1", "ComponentStatus", "componentstatuses", False), [meta("scheduler"), meta("etcd-0")], []),
-    # a system namespace's defaults (made with it at bootstrap); another namespace's are namespace_defaults
-    (Kind("v1", "ConfigMap", "configmaps", True), [meta("kube-root-ca.crt", "kube-system")],
-     [meta("extension-apiserver-authentication", "kube-system"), meta("kube-root-ca.crt", "team-a")]),
+    # a system namespace's defaults (made with it at bootstrap), and what the control plane's components alone
+    # wrote there (their field managers); another namespace's defaults are namespace_defaults
+    (Kind("v1", "ConfigMap", "configmaps", True),
+     [meta("kube-root-ca.crt", "kube-system"),
+      meta("extension-apiserver-authentication", "kube-system", managedFields=[managed_by("kube-apiserver")])],
+     [meta("coredns", "kube-system"), meta("kube-root-ca.crt", "team-a"),
+      meta("settings", "team-a", managedFields=[managed_by("kube-controller-manager")]),
+      meta("cluster-info", "kube-public", managedFields=[managed_by("kube-apiserver"), managed_by("kubeadm")])]),
     (Kind("v1", "ServiceAccount", "serviceaccounts", True),
-     [meta("default", "default"), meta("default", "kube-public")],
-     [meta("default", "team-a"), meta("deployer", "kube-system")]),
+     [meta("default", "default"), meta("default", "kube-public"),
+      meta("replicaset-controller", "kube-system", managedFields=[managed_by("kube-controller-manager")])],
+     [meta("default", "team-a"), meta("deployer", "kube-system"),
+      meta("coredns", "kube-system", managedFields=[managed_by("kubectl-client-side-apply")])]),
 ]
 
 
