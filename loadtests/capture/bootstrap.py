@@ -3,11 +3,11 @@ apiserver's default RBAC, flow-control configuration, built-in APIServices, `sys
 `kubernetes` Service and its ServiceCIDR and IPAddress...), so a replay at × k expects them once and not k times.
 
 Decided by public Kubernetes markers only: labels and annotations the control plane sets on what it makes, names
-Kubernetes reserves, and (in the system namespaces) the field managers its components write as. The defaults the
-controller-manager makes with every namespace (kube-root-ca.crt, the default ServiceAccount) are counted apart
-(namespace_default), but for the system namespaces' own, made once. A marker's value or an object's name is compared
-here, in memory, and never written; the profile holds only how many of a kind's objects matched (docs/profile.md,
-`control_plane`, `namespace_defaults`)."""
+Kubernetes reserves, and (in the system namespaces) the field managers its components write as, or none. The
+defaults the controller-manager makes with every namespace (kube-root-ca.crt, the default ServiceAccount) are
+counted apart (namespace_default), but for the system namespaces' own, made once. A marker's value or an object's
+name is compared here, in memory, and never written; the profile holds only how many of a kind's objects matched
+(docs/profile.md, `control_plane`, `namespace_defaults`)."""
 
 from __future__ import annotations
 
@@ -60,14 +60,15 @@ def _system_default(meta: dict[str, Any], _obj: dict[str, Any]) -> bool:
 
 
 def _control_planes_own(meta: dict[str, Any], obj: dict[str, Any]) -> bool:
-    """A system namespace's object every field of which the control plane's components wrote (the managers its
-    managedFields name): kube-controller-manager's controllers' ServiceAccounts in kube-system, the apiserver's
-    extension-apiserver-authentication ConfigMap; the system namespaces' defaults besides. Once whatever the
-    cluster's size, and no object a replay makes."""
+    """A system namespace's object no one but the control plane's components wrote: every manager its
+    managedFields name is one of theirs (the apiserver's extension-apiserver-authentication ConfigMap), or it
+    names none, as no client's write through the API leaves it (kube-controller-manager's controllers'
+    ServiceAccounts in kube-system); the system namespaces' defaults besides. Once whatever the cluster's size,
+    and no object a replay makes."""
     if _system_default(meta, obj):
         return True
     managers = {str(entry.get("manager", "")) for entry in meta.get("managedFields") or () if isinstance(entry, dict)}
-    return meta.get("namespace") in SYSTEM_NAMESPACES and bool(managers) and managers <= CONTROL_PLANE_MANAGERS
+    return meta.get("namespace") in SYSTEM_NAMESPACES and managers <= CONTROL_PLANE_MANAGERS
 
 
 _RBAC_DEFAULTS = _label("kubernetes.io/bootstrapping", "rbac-defaults")

@@ -369,13 +369,14 @@ BOOTSTRAP_KINDS = [
     (Kind("v1", "ConfigMap", "configmaps", True),
      [meta("kube-root-ca.crt", "kube-system"),
       meta("extension-apiserver-authentication", "kube-system", managedFields=[managed_by("kube-apiserver")])],
-     [meta("coredns", "kube-system"), meta("kube-root-ca.crt", "team-a"),
+     [meta("coredns", "kube-system", managedFields=[managed_by("kubeadm")]), meta("kube-root-ca.crt", "team-a"),
       meta("settings", "team-a", managedFields=[managed_by("kube-controller-manager")]),
       meta("cluster-info", "kube-public", managedFields=[managed_by("kube-apiserver"), managed_by("kubeadm")])]),
+    # kube-controller-manager's controllers' ServiceAccounts name no field manager at all
     (Kind("v1", "ServiceAccount", "serviceaccounts", True),
-     [meta("default", "default"), meta("default", "kube-public"),
-      meta("replicaset-controller", "kube-system", managedFields=[managed_by("kube-controller-manager")])],
-     [meta("default", "team-a"), meta("deployer", "kube-system"),
+     [meta("default", "default"), meta("default", "kube-public"), meta("replicaset-controller", "kube-system"),
+      meta("ttl-controller", "kube-system", managedFields=[managed_by("kube-controller-manager")])],
+     [meta("default", "team-a"), meta("deployer", "team-a"),
       meta("coredns", "kube-system", managedFields=[managed_by("kubectl-client-side-apply")])]),
 ]
 
