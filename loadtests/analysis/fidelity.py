@@ -68,10 +68,10 @@ def verdicts(step: StepResult) -> list[FidelityVerdict]:
         return [FidelityVerdict("replayed", "replay captured", None, "not compared", "a capture of the replay",
                                 found.error or "not compared")]
     out = [_judged("objects", f"objects {_name(k.kind, k.group)}", k.count, k.note) for k in fidelity.kinds]
-    out += [_judged("sizes", f"size {q} {_name(k.kind, k.group)}", judged) for k in fidelity.kinds
+    out += [_judged("sizes", f"size {q} {_name(k.kind, k.group)}", judged, k.size_note) for k in fidelity.kinds
             for q, judged in (("p50", k.size_p50), ("p99", k.size_p99)) if judged is not None]
     out += [_judged("rates", _class(c), c.per_second) for c in fidelity.classes]
-    out += [_judged("watches", f"watches {_name(w.resource, w.group)}", w.open) for w in fidelity.watches]
+    out += [_judged("watches", f"watches {_name(w.resource, w.group)}", w.open, w.note) for w in fidelity.watches]
     if fidelity.replayed is not None:
         share = fidelity.replayed.share
         shown = "not measured" if share is None else f"{share * 100:.1f} %"

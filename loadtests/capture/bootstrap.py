@@ -2,16 +2,19 @@
 apiserver's default RBAC, flow-control configuration, built-in APIServices, `system-` PriorityClasses, the
 `kubernetes` Service and its ServiceCIDR and IPAddress...), so a replay at × k expects them once and not k times.
 
-Decided by public Kubernetes markers only: labels and annotations the control plane sets on what it makes, and
-names Kubernetes reserves. The defaults the controller-manager makes with every namespace (kube-root-ca.crt, the
-default ServiceAccount) are counted apart (namespace_default), but for the system namespaces' own, made once. A
-marker's value or an object's name is compared here, in memory, and never written; the profile holds only how many
-of a kind's objects matched (docs/profile.md, `control_plane`, `namespace_defaults`)."""
+Decided by public Kubernetes markers only: labels and annotations the control plane sets on what it makes, names
+Kubernetes reserves, and (in the system namespaces) the field managers its components write as, or none. The
+defaults the controller-manager makes with every namespace (kube-root-ca.crt, the default ServiceAccount) are
+counted apart (namespace_default), but for the system namespaces' own, made once. A marker's value or an object's
+name is compared here, in memory, and never written; the profile holds only how many of a kind's objects matched
+(docs/profile.md, `control_plane`, `namespace_defaults`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+from loadtests.capture.clients import CONTROL_PLANE_PRODUCTS
 
 RBAC = "rbac.authorization.k8s.io"
 FLOWCONTROL = "flowcontrol.apiserver.k8s.io"
@@ -20,6 +23,8 @@ SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-no
 # what the controller-manager makes in every namespace as it appears, by name: the root CA's ConfigMap (its
 # root-ca-cert-publisher) and the default ServiceAccount (its serviceaccount controller)
 NAMESPACE_DEFAULTS = {("", "ConfigMap"): "kube-root-ca.crt", ("", "ServiceAccount"): "default"}
+# the field managers of the control plane's own components: their user agents' products
+CONTROL_PLANE_MANAGERS = CONTROL_PLANE_PRODUCTS
 # the `kubernetes` Service of the `default` namespace, the apiserver's own
 APISERVER_SERVICE = {"group": "", "resource": "services", "namespace": "default", "name": "kubernetes"}
 
@@ -54,6 +59,18 @@ def _system_default(meta: dict[str, Any], _obj: dict[str, Any]) -> bool:
     return meta.get("namespace") in SYSTEM_NAMESPACES and meta.get("name") in NAMESPACE_DEFAULTS.values()
 
 
+def _control_planes_own(meta: dict[str, Any], obj: dict[str, Any]) -> bool:
+    """A system namespace's object no one but the control plane's components wrote: every manager its
+    managedFields name is one of theirs (the apiserver's extension-apiserver-authentication ConfigMap), or it
+    names none, as no client's write through the API leaves it (kube-controller-manager's controllers'
+    ServiceAccounts in kube-system); the system namespaces' defaults besides. Once whatever the cluster's size,
+    and no object a replay makes."""
+    if _system_default(meta, obj):
+        return True
+    managers = {str(entry.get("manager", "")) for entry in meta.get("managedFields") or () if isinstance(entry, dict)}
+    return meta.get("namespace") in SYSTEM_NAMESPACES and managers <= CONTROL_PLANE_MANAGERS
+
+
 _RBAC_DEFAULTS = _label("kubernetes.io/bootstrapping", "rbac-defaults")
 _APF_BOOTSTRAP = _annotation("apf.kubernetes.io/autoupdate-spec")
 # (group, kind) -> whether one object of it was made by the control plane at bootstrap
@@ -72,9 +89,10 @@ MARKERS: dict[tuple[str, str], Callable[[dict[str, Any], dict[str, Any]], bool]]
     ("scheduling.k8s.io", "PriorityClass"): lambda meta, _obj: str(meta.get("name", "")).startswith("system-"),
     ("", "Namespace"): lambda meta, _obj: meta.get("name") in SYSTEM_NAMESPACES,
     ("", "Service"): _apiserver_service,
-    # the system namespaces' kube-root-ca.crt and default ServiceAccount (every other namespace's: namespace_default)
-    ("", "ConfigMap"): _system_default,
-    ("", "ServiceAccount"): _system_default,
+    # the system namespaces' kube-root-ca.crt and default ServiceAccount (every other namespace's: namespace_default),
+    # and those the control plane's components wrote there (kube-controller-manager's controllers' ServiceAccounts)
+    ("", "ConfigMap"): _control_planes_own,
+    ("", "ServiceAccount"): _control_planes_own,
     # the default ServiceCIDR (the apiserver's service cluster IP range) and the IPAddress of the `kubernetes` Service
     ("networking.k8s.io", "ServiceCIDR"): lambda meta, _obj: meta.get("name") == "kubernetes",
     ("networking.k8s.io", "IPAddress"): _apiserver_service_ip,

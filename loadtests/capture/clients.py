@@ -16,6 +16,12 @@ CONTROLLERS = frozenset({"system:kube-controller-manager", "system:kube-schedule
                          "system:kube-aggregator", "system:cloud-controller-manager"})
 # kube-up's kube-proxy credential: one agent per node, replayed as a node's agents are
 NODE_USERS = frozenset({"system:kube-proxy"})
+# user agents of the control plane's components (kube-controller-manager's controllers send with ServiceAccounts
+# of their own, so their class alone does not say it) and of the fake fleet's one controller (kwok acts for every
+# fake node at once): one of each whatever the cluster's size
+CONTROL_PLANE_PRODUCTS = frozenset({"kube-controller-manager", "kube-scheduler", "kube-apiserver",
+                                    "cloud-controller-manager"})
+ONCE_PRODUCTS = CONTROL_PLANE_PRODUCTS | {"kwok"}
 HASH_CHARS = 12
 # a product is a program's name; anything else in its place (spaces, a URL, an e-mail) is not kept
 _PRODUCT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
@@ -36,6 +42,12 @@ def client_class(username: str, groups: tuple[str, ...]) -> str:
     if username in CONTROLLERS:
         return CONTROLLER
     return USER
+
+
+def runs_once(client: str | None, product_name: str | None) -> bool:
+    """Whether a client is one of the control plane's own components, or the fake fleet's controller: clients a
+    cluster holds one of whatever its size, so their requests and watches do not grow with a replay's k."""
+    return client == CONTROLLER or product_name in ONCE_PRODUCTS
 
 
 def product(user_agent: str) -> str:

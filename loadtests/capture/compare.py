@@ -1,10 +1,12 @@
 """How faithful a replay was, measured: the replay's own capture set beside the original's × k, figure by figure,
 each judged against its target (docs/profile.md, "Comparing two profiles").
 
-A figure either side lacks is "not measured": never 0 and never met; one no replay controls (Events' count) is
-"not judged", shown and neither met nor missed. Counts leave out the load tester's own objects on both sides
-(`harness`). Sizes are per object, so not scaled; counts, rates and watches are. Nothing here does I/O: the CLI
-prints a Fidelity, a run's results keep its `to_dict()`.
+A figure either side lacks is "not measured": never 0 and never met; one no replay controls (Events' count, the
+sizes of a kind a replay does not pad, watches whose owners /metrics does not say at a k other than 1) is "not
+judged", shown and neither met nor missed. Counts leave out the load tester's own objects on both sides
+(`harness`). Sizes are per object, so not scaled, and of the objects a replay makes (made_size_bytes); counts,
+rates and watches are scaled, the control plane's own bootstrap objects and watches once. Nothing here does I/O:
+the CLI prints a Fidelity, a run's results keep its `to_dict()`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadtests.capture.audit_tally import SOURCE as AUDIT_SOURCE
+from loadtests.capture.clients import runs_once
 from loadtests.capture.profile import KindProfile, Profile, Quantiles
 from loadtests.capture.scale import check_scale, expected_count
 
@@ -28,6 +31,16 @@ UNCONTROLLED = {
                    "replay can meet",
 }
 SIZE_WITHIN = 0.10  # size p50 and p99, either side
+RBAC = "rbac.authorization.k8s.io"
+# kinds a replay makes from a padded body of its own (capture/replay.py's GENERIC), custom resources besides: the
+# sizes of the objects it makes are its to meet, compared over those objects only (made_size_bytes) on both sides
+PADDED_KINDS = frozenset({("", "ConfigMap"), ("", "Secret"), ("", "ServiceAccount"), (RBAC, "Role"),
+                          (RBAC, "ClusterRole")})
+SIZES_NOT_MADE = ("sizes not judged: a replay makes none of these from a body of its own (the control plane, its "
+                  "controllers or the fleet make them, or the harness without padding), so their sizes are no "
+                  "target it can meet")
+SIZES_ALL_OTHERS = ("sizes not judged: every one of the original's is the control plane's (at bootstrap, with a "
+                    "namespace) or its controllers', none one a replay makes")
 RATE_WITHIN = 0.10  # requests per second of a class, either side
 RATE_FLOOR = 1.0  # per second, after scaling: a class below it is too rare to judge over a replay's window
 WATCH_WITHIN = 0.05
@@ -38,6 +51,10 @@ WATCH_KEY = "open_at_end"
 WATCH_FIGURE = ("open_at_end: the watches open as the window ended, the one figure both sources write of the same "
                 "instant (from /metrics, the gauge at the second scrape; from an audit log, the watches whose open "
                 "is in it and whose end is not)")
+UNKNOWN_WATCHER = "whose watches they are is not known (/metrics): not judged at a scale other than 1"
+UNKNOWN_WATCHERS = ("the original's watches are from /metrics, which does not say whose a watch is: the control "
+                    "plane's own (held once whatever the cluster's size) cannot be told from the rest (× k), so "
+                    "no expected count is known at a scale other than 1 (an audit log says it)")
 AUDIT_WATCHES = ("an audit log's open_at_end misses a watch opened before the log began and still open at its "
                  "end: a log longer than the clients' watch timeouts (client-go's: 5 to 10 min) misses none")
 
@@ -83,6 +100,7 @@ class KindFidelity:
     size_p99: Judged | None = None
     note: str = ""  # why the replay may fall short (its controllers make the objects), or why not measured
     control_plane: int | None = None  # of the original's objects, made by the control plane at bootstrap: once
+    size_note: str = ""  # which objects' sizes are compared, or why they are not judged
 
 
 @dataclass(frozen=True)
@@ -110,11 +128,15 @@ class ClassFidelity:
 
 @dataclass(frozen=True)
 class WatchFidelity:
-    """Watches open on one resource, every client together (within 5 %)."""
+    """Watches open on one resource, every client together (within 5 %): expected, the control plane's own once
+    (clients.runs_once: its components and the fake fleet's controller hold theirs whatever the cluster's size)
+    and the rest × k."""
 
     group: str
     resource: str
     open: Judged
+    control_plane: float | None = None  # of the original's, the control plane's own: once (None: not known)
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -194,16 +216,46 @@ def judged_count(kind: KindProfile) -> int:
     return kind.count - min(kind.harness or 0, kind.count)
 
 
-def _uncontrolled(judged: Judged, kind: KindProfile) -> Judged:
-    """A count no replay controls (UNCONTROLLED): its figures kept, its verdict NOT_JUDGED where both measured."""
-    if (kind.group, kind.kind) not in UNCONTROLLED or judged.verdict == NOT_MEASURED:
+def not_judged(judged: Judged) -> Judged:
+    """A figure with no target a replay controls: its figures kept, its verdict NOT_JUDGED where both measured."""
+    if judged.verdict == NOT_MEASURED:
         return judged
     return dataclasses.replace(judged, target="none", verdict=NOT_JUDGED)
 
 
-def _size(original: Quantiles | None, replay: KindProfile | None, quantile: str) -> Judged:
+def _uncontrolled(judged: Judged, kind: KindProfile) -> Judged:
+    """A count no replay controls (UNCONTROLLED)."""
+    return not_judged(judged) if (kind.group, kind.kind) in UNCONTROLLED else judged
+
+
+def _made(kind: KindProfile | None) -> Quantiles | None:
+    """The sizes of the objects a replay makes, where the profile has them (made_size_bytes), else every
+    object's (a profile captured before that figure)."""
+    if kind is None or not kind.count:
+        return None
+    return kind.made_size_bytes if kind.made_size_bytes is not None else kind.size_bytes
+
+
+def _sizes(kind: KindProfile, replay: KindProfile | None) -> tuple[Judged | None, Judged | None, str]:
+    """Size p50 and p99 of the objects a replay makes of a kind it pads (PADDED_KINDS, custom resources), on
+    both sides; of any other kind, or one whose every object the control plane or its controllers made, both
+    sides' sizes of every object shown, not judged."""
+    if not kind.count or not kind.size_bytes:
+        return None, None, ""
+    padded = (kind.group, kind.kind) in PADDED_KINDS or kind.crd is not None
+    made = kind.made_size_bytes
+    if padded and (made is None or made.count):
+        wanted, found = _made(kind), _made(replay)
+        judged = [within(getattr(wanted, q), getattr(found, q) if found else None, SIZE_WITHIN) for q in ("p50",
+                                                                                                       "p99")]
+        note = "" if made is None else (f"sizes of the objects a replay makes: {made.count:,} of the original's "
+                                        f"{kind.count:,} (without an owner, made by neither the control plane nor "
+                                        f"the load tester)")
+        return judged[0], judged[1], note
     found = replay.size_bytes if replay is not None and replay.count else None
-    return within(getattr(original, quantile), getattr(found, quantile) if found else None, SIZE_WITHIN)
+    judged = [not_judged(within(getattr(kind.size_bytes, q), getattr(found, q) if found else None, SIZE_WITHIN))
+              for q in ("p50", "p99")]
+    return judged[0], judged[1], SIZES_ALL_OTHERS if padded else SIZES_NOT_MADE
 
 
 def _kind(kind: KindProfile, replay: Profile, scale: float) -> KindFidelity:
@@ -214,12 +266,11 @@ def _kind(kind: KindProfile, replay: Profile, scale: float) -> KindFidelity:
         skipped = next((s for s in replay.skipped if (s.group, s.resource) == (kind.group, kind.resource)), None)
         notes.append(f"the replay's capture skipped it: {skipped.reason}" if skipped else
                      "the replay's cluster does not serve it")
-    sizes = (_size(kind.size_bytes, other, "p50"), _size(kind.size_bytes, other, "p99")) if (
-        kind.count and kind.size_bytes) else (None, None)
+    p50, p99, size_note = _sizes(kind, other)
     count = exact(expected_count(judged_count(kind), kind.control_plane, scale),
                   judged_count(other) if other else None)
-    return KindFidelity(kind.group, kind.kind, kind.resource, _uncontrolled(count, kind), *sizes,
-                        note="; ".join(n for n in notes if n), control_plane=kind.control_plane)
+    return KindFidelity(kind.group, kind.kind, kind.resource, _uncontrolled(count, kind), p50, p99,
+                        note="; ".join(n for n in notes if n), control_plane=kind.control_plane, size_note=size_note)
 
 
 def _kinds(original: Profile, replay: Profile, scale: float) -> tuple[list[KindFidelity], list[ReplayOnly]]:
@@ -289,12 +340,38 @@ def open_watches(traffic: dict[str, Any] | None) -> dict[tuple[str, str], float 
     return _summed(((str(r.get("group", "")), str(r.get("resource", ""))), r.get(WATCH_KEY)) for r in rows)
 
 
+def once_watches(traffic: dict[str, Any] | None) -> dict[tuple[str, str], float | None] | None:
+    """WATCH_KEY per (group, resource) of the clients a cluster holds one of whatever its size (clients.runs_once);
+    None where the source does not say whose a watch is (/metrics)."""
+    if not knows_classes(traffic):
+        return None
+    return _summed(((str(r.get("group", "")), str(r.get("resource", ""))), r.get(WATCH_KEY))
+                   for r in _rows(traffic, "watches") or [] if runs_once(r.get("client_class"), r.get("product")))
+
+
+def _expected_watches(held: float | None, once: float | None, scale: float) -> float | None:
+    """The control plane's own watches once, the rest × k."""
+    if held is None or once is None:
+        return None
+    return once + (held - once) * scale
+
+
 def _watches(original: dict[str, Any], replay: dict[str, Any] | None, scale: float) -> list[WatchFidelity]:
     found = open_watches(replay)
-    rows = [WatchFidelity(group, resource, within(None if held is None else held * scale,
-                                                  None if found is None else found.get((group, resource), 0),
-                                                  WATCH_WITHIN))
-            for (group, resource), held in (open_watches(original) or {}).items()]
+    once = once_watches(original)
+    rows = []
+    for (group, resource), held in (open_watches(original) or {}).items():
+        seen = None if found is None else found.get((group, resource), 0)
+        if once is None:  # whose they are is not known: at a scale other than 1, the once and the × k neither
+            judged = within(None if held is None else held * scale, seen, WATCH_WITHIN)
+            unknown = scale != 1 and judged.verdict != NOT_MEASURED
+            rows.append(WatchFidelity(group, resource, not_judged(judged) if unknown else judged, None,
+                                      UNKNOWN_WATCHER if unknown else ""))
+            continue
+        own = once.get((group, resource)) or 0.0
+        note = f"expected: {own:g} the control plane's own (once) + {(held or 0) - own:g} × {scale:g}" if own else ""
+        rows.append(WatchFidelity(group, resource, within(_expected_watches(held, own, scale), seen, WATCH_WITHIN),
+                                  own, note))
     return sorted(rows, key=lambda row: (-(row.open.original or 0), row.group, row.resource))
 
 
@@ -341,6 +418,8 @@ def compare(original: Profile, replay: Profile, scale: float) -> Fidelity:
     by_class = knows_classes(wanted) and (found is None or knows_classes(found))
     fidelity.classes = _classes(wanted, found, scale, by_class)
     fidelity.watches = _watches(wanted, found, scale)
+    if any(w.note == UNKNOWN_WATCHER for w in fidelity.watches):
+        fidelity.notes.append(UNKNOWN_WATCHERS)
     fidelity.replayed = _replayed(wanted, found, by_class)
     fidelity.notes.extend(_traffic_notes(wanted, found, by_class))
     return fidelity

@@ -1,7 +1,7 @@
 """What a cluster holds, read without changing it: every served kind that answers LIST (custom resources too),
 read page by page (limit 500), each object reduced to a few numbers as its page arrives and then let go.
 
-Memory is bounded by one page of objects and, per object, five whole numbers kept in arrays (8 bytes each: its
+Memory is bounded by one page of objects and, per object, five (or six) whole numbers kept in arrays (8 bytes each: its
 size, its labels' and annotations' counts and bytes) until its kind's LIST ends and they become quantiles; per
 namespace and per node a counter. Nothing of an object's content is kept: names (of objects, namespaces, nodes)
 live only as counter keys in memory and are never written; values, label values, annotation values and the data
@@ -81,6 +81,7 @@ class KindTally:
     owner_names: dict[tuple[str, str], str]  # (group, kind) served -> the name written for an owner of that kind
     per_namespace: collections.Counter[int] = field(default_factory=collections.Counter)
     sizes: array[int] = field(default_factory=lambda: array("q"))
+    made_sizes: array[int] = field(default_factory=lambda: array("q"))  # of those without an owner, made by no one else
     labels: array[int] = field(default_factory=lambda: array("q"))
     label_bytes: array[int] = field(default_factory=lambda: array("q"))
     annotations: array[int] = field(default_factory=lambda: array("q"))
@@ -107,9 +108,12 @@ class KindTally:
         group, kind = self.kind.group, self.kind.kind
         if made_by_harness(group, kind, obj):
             self.harness += 1
-        else:
-            self.control_plane += made_at_bootstrap(group, kind, obj)
-            self.namespace_defaults += namespace_default(group, kind, obj)
+            return
+        once, default = made_at_bootstrap(group, kind, obj), namespace_default(group, kind, obj)
+        self.control_plane += once
+        self.namespace_defaults += default
+        if not (owners or once or default):  # one a replay makes (capture/replay.py): its size is the replay's
+            self.made_sizes.append(self.sizes[-1])
 
     def owner_name(self, ref: dict[str, Any]) -> str:
         """"ReplicaSet.apps", "Node": an owner's kind when the cluster serves it, else "other" (an owner
@@ -132,6 +136,7 @@ class KindTally:
         if kind.namespaced:
             found.per_namespace = Quantiles.of(self.per_namespace.values())
         found.size_bytes, found.labels = Quantiles.of(self.sizes), Quantiles.of(self.labels)
+        found.made_size_bytes = Quantiles.of(self.made_sizes)
         found.label_bytes, found.annotations = Quantiles.of(self.label_bytes), Quantiles.of(self.annotations)
         found.annotation_bytes = Quantiles.of(self.annotation_bytes)
         return found

@@ -83,6 +83,10 @@ class KindProfile:
     namespaces: int | None = None  # namespaces holding at least one (None: cluster-scoped)
     per_namespace: Quantiles | None = None  # objects per namespace, over the namespaces holding one
     size_bytes: Quantiles | None = None  # each object's JSON as a GET serves it
+    # size_bytes of the objects a replay makes (without an owner, made neither by the control plane, at bootstrap
+    # or with a namespace, nor by the load tester): its target, and its fidelity's, at any k (their count 0 where
+    # the kind has none); None: captured before this figure was
+    made_size_bytes: Quantiles | None = None
     labels: Quantiles | None = None  # labels per object
     label_bytes: Quantiles | None = None  # UTF-8 bytes of an object's label keys and values together
     annotations: Quantiles | None = None

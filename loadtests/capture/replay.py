@@ -6,8 +6,10 @@ runs anything.
 - objects of every kind that can be made generically (ConfigMaps, Secrets, ServiceAccounts, Roles, ClusterRoles
   and every custom resource, their CRDs installed from the captured definitions with a permissive schema): the
   objects without an owner × k, prefilled once before the window by the `objects` scenario over the captured
-  namespaces × k, each padded to a size drawn from the captured size quantiles; those the control plane made at
-  bootstrap (`control_plane`) once, as the replaying cluster's own control plane makes them; none of the
+  namespaces × k, each padded to a size drawn from the captured size quantiles of the objects a replay makes
+  (`made_size_bytes`), with no padding nor field for it where that is smaller than it can be; those the
+  control plane made at bootstrap (`control_plane`) once, as the replaying cluster's own control plane makes
+  them; none of the
   defaults it makes with each namespace (`namespace_defaults`) nor of the load tester's own (`harness`);
 - the namespaces: the captured ones but the system ones and the harness's × k, made by the `objects` scenario
   (its `namespaces`), so the replaying cluster ends with the count the comparison expects;
@@ -29,7 +31,7 @@ from typing import Any
 import yaml
 
 from loadtests.capture.bootstrap import NAMESPACE_DEFAULTS
-from loadtests.capture.compare import judged_count
+from loadtests.capture.compare import PADDED_KINDS, judged_count
 from loadtests.capture.profile import KindProfile, Profile, Quantiles, load
 from loadtests.capture.replay_traffic import compile_traffic
 from loadtests.capture.scale import check_scale, scaled_count
@@ -47,14 +49,17 @@ MANAGER = "k8s-loadtest"  # the field manager of the harness's creates (its user
 SAMPLE = {"name": "prefill-replay-run-0-0", "namespace": objects_namespace(0), "run": "replay-run"}
 RBAC = "rbac.authorization.k8s.io"
 _RULE = '  - {apiGroups: [""], resources: [configmaps], verbs: [get]}\n'
+# the padding and the field that holds it, left out where the object is to be no bigger than without them
+_PAD = '{% if pad %}data:\n  pad: "{{ pad }}"\n{% endif %}'
 # kinds with a generic body: (group, kind) -> the body's YAML after metadata; `{{ pad }}` is the padding
 GENERIC = {
-    ("", "ConfigMap"): 'data:\n  pad: "{{ pad }}"\n',
-    ("", "Secret"): 'type: Opaque\ndata:\n  pad: "{{ pad }}"\n',
+    ("", "ConfigMap"): _PAD,
+    ("", "Secret"): "type: Opaque\n" + _PAD,
     ("", "ServiceAccount"): "",
     (RBAC, "Role"): "rules:\n" + _RULE,
     (RBAC, "ClusterRole"): "rules:\n" + _RULE,
 }
+assert set(GENERIC) == PADDED_KINDS
 IN_DATA = {("", "ConfigMap"), ("", "Secret")}  # padded in `data`, the others in an annotation
 # kinds the control plane, its controllers or the fleet make, or the replay makes otherwise: never prefilled
 NOT_MADE = {
@@ -239,13 +244,14 @@ def _literal(obj: dict[str, Any]) -> str:
 # The padding's length, computed as each object renders (config/templates.py gives `index`, `name`,
 # `namespace`, `run`): the object of rank index + 1 gets the size interpolated linearly between the `knots`
 # (rank, bytes) around its rank, less the bytes the rest of it serves (`fixed`, plus its name, namespace and run
-# label, whose lengths vary).
+# label, whose lengths vary) and the padding's field (`field`: its key, quotes, its managedFields entry); none at
+# all, the field left out, where that leaves nothing to pad (the object as small as it can be).
 _SIZE = (
     "{%- set r = index + 1 -%}{%- set pad -%}"
     "{%- for i in range(1, knots|length) if (i == 1 or knots[i - 1][0] < r) and r <= knots[i][0] -%}"
     "{%- set a = knots[i - 1] -%}{%- set b = knots[i] -%}"
     "{%- set size = a[1] + (b[1] - a[1]) * (r - a[0]) / (b[0] - a[0]) -%}"
-    "{%- set n = [0, (size|int) - fixed - name|length - namespace|length - run|length]|max -%}"
+    "{%- set n = [0, (size|int) - fixed - field - name|length - namespace|length - run|length]|max -%}"
     "{{ ('A' * (n // 4 * 4)) if base64 else ('x' * n) }}"
     "{%- endfor -%}{%- endset -%}\n")
 
@@ -257,21 +263,23 @@ def _prefill_entry(kind: KindProfile, count: int, scale: float, index: int, *, p
     plane made at bootstrap as the original's did, which count toward it and are made once whatever the scale."""
     key = (kind.group, kind.kind)
     api_version = f"{kind.group}/{kind.version}" if kind.group else kind.version
-    body = GENERIC.get(key, 'spec:\n  pad: "{{ pad }}"\n')
+    body = GENERIC.get(key, _PAD.replace("data:", "spec:"))
     annotated = key not in IN_DATA and key in GENERIC
-    meta = f'metadata:\n  annotations:\n    {PAD_KEY}: "{{{{ pad }}}}"\n' if annotated else "metadata: {}\n"
+    meta = ("{% if pad %}" + f'metadata:\n  annotations:\n    {PAD_KEY}: "{{{{ pad }}}}"\n' + "{% else %}"
+            "metadata: {}\n{% endif %}") if annotated else "metadata: {}\n"
     text = _SIZE + f"apiVersion: {api_version}\nkind: {kind.kind}\n{meta}{body}"
     template = ObjectTemplate(f"replay-{index}-{kind.resource}.yaml", text, count,
-                              {"knots": [[0, 0], [1, 0]], "fixed": 10**9, "base64": key == ("", "Secret")})
+                              {"knots": [[0, 0], [1, 0]], "fixed": 10**9, "field": 0,
+                               "base64": key == ("", "Secret")})
     namespaced = kind.scope == "Namespaced"
-    fixed = _fixed(template, namespaced, kind.crd is not None)
-    sizes = kind.size_bytes or Quantiles(count, fixed, fixed, fixed, fixed)
+    fixed, field = _fixed(template, namespaced, kind.crd is not None)
+    sizes = made_sizes(kind) or Quantiles(count, fixed, fixed, fixed, fixed)
     # top_up: the replaying cluster's own objects of the kind (a fresh cluster's ClusterRoles, kube-system's
     # ServiceAccounts) count toward the total, so the replay ends with the original's bootstrap objects once and
     # the rest × k
     entry: dict[str, Any] = {"template": template.template, "text": text, "replicas": count + present,
                              "top_up": True,
-                             "input_vars": {**template.input_vars, "fixed": fixed,
+                             "input_vars": {**template.input_vars, "fixed": fixed, "field": field,
                                             "knots": size_knots(sizes, count, fixed)}}
     if namespaced:
         wanted = min(count, max(1, round((kind.namespaces or 1) * scale)), max(1, namespaces or count))
@@ -311,17 +319,35 @@ def _interpolate(knots: list[list[int]], rank: int) -> float:
     return knots[-1][1]
 
 
-def _fixed(template: ObjectTemplate, namespaced: bool, custom: bool) -> int:
+def made_sizes(kind: KindProfile) -> Quantiles | None:
+    """The sizes a replay's objects of the kind follow: those of the objects it makes (made_size_bytes), where the
+    profile has them, else every object's (a profile captured before that figure)."""
+    if kind.made_size_bytes is not None:
+        return kind.made_size_bytes if kind.made_size_bytes.count else None
+    return kind.size_bytes
+
+
+def _fixed(template: ObjectTemplate, namespaced: bool, custom: bool) -> tuple[int, int]:
     """The bytes an object of the template serves without its padding, less its name's, namespace's and run
     label's (which vary): its JSON as rendered, and what the apiserver adds (uid, resourceVersion, creation
-    time, a managedFields entry of the fields set; a custom resource's generation), estimated."""
+    time, a managedFields entry of the fields set; a custom resource's generation), estimated; and the bytes the
+    padding's field adds beside the padding itself."""
     namespace = SAMPLE["namespace"] if namespaced else ""
-    obj = template.render(name=SAMPLE["name"], namespace=namespace, index=0, run=SAMPLE["run"])
-    size = len(json.dumps(obj, separators=(",", ":")))
-    return size + _served_extra(obj, custom) - len(SAMPLE["name"]) - len(namespace) - len(SAMPLE["run"])
+    varying = len(SAMPLE["name"]) + len(namespace) + len(SAMPLE["run"])
+
+    def served(padding: int) -> int:
+        found = ObjectTemplate(template.template, template.text, 1, {
+            **template.input_vars, "fixed": 0, "knots": [[0, varying + padding], [1, varying + padding]]})
+        obj = found.render(name=SAMPLE["name"], namespace=namespace, index=0, run=SAMPLE["run"])
+        return len(json.dumps(obj, separators=(",", ":"))) + served_extra(obj, custom)
+
+    fixed = served(0)
+    return fixed - varying, served(4) - fixed - 4
 
 
-def _served_extra(obj: dict[str, Any], custom: bool) -> int:
+def served_extra(obj: dict[str, Any], custom: bool) -> int:
+    """What the apiserver adds to an object it serves (uid, resourceVersion, creation time, a managedFields entry of
+    the fields set; a custom resource's generation), estimated."""
     fields: dict[str, Any] = {"f:metadata": {f"f:{part}": {".": {}, **{f"f:{key}": {} for key in obj["metadata"][part]}}
                                              for part in ("labels", "annotations") if obj["metadata"].get(part)}}
     for key, value in obj.items():

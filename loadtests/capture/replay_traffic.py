@@ -5,7 +5,11 @@
   one row of the `requests` scenario at its captured rate × k, a LIST with its captured shape (resourceVersion
   shares, limit, label and field selector shares: selectors on the replay's own labels and fields);
 - watches held by nodes are the fake nodes' own agents (`node_agents`, per fake node as kubelets hold them);
-  other watches are held watchers of the `requests` scenario, their captured mean open count × k;
+  the control plane's own and the fake fleet's controller's (clients.runs_once) are the replaying cluster's, held
+  once by its own components; other watches are held watchers of the `requests` scenario, their captured mean
+  open count × k; a profile from /metrics does not say whose a watch is: its counts are every client's
+  together, topped up as the load starts (`topped_up`), the watches the replaying cluster holds then counting
+  toward them;
 - a node's Leases, Node status and pod status are the fleet's (kwok's heartbeats), not sent twice;
 - the control plane's own requests (kube-controller-manager's, kube-scheduler's, by their class or their user
   agent) are not load: the replaying cluster's components send theirs;
@@ -15,19 +19,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadtests.capture.clients import CONTROLLER, NODE
+from loadtests.capture.clients import CONTROL_PLANE_PRODUCTS, CONTROLLER, NODE, runs_once
 from loadtests.capture.profile import Profile
 from loadtests.capture.traffic_types import AGGREGATED_GROUPS, STREAMS
 from loadtests.config.scenarios import requests_row_name
 from loadtests.kube.paths import resource_key
 
-# user agents of the control plane's components: their requests are the replaying control plane's to send
-CONTROL_PLANE_PRODUCTS = frozenset({"kube-controller-manager", "kube-scheduler", "kube-apiserver",
-                                    "cloud-controller-manager"})
+UNKNOWN_CLIENT = "unknown"  # a watch row's class where the profile does not say whose its watches are
 REPLAYABLE_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
 WRITES = frozenset({"create", "update", "patch", "delete"})
 # the fleet's: a fake node's heartbeats (Lease, Node status) and its pods' status, which kwok sends for every node
@@ -218,17 +220,45 @@ def watch_key(group: str, resource: str) -> str | None:
 
 def _watch_rows(traffic: dict[str, Any], scale: float,
                 resources: Mapping[tuple[str, str], Resource]) -> list[dict[str, Any]]:
-    """Held watches of classes other than nodes' (theirs are the node agents'): the mean open count × k (the count
-    open at the end where the mean was not measured), of the resources the replay has."""
+    """Held watches of classes other than nodes' (theirs are the node agents') and the control plane's (its own
+    components hold theirs): the mean open count × k (the count open at the end where the mean was not measured),
+    of the resources the replay has."""
     rows = []
     for watch in _list(traffic.get("watches")):
         group, resource = str(watch.get("group") or ""), str(watch.get("resource") or "")
         key = watch_key(group, resource)
-        if watch.get("client_class") == NODE or key is None or (group, resource) not in resources:
+        client = watch.get("client_class")
+        if client == NODE or runs_once(client, watch.get("product")) or key is None or (
+                group, resource) not in resources:
             continue
         held = watch.get("mean_open")
         held = float(held) if held is not None else float(watch.get("open_at_end") or 0)
         if (count := round(held * scale)) > 0:
-            rows.append({"resource": key, "client_class": str(watch.get("client_class") or "unknown"),
-                         "count": count})
+            row = {"resource": key, "client_class": str(client or UNKNOWN_CLIENT), "count": count}
+            rows.append({**row, "top_up": True} if client is None else row)
     return rows
+
+
+def topped_up(scenarios: Mapping[str, Any],
+              open_now: Callable[[], Mapping[tuple[str, str], int]]) -> dict[str, Any]:
+    """The load's scenarios with each held watch row of every client together (`top_up`: from /metrics, which
+    does not say whose a watch is) cut by the watches already open on its resource (`open_now()`, asked only
+    where a row is to be topped up, by group and resource: the replaying cluster's control plane's, its fleet's,
+    the harness's), so the cluster holds the captured count and not the control plane's twice; a row left with
+    none is dropped."""
+    requests = scenarios.get("requests")
+    if not isinstance(requests, Mapping) or not any(w.get("top_up") for w in requests.get("watches") or []):
+        return dict(scenarios)
+    held: dict[str, int] = {}
+    for (group, resource), count in open_now().items():
+        if (key := watch_key(group, resource)) is not None:
+            held[key] = held.get(key, 0) + count
+    rows = []
+    for row in requests["watches"]:
+        if row.get("top_up"):
+            taken = min(int(row["count"]), held.get(row["resource"], 0))
+            held[row["resource"]] = held.get(row["resource"], 0) - taken
+            row = {**row, "count": int(row["count"]) - taken}
+        if row["count"] > 0:
+            rows.append(row)
+    return {**scenarios, "requests": {**requests, "watches": rows}}

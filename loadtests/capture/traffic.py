@@ -84,15 +84,17 @@ def _rates(before: Snapshot | None, after: Snapshot, window_s: float) -> list[Re
     return sorted(rows, key=lambda r: (-r.count, r.verb, r.group, r.resource, r.subresource, r.component or ""))
 
 
+def open_by_resource(page: Snapshot | None) -> dict[tuple[str, str], int]:
+    """Watches open per (group, resource) as a scrape of the apiserver's /metrics saw them (LONGRUNNING's WATCH)."""
+    found: dict[tuple[str, str], int] = {}
+    for labels, value in (page.select(LONGRUNNING, verb="WATCH") if page is not None else ()):
+        key = (labels.get("group", ""), labels.get("resource", ""))
+        found[key] = found.get(key, 0) + round(value)
+    return found
+
+
 def _watches(before: Snapshot | None, after: Snapshot) -> list[WatchLoad]:
     """Watches open per resource at the window's start and end (the gauge's value at each scrape)."""
-    def open_by_resource(page: Snapshot | None) -> dict[tuple[str, str], int]:
-        found: dict[tuple[str, str], int] = {}
-        for labels, value in (page.select(LONGRUNNING, verb="WATCH") if page is not None else ()):
-            key = (labels.get("group", ""), labels.get("resource", ""))
-            found[key] = found.get(key, 0) + round(value)
-        return found
-
     start, end = open_by_resource(before), open_by_resource(after)
     rows = [WatchLoad(group=group, resource=resource, client_class=None, product=None, max_open=None,
                       mean_open=None, open_at_start=start.get((group, resource)) if before is not None else None,

@@ -160,7 +160,7 @@ def _kind_rows(fidelity: Fidelity) -> list[list[str]]:
     for kind in fidelity.kinds:
         name = f"{kind.kind}.{kind.group}" if kind.group else kind.kind
         rows.append(_cells(name, "count", kind.count, "", kind.note))
-        rows.extend(_cells("", figure, judged, " B", "") for figure, judged in (("size p50", kind.size_p50),
+        rows.extend(_cells("", figure, judged, " B", kind.size_note) for figure, judged in (("size p50", kind.size_p50),
                                                                              ("size p99", kind.size_p99)) if judged)
     return rows
 
@@ -191,9 +191,9 @@ def show_fidelity(fidelity: Fidelity, title: str) -> None:
         say(f"requests per second per class: the original's of at least 1/s at {k}, within 10 %")
         say_table([["class", *header], *(_cells(_class_name(c), "requests", c.per_second, "/s")
                                          for c in fidelity.classes)])
-        say(f"open watches per resource at {k}, within 5 %")
-        say_table([["resource", *header], *(_cells(f"{w.resource}.{w.group}" if w.group else w.resource,
-                                                   "open", w.open, "") for w in fidelity.watches)])
+        say(f"open watches per resource: the control plane's own once, the rest {k}, within 5 %")
+        say_table([["resource", *header, "note"], *(_cells(f"{w.resource}.{w.group}" if w.group else w.resource,
+                                                           "open", w.open, "", w.note) for w in fidelity.watches)])
         show_replayed(fidelity.replayed)
         notes = [f"watches compared: {fidelity.watch_figure}", *notes]
     for note in notes:

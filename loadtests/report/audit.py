@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from loadtests.capture.harness import HARNESS_USER_AGENTS
 from loadtests.results import StepResult
 from loadtests.results.apiserver import ServerLatency
 from loadtests.results.audit import AuditRow
@@ -88,7 +89,7 @@ def clients_of(step: StepResult, entry: ServerLatency) -> Clients | None:
     return Clients(shares=shares, audited=total)
 
 
-HARNESS_PARTS = ("k8s-loadtest/fleet", "k8s-loadtest/health", "k8s-loadtest/probe", "k8s-loadtest/benchmark")
+HARNESS_PARTS = HARNESS_USER_AGENTS
 
 
 def origin_of(client: str) -> str:

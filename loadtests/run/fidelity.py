@@ -10,6 +10,7 @@ the window's traffic.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 from collections.abc import Callable
@@ -17,13 +18,17 @@ from pathlib import Path
 
 from loadtests.analysis.metrics import Snapshot
 from loadtests.analysis.server import REQUESTS
+from loadtests.capture.audit_events import read_events
+from loadtests.capture.audit_tally import ENDS, STARTED
 from loadtests.capture.compare import compare
+from loadtests.capture.harness import HARNESS_USER_AGENTS
 from loadtests.capture.profile import Profile, load
 from loadtests.capture.take import USER_AGENT, take
 from loadtests.capture.traffic import (
     LONGRUNNING,
     METRICS_SOURCE,
     TrafficProfile,
+    WatchLoad,
     traffic_from_audit,
     traffic_from_metrics,
 )
@@ -40,7 +45,8 @@ HARNESS_NAMESPACES = objects.NAMESPACES
 AUDIT_SOURCE = ("apiserver audit log, the window's events (rates, by client class); watches open at the window's "
                 f"close from its end scrape ({LONGRUNNING})")
 AUDIT_WATCHES = ("watches from the window's end scrape, not the audit log: the load's watches open before the window "
-                 "does, so the window's part of the log does not see them open")
+                 "does, so the window's part of the log does not see them open; the harness's own (its health "
+                 "watch's, its fleet's, its probes', by their user agents in the whole log) taken off")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,10 +94,32 @@ def harness_kinds(captured: Profile) -> list[HarnessKind]:
     return [HarnessKind(kind.group, kind.kind, kind.resource, kind.harness) for kind in captured.kinds if kind.harness]
 
 
+def harness_watches(audit_logs: list[Path], until: float) -> dict[tuple[str, str], int]:
+    """The harness's own watches (its fleet's, its health watch's, its probes': capture/harness.py's user agents)
+    open at `until`, per (group, resource), from the whole of one apiserver's audit log: they are no part of the
+    cluster replayed, as its own objects are not."""
+    opened: dict[str, tuple[str, str]] = {}
+    for event in read_events(audit_logs, []):
+        if event.at > until or event.verb != "watch" or not event.user_agent.startswith(HARNESS_USER_AGENTS):
+            continue
+        if event.stage == STARTED:
+            opened[event.audit_id] = (event.group, event.resource)
+        elif event.stage in ENDS:
+            opened.pop(event.audit_id, None)
+    return dict(collections.Counter(opened.values()))
+
+
+def _without(watches: list[WatchLoad], harness: dict[tuple[str, str], int]) -> list[WatchLoad]:
+    """The end scrape's watches less the harness's own (never below 0)."""
+    return [dataclasses.replace(w, open_at_end=max(0, w.open_at_end - harness.get((w.group, w.resource), 0)))
+            if w.open_at_end is not None else w for w in watches]
+
+
 def window_traffic(window: Window, audit_logs: list[Path], salt: bytes) -> tuple[TrafficProfile | None, str, str]:
     """The replay's traffic over the window, where it came from, and a note ("" none): from one apiserver's audit
-    log (the window's events: client classes known) with the watches of the end scrape, else from the window's
-    two scrapes; None without both scrapes."""
+    log (the window's events: client classes known) with the watches of the end scrape less the harness's own
+    (the log says whose), else from the window's two scrapes (the harness's watches among theirs); None without
+    both scrapes."""
     start, end = window.start, window.end
     if start is None or end is None:
         return None, "", "the window's apiserver scrapes are missing: the replay's traffic is not measured"
@@ -99,9 +127,11 @@ def window_traffic(window: Window, audit_logs: list[Path], salt: bytes) -> tuple
     if len(audit_logs) != 1 or window.opened_at is None or window.closed_at is None:
         why = f"{len(audit_logs)} apiservers' audit logs (the window's rates are taken from one)" if audit_logs \
             else "no audit log"
-        return metrics, METRICS_SOURCE, f"traffic from the window's /metrics scrapes: {why}"
+        return metrics, METRICS_SOURCE, (f"traffic from the window's /metrics scrapes: {why}; the harness's own "
+                                         "watches (its health watch's, its fleet's) are counted among the replay's")
     audit = traffic_from_audit(audit_logs, salt, between=(window.opened_at, window.closed_at))
-    return dataclasses.replace(audit, watches=metrics.watches, notes=[*audit.notes, AUDIT_WATCHES]), AUDIT_SOURCE, ""
+    watches = _without(metrics.watches, harness_watches(audit_logs, window.closed_at))
+    return dataclasses.replace(audit, watches=watches, notes=[*audit.notes, AUDIT_WATCHES]), AUDIT_SOURCE, ""
 
 
 def _failed(error: BaseException) -> str:

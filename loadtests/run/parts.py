@@ -23,6 +23,8 @@ import psutil
 
 from loadtests.analysis.restart import restart_notes
 from loadtests.binaries import cache as binaries_mod
+from loadtests.capture.replay_traffic import topped_up
+from loadtests.capture.traffic import LONGRUNNING, open_by_resource
 from loadtests.config.plan import Plan, Roll, Step
 from loadtests.config.scenarios import needs_node_identities, scenario_params
 from loadtests.controlplane.base import Target, TargetInfo
@@ -36,6 +38,7 @@ from loadtests.measure.cluster_objects import ClusterView
 from loadtests.measure.probes import StepProbes
 from loadtests.measure.processes import HARNESS
 from loadtests.measure.profiles import PROFILES_DIR, ProfileSettings
+from loadtests.measure.prometheus import scrape_apiserver
 from loadtests.measure.saturation import RampWitness
 from loadtests.polling import poll_until
 from loadtests.results import StepResult
@@ -266,7 +269,9 @@ class Load(_Part):
     def prepare(self, ctx: StepContext) -> None:
         """The load as the step asks it, with what the objects set-up made of the plan's scenarios."""
         run, step = ctx.run, ctx.step
-        asked = StepLoad(run.made.scenarios(run.plan.load), nodes=step.nodes, duration_s=step.duration_s,
+        # a replay's watches counted for every client together: those the cluster holds now count toward them
+        scenarios = topped_up(run.made.scenarios(run.plan.load), lambda: _open_watches(run.info, ctx.say))
+        asked = StepLoad(scenarios, nodes=step.nodes, duration_s=step.duration_s,
                          out_dir=ctx.step_dir, windowed=True, run_id=run.run_dir.name, workers=run.workers,
                          master=run.master, ui_port=run.ui_port,
                          final_step=run.final_run and run.steps_total == ctx.index + 1)
@@ -370,6 +375,17 @@ class Load(_Part):
     def _load(self) -> LoadGenerator:
         assert self.load is not None, "the load is made when the step is prepared"
         return self.load
+
+
+def _open_watches(info: TargetInfo, say: Callable[[str], None]) -> dict[tuple[str, str], int]:
+    """Watches open per (group, resource) now, from the apiserver's /metrics; none, said, where it does not answer
+    (a replay's watches counted for every client together are then held whole)."""
+    try:
+        return open_by_resource(scrape_apiserver(info.access, families={LONGRUNNING}))
+    except OSError as error:
+        say(f"the watches open before the load are not known (the apiserver's /metrics: {error}): the replay "
+            "holds its watches whole, the cluster's own besides")
+        return {}
 
 
 def server_counts(count: Callable[[str, str, str], int | None], client: list[ClientStat]) -> dict[str, int]:

@@ -328,6 +328,13 @@ BOOTSTRAPPING = {"kubernetes.io/bootstrapping": "rbac-defaults"}
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
 APISERVER_SERVICE = {"group": "", "resource": "services", "namespace": "default", "name": "kubernetes"}
 # (kind, the control plane's objects at bootstrap, its marker on them, planted objects without it: lookalikes)
+
+
+def managed_by(name: str) -> dict[str, Any]:
+    """A managedFields entry of one field manager."""
+    return {"manager": name, "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1"}
+
+
 BOOTSTRAP_KINDS = [
     (Kind(f"{RBAC}/v1", "ClusterRole", "clusterroles", False),
      [meta("admin", labels=BOOTSTRAPPING), meta("system:node", labels=BOOTSTRAPPING)],
@@ -357,12 +364,20 @@ BOOTSTRAP_KINDS = [
      [meta("apiserver-a", "kube-system", labels={"apiserver.kubernetes.io/identity": "kube-apiserver"})],
      [meta("node-a", "kube-node-lease"), meta("kube-scheduler", "kube-system")]),
     (Kind("v1", "ComponentStatus", "componentstatuses", False), [meta("scheduler"), meta("etcd-0")], []),
-    # a system namespace's defaults (made with it at bootstrap); another namespace's are namespace_defaults
-    (Kind("v1", "ConfigMap", "configmaps", True), [meta("kube-root-ca.crt", "kube-system")],
-     [meta("extension-apiserver-authentication", "kube-system"), meta("kube-root-ca.crt", "team-a")]),
+    # a system namespace's defaults (made with it at bootstrap), and what the control plane's components alone
+    # wrote there (their field managers); another namespace's defaults are namespace_defaults
+    (Kind("v1", "ConfigMap", "configmaps", True),
+     [meta("kube-root-ca.crt", "kube-system"),
+      meta("extension-apiserver-authentication", "kube-system", managedFields=[managed_by("kube-apiserver")])],
+     [meta("coredns", "kube-system", managedFields=[managed_by("kubeadm")]), meta("kube-root-ca.crt", "team-a"),
+      meta("settings", "team-a", managedFields=[managed_by("kube-controller-manager")]),
+      meta("cluster-info", "kube-public", managedFields=[managed_by("kube-apiserver"), managed_by("kubeadm")])]),
+    # kube-controller-manager's controllers' ServiceAccounts name no field manager at all
     (Kind("v1", "ServiceAccount", "serviceaccounts", True),
-     [meta("default", "default"), meta("default", "kube-public")],
-     [meta("default", "team-a"), meta("deployer", "kube-system")]),
+     [meta("default", "default"), meta("default", "kube-public"), meta("replicaset-controller", "kube-system"),
+      meta("ttl-controller", "kube-system", managedFields=[managed_by("kube-controller-manager")])],
+     [meta("default", "team-a"), meta("deployer", "team-a"),
+      meta("coredns", "kube-system", managedFields=[managed_by("kubectl-client-side-apply")])]),
 ]
 
 
@@ -419,3 +434,18 @@ def test_the_defaults_made_with_each_namespace_are_counted_apart_from_the_bootst
     assert (cms.count, cms.control_plane, cms.namespace_defaults, cms.harness) == (5, 2, 2, 0)
     other = tally_of(Kind("v1", "Secret", "secrets", True), [meta("default", "team-a")]).profile()
     assert other.namespace_defaults is None  # a kind without defaults has no such figure
+
+
+def test_the_sizes_of_the_objects_a_replay_makes_are_counted_apart() -> None:
+    """made_size_bytes: the sizes of the objects without an owner that neither the control plane (at bootstrap, with
+    a namespace) nor the load tester made, the ones a replay makes and pads: a replay follows them and its
+    fidelity compares them, at any k, without the control plane's own (bigger, once)."""
+    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "1"}]
+    user = [meta(f"cm-{i}", "team-a") for i in range(3)]
+    others = [{**meta("kube-root-ca.crt", ns), "data": {"ca.crt": "x" * 1000}} for ns in ("kube-system", "team-a")]
+    others += [meta("owned", "team-a", ownerReferences=owner), meta("probe-1", "loadtest-probe")]
+    tally = tally_of(Kind("v1", "ConfigMap", "configmaps", True), user + others)
+    found = tally.profile()
+    assert found.count == 7 and found.made_size_bytes == Quantiles.of(tally.sizes[:3])
+    assert found.made_size_bytes.max < found.size_bytes.max  # the root CA's, bigger, left out
+    assert tally_of(Kind("v1", "ConfigMap", "configmaps", True), others).profile().made_size_bytes == Quantiles(0)

@@ -20,7 +20,7 @@ from loadtests.capture.profile import (
     Profile,
     Quantiles,
 )
-from loadtests.capture.replay import load_plan, plan_data, plan_of, size_knots, spread
+from loadtests.capture.replay import load_plan, plan_data, plan_of, served_extra, size_knots, spread
 from loadtests.config import plan as plan_mod
 from loadtests.config.scenarios import user_plan
 from loadtests.config.templates import ObjectTemplate
@@ -120,26 +120,60 @@ def test_crds_are_installed_permissive_from_the_captured_definitions() -> None:
     assert crds[1]["spec"]["scope"] == "Cluster"
 
 
+def served(objects: list[dict], custom: bool = False) -> Distribution:
+    """The objects' sizes as the apiserver would serve them: their JSON and what it adds, estimated."""
+    return Distribution.of([len(json.dumps(o, separators=(",", ":"))) + served_extra(o, custom) for o in objects], "")
+
+
 @pytest.mark.parametrize(("name", "count"), [("ConfigMap", 60), ("Widget", 40), ("Secret", 10)])
 def test_sizes_follow_the_captured_quantiles(name: str, count: int) -> None:
     plan = plan_of(profile(), 2 if name == "Widget" else 1, source="prod.yaml")
     entry = next(e for e in plan.load["objects"]["prefill"] if e["kind"] == name)
     assert entry["replicas"] == count
     homes = [f"loadtest-objects-{n}" for n, c in enumerate(entry["per_namespace"]) for _ in range(c)]
-    made = rendered(entry, homes)
-    # what the apiserver adds is estimated in `fixed`; the rendered object is the rest of what it serves
-    sizes = Distribution.of([len(json.dumps(o, separators=(",", ":"))) for o in made], "")
-    extra = entry["input_vars"]["fixed"] - (len(json.dumps(made[0], separators=(",", ":")))
-                                            - len(made[0]["metadata"]["name"]) - len(homes[0]) - len("replay-run")
-                                            - _pad(made[0]))
+    sizes = served(rendered(entry, homes), name == "Widget")
     captured = next(k for k in profile().kinds if k.kind == name).size_bytes
     # fewer than 100 objects: their p99 is their largest, at the captured p99 (the max gives way to it)
     for got, wanted in ((sizes.p50, captured.p50), (sizes.p99, captured.p99), (sizes.max, captured.p99)):
-        assert abs(got + extra - wanted) <= 4, (name, got + extra, wanted)  # base64 pads come in fours
+        assert abs(got - wanted) <= 4, (name, got, wanted)  # base64 pads come in fours
 
 
-def _pad(obj: dict) -> int:
-    return len((obj.get("data") or obj.get("spec") or obj["metadata"].get("annotations") or {}).get("pad", ""))
+@pytest.mark.parametrize("name", ["ConfigMap", "Secret", "ServiceAccount", "Role", "Widget"])
+def test_objects_as_small_as_the_captured_ones_carry_no_padding_nor_its_field(name: str) -> None:
+    """The captured objects a replay makes are tiny (a user's one-key ConfigMaps): its objects are padded to none,
+    the field that would hold the padding left out, so they are as small as the replay can make them; bigger
+    ones are padded to their size, the field's own bytes counted."""
+    found = profile()
+    group = {"Role": "rbac.authorization.k8s.io", "Widget": "example.com"}.get(name, "")
+    resource = name.lower() + "s"
+    tiny = kind(name, group, resource, 40, sizes=(100, 100, 3000, 3000),
+                made_size_bytes=Quantiles(40, 100, 100, 3000, 3000),
+                crd=CrdFigures(["v1"], "v1") if name == "Widget" else None)
+    found.kinds = [k for k in found.kinds if k.kind not in ("ConfigMap", "Secret", "Widget")] + [tiny]
+    entry = next(e for e in plan_of(found, 1, source="prod.yaml").load["objects"]["prefill"] if e["kind"] == name)
+    homes = [f"loadtest-objects-{n}" for n, c in enumerate(entry["per_namespace"]) for _ in range(c)]
+    made = rendered(entry, homes)
+    bare = [o for o in made if "data" not in o and "spec" not in o and not o["metadata"].get("annotations")]
+    assert len(bare) > len(made) // 2  # p50 and below: no padding, no field for it
+    for obj in bare:  # each as small as the replay can make it: its fixed bytes and its name's and namespace's
+        floor = entry["input_vars"]["fixed"] + len(obj["metadata"]["name"]) + len(obj["metadata"].get(
+            "namespace", "")) + len("replay-run")
+        assert served([obj], name == "Widget").p50 == floor
+    assert abs(served(made, name == "Widget").max - 3000) <= 4  # the largest padded to the captured p99
+
+
+def test_the_sizes_followed_are_those_of_the_objects_a_replay_makes() -> None:
+    """The profile's made_size_bytes (the objects without an owner made by neither the control plane nor the
+    harness), not every object's, which the control plane's own (kube-root-ca.crt, bigger) count in."""
+    found = profile()
+    configmaps = found.kind("ConfigMap")
+    assert configmaps is not None
+    configmaps.made_size_bytes = Quantiles(60, 1500, 1600, 1700, 1700)
+    entry = next(e for e in plan_of(found, 1, source="prod.yaml").load["objects"]["prefill"]
+                 if e["kind"] == "ConfigMap")
+    homes = [f"loadtest-objects-{n}" for n, c in enumerate(entry["per_namespace"]) for _ in range(c)]
+    sizes = served(rendered(entry, homes))
+    assert abs(sizes.p50 - 1500) <= 4 and abs(sizes.max - 1700) <= 4
 
 
 def test_knots_hit_the_nearest_ranks_and_spread_keeps_the_total() -> None:

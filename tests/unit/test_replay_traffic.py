@@ -7,6 +7,7 @@ import pytest
 
 from loadtests.capture.profile import Profile
 from loadtests.capture.replay import plan_data, plan_of
+from loadtests.capture.replay_traffic import topped_up
 from loadtests.config import sizing
 from loadtests.config.scenarios import demands, requests_users
 from tests.unit.test_replay_plan import profile
@@ -41,7 +42,14 @@ def traffic() -> dict:
              "field_keys": {"metadata.name": 0.1}}
     watches = [{"group": "", "resource": "pods", "client_class": "node", "product": "kubelet", "mean_open": 4.0},
                {"group": "", "resource": "configmaps", "client_class": "serviceaccount", "product": "op",
-                "mean_open": 2.6, "open_at_end": 3}]
+                "mean_open": 2.6, "open_at_end": 3},
+               # the control plane's own (by class, or a controller of kube-controller-manager under its own
+               # ServiceAccount) and the fake fleet's kwok: the replaying cluster's hold theirs, once
+               {"group": "", "resource": "configmaps", "client_class": "controller", "product": "kube-scheduler",
+                "mean_open": 3.0},
+               {"group": "", "resource": "configmaps", "client_class": "serviceaccount",
+                "product": "kube-controller-manager", "mean_open": 5.0},
+               {"group": "", "resource": "pods", "client_class": "user", "product": "kwok", "mean_open": 1.0}]
     return {"source": "audit", "window": {"seconds": WINDOW_S}, "requests": sum(r["count"] for r in rates),
             "rates": rates, "request_shapes": [shape], "watches": watches}
 
@@ -66,7 +74,8 @@ def test_each_replayable_class_is_a_row_at_its_rate_times_k(scale: int) -> None:
     assert rows[("get", "widgets", "user")]["namespaced"]
     assert rows[("create", "configmaps", "serviceaccount")]["template"]["text"].count("kind: ConfigMap") == 1
     assert rows[("list", "configmaps", "serviceaccount")]["name"] == "LIST configmaps (replay, serviceaccount, ns)"
-    # the operator's watch: its mean open count × k, a held watcher; the nodes' watches: the fake nodes' agents
+    # the operator's watch: its mean open count × k, a held watcher; the nodes' watches: the fake nodes' agents;
+    # the control plane's and kwok's: none (the replaying cluster's own components hold theirs)
     assert params["watches"] == [{"resource": "configmaps", "client_class": "serviceaccount",
                                   "count": round(2.6 * scale)}]
     assert plan_data(with_traffic(), scale, source="p.yaml")["load"]["scenarios"]["node_agents"] == {"per_node": 1.0}
@@ -119,3 +128,31 @@ def test_the_sizing_counts_the_replayed_requests() -> None:
     assert "replayed 7,400 requests/s" in large.problems(2, 1e12)[0]
     unmeasured = sizing.estimate(plan_of(with_traffic(), 1, source="p.yaml"), {})
     assert any("replayed requests" in u for u in unmeasured.unmeasured)
+
+
+def test_watches_from_metrics_are_topped_up_by_those_the_replaying_cluster_holds() -> None:
+    """A profile from /metrics does not say whose a watch is: its counts are every client's, the control plane's
+    among them, so a replay holds only what the cluster lacks as its load starts (the replaying cluster's own
+    components hold theirs); watches whose class is known are held whole, and the gauge is read only when needed."""
+    found = with_traffic()
+    found.traffic = {**traffic(), "watches": [
+        {"group": "", "resource": "configmaps", "client_class": None, "product": None, "open_at_end": 9},
+        {"group": "", "resource": "namespaces", "client_class": None, "product": None, "open_at_end": 3},
+        {"group": "", "resource": "secrets", "client_class": "serviceaccount", "product": "op", "mean_open": 2.0}]}
+    scenarios = plan_data(found, 2, source="prod.yaml")["load"]["scenarios"]
+    assert scenarios["requests"]["watches"] == [
+        {"resource": "configmaps", "client_class": "unknown", "count": 18, "top_up": True},
+        {"resource": "namespaces", "client_class": "unknown", "count": 6, "top_up": True},
+        {"resource": "secrets", "client_class": "serviceaccount", "count": 4}]
+    asked: list[int] = []
+
+    def open_now() -> dict[tuple[str, str], int]:
+        asked.append(1)
+        return {("", "configmaps"): 9, ("", "namespaces"): 7, ("", "secrets"): 3, ("example.com", "widgets"): 1}
+
+    held = topped_up(scenarios, open_now)["requests"]["watches"]
+    assert held == [{"resource": "configmaps", "client_class": "unknown", "count": 9, "top_up": True},
+                    {"resource": "secrets", "client_class": "serviceaccount", "count": 4}]
+    assert asked == [1] and scenarios["requests"]["watches"][0]["count"] == 18  # the plan's own left as it was
+    plain = plan_data(with_traffic(), 2, source="prod.yaml")["load"]["scenarios"]
+    assert topped_up(plain, open_now) == plain and asked == [1]  # no row to top up: the gauge not read
