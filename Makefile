@@ -118,9 +118,10 @@ lessons: setup
 	$(BIN)/loadtest lesson $(LESSON) --scale $(SCALE) $(KUBE_FLAG) $(if $(OUT),--out $(OUT),) $(if $(REPEAT),--repeat $(REPEAT),)
 
 # The suite runs on TEST_WORKERS processes (2 by default, one per core of the 2-core machine it is budgeted on);
-# a test file's tests stay on one worker, so a module's shared control plane is started once.
+# a test file's tests stay on one worker, so a module's shared control plane is started once. The files are handed
+# out longest first, as the last recorded suite run timed them (tests/conftest.py), so both workers end together.
 TEST_WORKERS ?= 2
-PYTEST_PARALLEL := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
+PYTEST_PARALLEL := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder,)
 test: setup browser
 	$(BIN)/loadtest setup --previous $(KUBE_FLAG)
 	$(BIN)/pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)

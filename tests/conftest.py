@@ -11,13 +11,18 @@ integration"` is the quick tier, pure functions on recorded data (`make unit-tes
 
 from __future__ import annotations
 
+import gzip
+import math
 import os
 import shutil
 import tempfile
 import types
+from collections import defaultdict
 
 import pytest
 
+from benchmarks.suite_time import RAW as RECORDED_TIMES
+from benchmarks.suite_time import cases
 from loadtests.binaries import cache as binaries
 from loadtests.config import versions
 
@@ -53,7 +58,30 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         del os.environ["LOADTEST_CLUSTERS"]
 
 
+def recorded_file_seconds() -> dict[str, float]:
+    """Each test file's seconds in the suite's last recorded run (benchmarks/suite_time.py keeps its JUnit XML);
+    none when it is not kept."""
+    try:
+        xml = gzip.decompress(RECORDED_TIMES.read_bytes())
+    except OSError:
+        return {}
+    seconds: dict[str, float] = defaultdict(float)
+    for path, _, took, _ in cases(xml):
+        seconds[path] += took
+    return seconds
+
+
+def longest_files_first(items: list[pytest.Item], seconds: dict[str, float]) -> None:
+    """The suite's workers take whole files in the order collected (`--dist loadfile --no-loadscope-reorder`):
+    the longest first, so the last files taken are short ones and both workers end together (the wall time is
+    the slower worker's). A file the recorded run did not have goes first, as one of unknown length. Sorting is
+    stable, so each file's tests stay together and in their own order."""
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], math.inf))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker's collection: the order the files are handed out in
+        longest_files_first(items, recorded_file_seconds())
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if "bins" in fixtures:

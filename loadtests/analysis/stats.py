@@ -23,10 +23,9 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
-from scipy import special as scipy_special
-from scipy import stats as scipy_stats
 
 # Exact p-values are computed while they are cheap, which covers any comparison of runs (a handful a side): without
 # ties scipy's exact distribution of U costs about (mn/2)**2 steps (mn <= 10000: under 0.1 s, e.g. 100 a side); with
@@ -38,6 +37,20 @@ from scipy import stats as scipy_stats
 # side): that is the price of not counting past 5e7.
 EXACT_MAX_PAIRS = 10_000
 EXACT_MAX_WORK = 50_000_000
+
+
+def _scipy_stats() -> ModuleType:
+    """scipy.stats, imported when first asked: importing it takes about a second, which every `loadtest`
+    command paid at its start (this module is imported to build the command line) though most never ask it."""
+    from scipy import stats
+
+    return stats
+
+
+def _scipy_special() -> ModuleType:
+    from scipy import special
+
+    return special
 # samples_needed advises at most this many runs a side (2 / C(60, 30) ~ 2e-17: any alpha is reached by then).
 MOST_SAMPLES_NEEDED = 30
 # Fewer samples than this on a side and no test is made (benchstat's rule of thumb as well).
@@ -145,7 +158,7 @@ def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> UTest:
         raise ValueError("the U test needs at least one value on each side")
     m, n = len(x), len(y)
     pooled = np.array([*x, *y], dtype=float)
-    ranks = scipy_stats.rankdata(pooled)
+    ranks = _scipy_stats().rankdata(pooled)
     u = float(ranks[:m].sum() - m * (m + 1) / 2)
     ties = np.unique(pooled, return_counts=True)[1]
     if len(ties) == 1:  # every value the same: every split gives U = mn/2, no evidence of any difference
@@ -153,31 +166,31 @@ def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> UTest:
     # |U - mn/2| is the same for either side, so the smaller one is counted (cheaper), in half units of U
     k, side = (m, ranks[:m]) if m <= n else (n, ranks[m:])
     if (ties == 1).all() and m * n <= EXACT_MAX_PAIRS:  # scipy's exact distribution holds only without ties
-        return UTest(u=u, p=float(scipy_stats.mannwhitneyu(x, y, method="exact").pvalue), exact=True)
+        return UTest(u=u, p=float(_scipy_stats().mannwhitneyu(x, y, method="exact").pvalue), exact=True)
     if (ties > 1).any() and _split_work(k, ties.tolist()) <= EXACT_MAX_WORK:
         counts = _split_counts(k, ties.tolist())
         offset = k * (k + 1) + m * n  # twice the rank sum at which U = mn/2
         observed = abs(round(2 * float(side.sum())) - offset)
         far = np.abs(np.arange(len(counts)) - offset) >= observed
         return UTest(u=u, p=min(1.0, float(counts[far].sum() / counts.sum())), exact=True)
-    p = scipy_stats.mannwhitneyu(x, y, method="asymptotic", use_continuity=True).pvalue
+    p = _scipy_stats().mannwhitneyu(x, y, method="asymptotic", use_continuity=True).pvalue
     return UTest(u=u, p=float(p), exact=False)
 
 
 def t_quantile(p: float, dof: float) -> float:
     """Student's t quantile: the value a t-distributed variable with `dof` degrees of freedom falls below with
     probability p (0.975 gives the half-width factor of a 95 % interval)."""
-    return float(scipy_stats.t.ppf(p, dof))
+    return float(_scipy_stats().t.ppf(p, dof))
 
 
 def t_cdf(dof: float, x: np.ndarray | float) -> np.ndarray | float:
     """Student's t distribution function at x (scipy.special.stdtr), elementwise for an array."""
-    return scipy_special.stdtr(dof, x)
+    return _scipy_special().stdtr(dof, x)
 
 
 def slope_interval(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, tuple[float, float] | None]:
     """Least-squares slope and its 95 % interval (t with n-2 degrees of freedom); no interval from 2 points."""
-    fitted = scipy_stats.linregress(xs, ys)
+    fitted = _scipy_stats().linregress(xs, ys)
     if len(xs) < 3:
         return float(fitted.slope), None
     t = t_quantile(0.975, len(xs) - 2)

@@ -188,7 +188,7 @@ def fill(folder: Path) -> None:
 
 
 def test_a_full_disk_ends_the_run_in_one_line_and_keeps_finished_steps(faulty, tiny_filesystem: Path) -> None:
-    run = faulty(out=tiny_filesystem / "run", durations_s=(8, 12))  # the disk fills as step 2's load starts
+    run = faulty(out=tiny_filesystem / "run", durations_s=(3, 12))  # the disk fills as step 2's load starts
     run.wait_second_step_loaded()
     run.records()
     fill(tiny_filesystem)
