@@ -1,0 +1,87 @@
+"""A /metrics page read paced (measure/prometheus.PACE_S): a server that writes its page in small chunks as it
+renders it, on loopback; the page comes whole, in a few reads rather than one per chunk."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from loadtests.measure import prometheus
+
+CHUNKS = 60
+CHUNK = b"x_total{n=\"%d\"} 1\n"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    connections = 0
+    cut_after: int | None = None  # chunks written before the connection is dropped mid-body
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.connections += 1
+
+    def do_GET(self) -> None:  # noqa: N802 - the standard library's name
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for index in range(CHUNKS):  # as a Go component renders its page: a chunk, then a pause
+            if self.server.cut_after is not None and index == self.server.cut_after:
+                self.close_connection = True
+                return
+            data = CHUNK % index
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+            time.sleep(0.002)
+        self.wfile.write(b"0\r\n\r\n")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture()
+def server() -> Iterator[_Server]:
+    found = _Server(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=found.serve_forever, daemon=True)
+    thread.start()
+    yield found
+    found.shutdown()
+    found.server_close()
+
+
+def wakeups() -> int:
+    """This thread's voluntary context switches so far (Linux): each one a sleep it woke from."""
+    status = Path("/proc/thread-self/status").read_text()
+    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("voluntary_ctxt_switches"))
+
+
+def test_a_page_written_in_small_chunks_comes_whole_with_few_wakeups(server: _Server) -> None:
+    page = prometheus.page(f"http://127.0.0.1:{server.server_port}/metrics", timeout_s=10)
+    expected = "".join((CHUNK % index).decode() for index in range(CHUNKS))
+    for _ in range(2):  # over the same kept connection
+        before = wakeups()
+        assert page.text() == expected
+        # 60 chunks 2 ms apart (120 ms): a reader blocking on each wakes about 60 times; paced, about once per
+        # 10 ms (the first wait, for the answer, included)
+        assert wakeups() - before <= CHUNKS // 3
+    assert server.connections == 1
+    page.close()
+
+
+def test_a_page_cut_off_mid_body_is_an_error_not_a_shorter_page(server: _Server) -> None:
+    server.cut_after = 10
+    page = prometheus.page(f"http://127.0.0.1:{server.server_port}/metrics", timeout_s=10)
+    with pytest.raises(Exception) as raised:
+        page.text()
+    assert "IncompleteRead" in repr(raised.value) or "ProtocolError" in repr(raised.value), raised.value
+    page.close()
