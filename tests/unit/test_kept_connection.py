@@ -2,30 +2,22 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from loadtests.controlplane.processes import http_ok
 from loadtests.kube.rest import TRANSPORT_ERRORS, KeptConnection
+from tests.loopback import CountingHandler, CountingServer, serving
 from tests.unit.test_measure_probes import closed_port
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    connections = 0
+class _Server(CountingServer):
     close_after_next = False  # the connection is closed after the next answer, unannounced (a restarting server)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(CountingHandler):
     server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        self.server.connections += 1
 
     def do_GET(self) -> None:  # noqa: N802 - the standard library's name
         body = b'{"health":"true"}' if self.path == "/health?exclude=NOSPACE" else b"ok"
@@ -37,18 +29,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, *args: object) -> None:
-        pass
-
 
 @pytest.fixture()
 def server() -> Iterator[_Server]:
-    found = _Server(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=found.serve_forever, daemon=True)
-    thread.start()
-    yield found
-    found.shutdown()
-    found.server_close()
+    with serving(_Server, _Handler) as found:
+        yield found
 
 
 def test_asks_share_one_connection_and_a_closed_one_is_replaced_once(server: _Server) -> None:

@@ -3,33 +3,25 @@ renders it, on loopback; the page comes whole, in a few reads rather than one pe
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from loadtests.measure import prometheus
+from tests.loopback import CountingHandler, CountingServer, serving
 
 CHUNKS = 60
 CHUNK = b"x_total{n=\"%d\"} 1\n"
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    connections = 0
+class _Server(CountingServer):
     cut_after: int | None = None  # chunks written before the connection is dropped mid-body
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(CountingHandler):
     server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        self.server.connections += 1
 
     def do_GET(self) -> None:  # noqa: N802 - the standard library's name
         self.send_response(200)
@@ -45,18 +37,11 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(0.002)
         self.wfile.write(b"0\r\n\r\n")
 
-    def log_message(self, *args: object) -> None:
-        pass
-
 
 @pytest.fixture()
 def server() -> Iterator[_Server]:
-    found = _Server(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=found.serve_forever, daemon=True)
-    thread.start()
-    yield found
-    found.shutdown()
-    found.server_close()
+    with serving(_Server, _Handler) as found:
+        yield found
 
 
 def wakeups() -> int:
