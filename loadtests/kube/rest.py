@@ -355,7 +355,7 @@ class RestClient:
         return response.data, response.headers.get("Content-Type")
 
     def list_messages(self, resource: str, namespace: str = "", *, resource_version: str | None = None
-                      ) -> list[Any] | list[dict[str, Any]]:
+                      ) -> list[Any]:
         """One unpaginated LIST asked for in protobuf, its items as the protobuf messages themselves (a reader of
         thousands of objects every few seconds reads their attributes: no dict is built); a kind answered in
         JSON (none of the built-in ones is) comes as dicts, which the reader tells apart."""

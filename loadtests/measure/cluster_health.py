@@ -35,6 +35,7 @@ from loadtests.measure.cluster_objects import (
     ClusterView,
     LeaseLists,
     NodeState,
+    PodState,
     Watched,
     WatchMark,
     node_figures,
@@ -212,7 +213,7 @@ class ClusterHealthSampler:
                 values.update(node_figures(nodes, *(leases or (None, None)), now=time.time()))
             tallies = [w.tally() for w in self.pods]
             if all(t is not None for t in tallies):
-                merged = collections.Counter()  # each namespace's pods are its own: their tallies add up
+                merged: collections.Counter[PodState] = collections.Counter()  # namespaces' tallies add up
                 for tally in tallies:
                     merged.update(tally or {})
                 evicted = sum(watched.flagged(self.origin, before)
