@@ -31,6 +31,7 @@ from loadtests.controlplane.base import Target, TargetInfo
 from loadtests.controlplane.health import HealthWatch
 from loadtests.errors import Saturated, TargetError
 from loadtests.kube import objects
+from loadtests.kube.rest import TRANSPORT_ERRORS
 from loadtests.load.generator import LoadGenerator, StepLoad
 from loadtests.load.remote import MasterBind
 from loadtests.measure.availability import AvailabilityProbe
@@ -382,7 +383,7 @@ def _open_watches(info: TargetInfo, say: Callable[[str], None]) -> dict[tuple[st
     (a replay's watches counted for every client together are then held whole)."""
     try:
         return open_by_resource(scrape_apiserver(info.access, families={LONGRUNNING}))
-    except OSError as error:
+    except (*TRANSPORT_ERRORS, OSError) as error:  # urllib3's own errors are no OSError
         say(f"the watches open before the load are not known (the apiserver's /metrics: {error}): the replay "
             "holds its watches whole, the cluster's own besides")
         return {}
