@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadtests.capture.audit_tally import SOURCE as AUDIT_SOURCE
+from loadtests.capture.bootstrap import RBAC
 from loadtests.capture.clients import runs_once
 from loadtests.capture.profile import KindProfile, Profile, Quantiles
 from loadtests.capture.scale import check_scale, expected_count
@@ -31,7 +32,6 @@ UNCONTROLLED = {
                    "replay can meet",
 }
 SIZE_WITHIN = 0.10  # size p50 and p99, either side
-RBAC = "rbac.authorization.k8s.io"
 # kinds a replay makes from a padded body of its own (capture/replay.py's GENERIC), custom resources besides: the
 # sizes of the objects it makes are its to meet, compared over those objects only (made_size_bytes) on both sides
 PADDED_KINDS = frozenset({("", "ConfigMap"), ("", "Secret"), ("", "ServiceAccount"), (RBAC, "Role"),

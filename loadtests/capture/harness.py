@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadtests.capture.bootstrap import RBAC
 from loadtests.kube.objects import HARNESS_RBAC_PREFIX, NAMESPACES, NODE_PREFIX
 
-RBAC = "rbac.authorization.k8s.io"
 # the user agents of the harness's own parts (not its load's): its fleet, its health watch and sampler, its probes
 HARNESS_USER_AGENTS = ("k8s-loadtest/fleet", "k8s-loadtest/health", "k8s-loadtest/probe", "k8s-loadtest/benchmark")
 CLUSTER_RBAC = frozenset({(RBAC, "ClusterRole"), (RBAC, "ClusterRoleBinding")})

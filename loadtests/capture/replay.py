@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from loadtests.capture.bootstrap import NAMESPACE_DEFAULTS
+from loadtests.capture.bootstrap import NAMESPACE_DEFAULTS, RBAC
 from loadtests.capture.compare import PADDED_KINDS, judged_count
 from loadtests.capture.profile import KindProfile, Profile, Quantiles, load
 from loadtests.capture.replay_traffic import compile_traffic
@@ -47,7 +47,6 @@ MAX_PODS_PER_NODE = 110  # the plan's own limit (the kubelet's default)
 PAD_KEY = "k8s-loadtest/pad"
 MANAGER = "k8s-loadtest"  # the field manager of the harness's creates (its user agent's product)
 SAMPLE = {"name": "prefill-replay-run-0-0", "namespace": objects_namespace(0), "run": "replay-run"}
-RBAC = "rbac.authorization.k8s.io"
 _RULE = '  - {apiGroups: [""], resources: [configmaps], verbs: [get]}\n'
 # the padding and the field that holds it, left out where the object is to be no bigger than without them
 _PAD = '{% if pad %}data:\n  pad: "{{ pad }}"\n{% endif %}'
