@@ -32,6 +32,7 @@ from loadtests.kube.access import ClusterAccess
 from loadtests.kube.encoding import decoder_for, object_of, status_of
 from loadtests.kube.errors import ApiError, Gone, status_message
 from loadtests.kube.names import ListNames
+from loadtests.kube.paced import paced as paced_pool
 from loadtests.kube.paths import resource_path
 from loadtests.kube.retry import CLIENT_GO, Retried, RetryPolicy
 from loadtests.kube.watch import (
@@ -178,12 +179,14 @@ class RestClient:
 
     def __init__(self, access: ClusterAccess, *, pool_size: int = 32, timeout_s: float = 30.0,
                  user_agent: str = USER_AGENT, retry: RetryPolicy = CLIENT_GO,
-                 sleep: Callable[[float], Any] = time.sleep) -> None:
+                 sleep: Callable[[float], Any] = time.sleep, paced: bool = False) -> None:
         self.access = access
         self.timeout_s = timeout_s
         self.retry, self._sleep = retry, sleep
         self.pool = pool_manager(access, num_pools=4, maxsize=pool_size, block=True,
                                  timeout=urllib3.Timeout(connect=5.0, read=timeout_s), retries=False)
+        if paced:  # a reader of large answers every few seconds (kube/paced.py); never for a watch's
+            self.pool = paced_pool(self.pool)
         self.headers = {"Accept": "application/json", "User-Agent": user_agent}  # credentials: per request
         self._lock = threading.Lock()
         self._sent: collections.Counter[tuple[str, str]] = collections.Counter()

@@ -128,7 +128,8 @@ class ClusterHealthSampler:
         self.owns_view = view is None
         self.view = view if view is not None else ClusterView(info.access, self.pod_namespaces)
         self.pods = [self.view.pods_in(ns) for ns in self.pod_namespaces]
-        self.client = RestClient(info.access, pool_size=2, user_agent=USER_AGENT)
+        # its LIST of every Lease comes paced: the apiserver writes one as it encodes it, a Lease at a time
+        self.client = RestClient(info.access, pool_size=2, user_agent=USER_AGENT, paced=True)
         self.leases = LeaseLists(self.client)
         self._marks: dict[int, WatchMark] = {}  # each watch's trouble before the window is not the window's
         self._view_sent: dict[tuple[str, str], int] = {}

@@ -5,19 +5,16 @@ analysis/metrics.py."""
 
 from __future__ import annotations
 
-import http.client
-import io
 import ipaddress
-import select
 import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import urllib3
-import urllib3.connection
 
 from loadtests.analysis.metrics import Snapshot, merge_pages
 from loadtests.kube.access import ClusterAccess
+from loadtests.kube.paced import paced
 from loadtests.kube.rest import TRANSPORT_ERRORS, pool_manager, short_error
 
 ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"  # the classic text format, which the parser reads
@@ -33,67 +30,8 @@ def on_loopback(url: str) -> bool:
         return host == "localhost"
 
 
-# A page is read in few large reads rather than as it trickles in: a component writes its page in 2 KB chunks
-# while it renders it (a 1,000-node step's kube-apiserver, 3 MB over tens of ms), and a reader that blocks on each
-# wakes for each, every time cold: the health sampler woke 80-128 times a second at 1,000 nodes. Whenever nothing
-# more has arrived yet, the read waits PACE_S first; a page's end comes at most that much later.
-PACE_S = 0.01
-
-
-class _PacedReader(io.RawIOBase):
-    """The raw reads of one response (see PACE_S): straight from the socket while the server has sent more,
-    after a PACE_S wait when it has not (a TLS socket's decrypted bytes, `pending`, count as sent). Asked by
-    poll, which any file descriptor's number suits (select's stop at 1,024)."""
-
-    def __init__(self, sock: Any) -> None:
-        super().__init__()
-        self._sock = sock
-        self._arrived = select.poll()
-        self._arrived.register(sock, select.POLLIN)
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        pending = getattr(self._sock, "pending", None)
-        if not (pending is not None and pending()) and not self._arrived.poll(0):
-            time.sleep(PACE_S)
-        return int(self._sock.recv_into(buffer))
-
-
-class _PacedResponse(http.client.HTTPResponse):
-    """http.client's response, its body read through a _PacedReader (as much as has come, in reads of 256 KB)."""
-
-    def __init__(self, sock: Any, *args: Any, **kwargs: Any) -> None:
-        super().__init__(sock, *args, **kwargs)
-        self.fp.close()  # the plain reader made above, before it read anything
-        self.fp = io.BufferedReader(_PacedReader(sock), 256 << 10)
-
-
-class _PacedHTTPConnection(urllib3.connection.HTTPConnection):
-    response_class = _PacedResponse
-
-
-class _PacedHTTPSConnection(urllib3.connection.HTTPSConnection):
-    response_class = _PacedResponse
-
-
-class _PacedHTTPPool(urllib3.HTTPConnectionPool):
-    ConnectionCls = _PacedHTTPConnection
-
-
-class _PacedHTTPSPool(urllib3.HTTPSConnectionPool):
-    ConnectionCls = _PacedHTTPSConnection
-
-
-def _paced(manager: urllib3.PoolManager) -> urllib3.PoolManager:
-    """The pool's connections read their responses paced (PACE_S)."""
-    manager.pool_classes_by_scheme = {"http": _PacedHTTPPool, "https": _PacedHTTPSPool}
-    return manager
-
-
 class MetricsPage:
-    """One /metrics endpoint, read as often as asked over one kept-alive connection, paced (PACE_S)."""
+    """One /metrics endpoint, read as often as asked over one kept-alive connection, paced (kube/paced.py)."""
 
     def __init__(self, url: str, pool: urllib3.PoolManager, *, auth: Callable[[], Mapping[str, str]] = dict,
                  timeout_s: float = 30.0, user_agent: str | None = None) -> None:
@@ -120,9 +58,9 @@ def page(url: str, access: ClusterAccess | None = None, *, tls: Any = None, time
     """A /metrics page: with `access`, read as that client (the apiserver's needs it; through its proxy when the
     kubeconfig names one); else plain, with `tls` as the SSL context (a component's own serving certificate)."""
     if access is not None and tls is None:
-        return MetricsPage(url, _paced(pool_manager(access, num_pools=1, maxsize=1)), auth=access.auth_headers,
+        return MetricsPage(url, paced(pool_manager(access, num_pools=1, maxsize=1)), auth=access.auth_headers,
                            timeout_s=timeout_s, user_agent=user_agent)
-    return MetricsPage(url, _paced(urllib3.PoolManager(num_pools=1, maxsize=1, ssl_context=tls)),
+    return MetricsPage(url, paced(urllib3.PoolManager(num_pools=1, maxsize=1, ssl_context=tls)),
                        auth=access.auth_headers if access is not None else dict, timeout_s=timeout_s,
                        user_agent=user_agent)
 

@@ -1,4 +1,4 @@
-"""A /metrics page read paced (measure/prometheus.PACE_S): a server that writes its page in small chunks as it
+"""A /metrics page read paced (kube/paced.PACE_S): a server that writes its page in small chunks as it
 renders it, on loopback; the page comes whole, in a few reads rather than one per chunk."""
 
 from __future__ import annotations
@@ -9,11 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from loadtests.kube.access import ClusterAccess
+from loadtests.kube.rest import RestClient
 from loadtests.measure import prometheus
 from tests.loopback import CountingHandler, CountingServer, serving
 
 CHUNKS = 60
 CHUNK = b"x_total{n=\"%d\"} 1\n"
+
+
+def item(index: int) -> bytes:
+    """A LIST's part: its head, an item, or its end with the last item."""
+    return (b'{"items": [' if index == 0 else b"") + b'{"n": %d}' % index + (b"]}" if index == CHUNKS - 1 else b",")
 
 
 class _Server(CountingServer):
@@ -27,11 +34,12 @@ class _Handler(CountingHandler):
         self.send_response(200)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        listed = self.path.startswith("/api/")  # a LIST, written a JSON item at a time
         for index in range(CHUNKS):  # as a Go component renders its page: a chunk, then a pause
             if self.server.cut_after is not None and index == self.server.cut_after:
                 self.close_connection = True
                 return
-            data = CHUNK % index
+            data = item(index) if listed else CHUNK % index
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
             time.sleep(0.002)
@@ -70,3 +78,13 @@ def test_a_page_cut_off_mid_body_is_an_error_not_a_shorter_page(server: _Server)
         page.text()
     assert "IncompleteRead" in repr(raised.value) or "ProtocolError" in repr(raised.value), raised.value
     page.close()
+
+
+def test_a_paced_clients_answer_written_in_small_chunks_comes_whole_with_few_wakeups(server: _Server) -> None:
+    """The health sampler's LIST of every Lease, which the apiserver writes as it encodes it, comes the same way."""
+    access = ClusterAccess(server=f"http://127.0.0.1:{server.server_port}", kubeconfig="")
+    client = RestClient(access, pool_size=1, paced=True)
+    before = wakeups()
+    assert client.request("GET", "/api/v1/leases") == {"items": [{"n": index} for index in range(CHUNKS)]}
+    assert wakeups() - before <= CHUNKS // 3
+    client.close()
