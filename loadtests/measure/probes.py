@@ -24,6 +24,7 @@ from loadtests.controlplane.base import TargetInfo
 from loadtests.kube import objects
 from loadtests.kube.rest import RestClient
 from loadtests.measure import etcd as etcd_asked
+from loadtests.measure import heap
 from loadtests.measure.audit import AuditReader
 from loadtests.measure.cluster_health import DEFAULT_INTERVAL_S, ClusterHealthSampler
 from loadtests.measure.cluster_objects import ClusterView
@@ -496,6 +497,7 @@ class StepProbes:
         self.window = self._window()
         self._running: dict[str, Probe] = {}  # the probes of the open window, by name
         self._extra_pids: dict[str, list[int]] = {}
+        self._heap_held = False  # this window holds the heap still (measure/heap.py)
 
     def _window(self, on_open: Callable[[], None] | None = None, on_close: Callable[[], None] | None = None,
                 pids: dict[str, list[int]] | None = None) -> Window:
@@ -530,6 +532,7 @@ class StepProbes:
         for component, extra in self._extra_pids.items():
             pids.setdefault(component, []).extend(extra)
         self._extra_pids = {}
+        self._hold_heap()  # before the scrape that opens the window: its one collection is not the window's
         self.window = window = self._window(on_window_start, on_window_close, pids)
         if "apiserver" not in self.kinds:
             window.open()  # no scrape opens it: it opens now
@@ -578,6 +581,7 @@ class StepProbes:
         if window.closed_at is None:
             self.probe_requests = self._probe_request_counts()
             window.close()  # no scrape closed it: it closes now
+        self._release_heap()
         if window.opened_at is not None:
             step.window = {"opened_at": utc_at(window.opened_at), "closed_at": utc_at(window.closed_at)}
         if self.scrapes_dir is not None:
@@ -620,3 +624,15 @@ class StepProbes:
             self.window.attempt(f"{self.kinds[name].label} stop", probe.stop)
         self._running = {}
         self.window.stop_view()
+        self._release_heap()
+
+    def _hold_heap(self) -> None:
+        """The harness's heap held still through the window (measure/heap.py), once per window."""
+        if not self._heap_held:
+            heap.hold()
+            self._heap_held = True
+
+    def _release_heap(self) -> None:
+        if self._heap_held:
+            self._heap_held = False
+            heap.release()
