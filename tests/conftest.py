@@ -27,7 +27,8 @@ from loadtests.binaries import cache as binaries
 from loadtests.config import versions
 
 SPAWNING_NAMES = frozenset({"loadtest", "start_loadtest", "subprocess", "Popen", "Chromium"})
-BROWSER_FIXTURES = frozenset({"browser", "chromium"})
+# fixtures that start a process: a browser, a database server (tests/postgres.py)
+PROCESS_FIXTURES = frozenset({"browser", "chromium", "postgres"})
 _OWN_CLUSTERS = pytest.StashKey[str]()
 
 
@@ -87,7 +88,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "bins" in fixtures:
             item.add_marker(pytest.mark.integration)
         function = getattr(item, "function", None)
-        if BROWSER_FIXTURES & fixtures or (function is not None and _starts_a_process(
+        if PROCESS_FIXTURES & fixtures or (function is not None and _starts_a_process(
                 function.__code__, function.__globals__, set())):
             item.add_marker(pytest.mark.cli)
 
