@@ -4,9 +4,10 @@ A test is an integration test exactly when it needs the control-plane binaries (
 or through a fixture that starts a control plane): then it starts a real etcd and kube-apiserver.
 `pytest -m "not integration"` runs everything else, with no control plane.
 
-A test is a CLI test when it starts a process (the `loadtest` command, or anything through subprocess) or
-opens a browser, itself or through a function of its module it calls: `pytest -m "not cli and not
-integration"` is the quick tier, pure functions on recorded data (`make unit-test`).
+A test is a CLI test when it starts a process (the `loadtest` command, or anything through subprocess), opens a
+browser or uses a database server the suite starts (tests/postgres.py), itself or through a function of its module
+it calls: `pytest -m "not cli and not integration"` is the quick tier, pure functions on recorded data
+(`make unit-test`).
 """
 
 from __future__ import annotations
