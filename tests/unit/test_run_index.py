@@ -254,3 +254,28 @@ def test_the_commands_refuse_a_url_they_cannot_use(tmp_path: Path) -> None:
     assert wrong.returncode == 2 and len(error_lines(wrong)) == 1 and "expected a file path" in wrong.stderr
     added = loadtest("index", str(tmp_path / "index.db"), str(SAMPLE))
     assert added.returncode == 0 and "1 run(s) added" in added.stdout
+
+
+def test_a_build_lands_whole_or_not_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write the database refuses halfway (here: a figure without a value, which no figure row may be) leaves
+    none of the build's runs, steps or figures behind, and says so in one line."""
+    from loadtests.index import store
+
+    repeats = repeated_run(tmp_path / "repeats", (0.9, 1.0, 1.1))
+    url = parse_url(str(tmp_path / "index.db"))
+    written = store.figure_rows
+    calls = []
+
+    def refused_on_the_third_run(uid: str, run: results.RunResult) -> list[tuple[object, ...]]:
+        calls.append(run.run_id)
+        rows = written(uid, run)
+        return rows if len(calls) < 3 else [(*rows[0][:6], None, "")]
+
+    monkeypatch.setattr(store, "figure_rows", refused_on_the_third_run)
+    db = open_index(url)
+    try:
+        with pytest.raises(IndexUnavailable, match=rf"cannot write the runs of {repeats} \(IntegrityError: NOT NULL"):
+            add(db, read_build(repeats))
+    finally:
+        db.close()
+    assert len(calls) == 3 and _tables(url) == {"loadtest_runs": 0, "loadtest_steps": 0, "loadtest_figures": 0}
