@@ -6,13 +6,16 @@ import argparse
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadtests.cli.compare import threshold_pairs
 from loadtests.cli.flags import index_arg, positive_arg
 from loadtests.cli.output import REPORTS_DIR, say
 from loadtests.errors import LoadTestError
 from loadtests.index.db import IndexUrl
+
+if TYPE_CHECKING:
+    from loadtests.analysis.history import Point
 
 
 def _slug(text: str) -> str:
@@ -30,7 +33,7 @@ class FromIndex:
     last: int | None = None
 
 
-def history_points(runs: list[Path] | FromIndex, force: bool) -> tuple[list[Any], list[str]]:
+def history_points(runs: list[Path] | FromIndex, force: bool) -> tuple[list[Point], list[str]]:
     """The points of a history in start order, and notes: from the folders and pages named, or from an index."""
     from loadtests.analysis import history
 
