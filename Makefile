@@ -17,7 +17,7 @@ BASELINE ?=
 GATE_REPEAT = $$($(BIN)/python -c 'from loadtests.config.plan import REGRESSION_DEFAULTS as d; from loadtests.analysis.stats import samples_needed; print(samples_needed(d["alpha"]))')
 RUN_FLAGS := $(if $(OUT),--out $(OUT),) $(if $(REPEAT),--repeat $(REPEAT),$(if $(BASELINE),--repeat $(GATE_REPEAT),)) $(if $(BASELINE),--baseline $(BASELINE),)
 
-.PHONY: setup venv lock protos binaries browser loadbalancer load-test capacity lessons test unit-test quick-test lint benchmark upgrade-rehearsal report clean-clusters clientgo-bench
+.PHONY: setup venv lock protos binaries browser loadbalancer postgresql load-test capacity lessons test unit-test quick-test lint benchmark upgrade-rehearsal report clean-clusters clientgo-bench
 
 venv: $(VENV)/.installed
 
@@ -80,14 +80,17 @@ protos:
 binaries: venv
 	$(BIN)/loadtest setup $(KUBE_FLAG)
 
-# $(call from_debian,COMMAND,PACKAGE,WHAT FOR): Debian's package where the command is missing and we may
-# install it (root, apt-get), else one line saying what to install and why.
+# $(call from_debian,COMMAND,PACKAGE,WHAT FOR[,ELSEWHERE]): Debian's package where the command is missing (from
+# PATH, and from the paths ELSEWHERE names, where given) and we may install it (root, apt-get), else one line
+# saying what to install and why; an install that fails (no package index reachable) is one line too, not a failed
+# setup.
 define from_debian
-@command -v $(1) >/dev/null 2>&1 || { \
+@{ command -v $(1) || $(if $(4),ls $(4),false); } >/dev/null 2>&1 || { \
   if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
     echo "installing $(2) ($(3))"; \
     (apt-get install -y -qq $(2) >/dev/null 2>&1 || \
-     (apt-get update -qq >/dev/null && apt-get install -y -qq $(2) >/dev/null)); \
+     (apt-get update -qq >/dev/null && apt-get install -y -qq $(2) >/dev/null)) || \
+    echo "$(2) not installed: apt-get failed (no package index reachable?); install it by hand ($(3))"; \
   else echo "$(1) not found: install Debian's $(2) package ($(3))"; fi; }
 endef
 
@@ -100,7 +103,12 @@ browser:
 loadbalancer:
 	$(call from_debian,haproxy,haproxy,control planes with more than one apiserver)
 
-setup: venv binaries loadbalancer
+# PostgreSQL's server for the run index's tests (tests/postgres.py starts its own in a temporary folder and skips,
+# saying so, without one); Debian keeps initdb and postgres in /usr/lib/postgresql/<major>/bin, off PATH.
+postgresql:
+	$(call from_debian,initdb,postgresql,the run index's PostgreSQL tests,/usr/lib/postgresql/*/bin/initdb)
+
+setup: venv binaries loadbalancer postgresql
 
 load-test: setup
 	$(BIN)/loadtest run --plan $(PLAN) $(KUBE_FLAG) $(RUN_FLAGS)

@@ -4,9 +4,10 @@ A test is an integration test exactly when it needs the control-plane binaries (
 or through a fixture that starts a control plane): then it starts a real etcd and kube-apiserver.
 `pytest -m "not integration"` runs everything else, with no control plane.
 
-A test is a CLI test when it starts a process (the `loadtest` command, or anything through subprocess) or
-opens a browser, itself or through a function of its module it calls: `pytest -m "not cli and not
-integration"` is the quick tier, pure functions on recorded data (`make unit-test`).
+A test is a CLI test when it starts a process (the `loadtest` command, or anything through subprocess), opens a
+browser or uses a database server the suite starts (tests/postgres.py), itself or through a function of its module
+it calls: `pytest -m "not cli and not integration"` is the quick tier, pure functions on recorded data
+(`make unit-test`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from loadtests.binaries import cache as binaries
 from loadtests.config import versions
 
 SPAWNING_NAMES = frozenset({"loadtest", "start_loadtest", "subprocess", "Popen", "Chromium"})
-BROWSER_FIXTURES = frozenset({"browser", "chromium"})
+# fixtures that start a process: a browser, a database server (tests/postgres.py)
+PROCESS_FIXTURES = frozenset({"browser", "chromium", "postgres"})
 _OWN_CLUSTERS = pytest.StashKey[str]()
 
 
@@ -87,7 +89,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "bins" in fixtures:
             item.add_marker(pytest.mark.integration)
         function = getattr(item, "function", None)
-        if BROWSER_FIXTURES & fixtures or (function is not None and _starts_a_process(
+        if PROCESS_FIXTURES & fixtures or (function is not None and _starts_a_process(
                 function.__code__, function.__globals__, set())):
             item.add_marker(pytest.mark.cli)
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import math
 
+from loadtests.errors import LoadTestError
+from loadtests.index.db import IndexUrl, parse_url
+
 
 def count_arg(text: str) -> int:
     """A whole number >= 0."""
@@ -15,6 +18,14 @@ def count_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0 (got {text!r})") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0 (got {value})")
+    return value
+
+
+def positive_arg(text: str) -> int:
+    """A whole number >= 1."""
+    value = count_arg(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1 (got {value})")
     return value
 
 
@@ -44,3 +55,11 @@ def port_arg(text: str) -> int:
     if not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 1-65535 (got {port})")
     return port
+
+
+def index_arg(text: str) -> IndexUrl:
+    """A run index: a file path or sqlite:///PATH (SQLite), or a postgresql:// URL."""
+    try:
+        return parse_url(text)
+    except LoadTestError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix(f"--index {text.strip()}: ")) from None

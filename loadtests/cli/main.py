@@ -228,9 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_run_commands(sub: Any) -> None:
-    from loadtests.cli import capture, compare, history, lessons, run, worker
+    from loadtests.cli import capture, compare, history, index, lessons, run, worker
 
-    for room in (run, compare, history, lessons, capture):
+    for room in (run, compare, history, index, lessons, capture):
         room.add_commands(sub)
     worker.add_worker_command(sub)
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from loadtests import results
 from loadtests.cli import worker
 from loadtests.cli.compare import compare_runs, show_comparison, threshold_pairs
-from loadtests.cli.flags import count_arg, number_arg
+from loadtests.cli.flags import count_arg, index_arg, number_arg
+from loadtests.cli.index import check_index, index_run
 from loadtests.cli.output import REPORTS_DIR, say
 from loadtests.config import plan as plan_mod
 from loadtests.config.plan import Plan
@@ -237,9 +238,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     repeat = repeats_of(plan, args)
     out_dir = (Path(args.out) if args.out else REPORTS_DIR / new_run_id(plan)).resolve()
     baseline = load_baseline(plan, args)
+    if args.index is not None:
+        check_index(args.index)
     request = check_runnable(plan, args)
     code = run_plan(plan, out_dir, request) if repeat == 1 else run_repeats(plan, out_dir, repeat, request)
-    return code if baseline is None else gate_on_baseline(baseline, out_dir, code, args.force_baseline)
+    code = code if baseline is None else gate_on_baseline(baseline, out_dir, code, args.force_baseline)
+    return code if args.index is None else index_run(args.index, out_dir, code)
 
 
 def repeats_of(plan: Plan, args: argparse.Namespace) -> int:
@@ -450,6 +454,10 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--out", help="results folder (default: reports/<plan>-<time>)")
     p.add_argument("--kube-version", help="override the plan's Kubernetes version")
     run_options(p, repeat=True, baseline=True)
+    p.add_argument("--index", type=index_arg, metavar="URL",
+                   help="after the run (all repeats, as one build), add it to this run index: a file path or "
+                        "sqlite:///PATH (SQLite), or postgresql://...; checked before the run starts; a failed write "
+                        "says so in one line and makes a passing run exit 4")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("capacity", help="grow the fleet until an SLO fails or a step saturates; report the "

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from loadtests import results
 from loadtests.analysis import profiles
+from loadtests.index.store import figure_rows
 from tests.cli import loadtest, start_loadtest
 
 
 def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
     out = tmp_path / "smoke"
     # a relative --out, as users type it
-    proc = start_loadtest("run", "--out", "smoke", "--plan", "smoke", "--no-gate", cwd=tmp_path)
+    proc = start_loadtest("run", "--out", "smoke", "--plan", "smoke", "--no-gate", "--index", "index.db", cwd=tmp_path)
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     run = results.load(out)
     assert run.status == "complete" and [s.nodes for s in run.steps] == [10, 20]
+    # every figure of every step in the run index it was given (a SQLite file, a relative path), after the folder
+    with closing(sqlite3.connect(tmp_path / "index.db")) as index:
+        assert index.execute("SELECT run_id, plan_name, status FROM loadtest_runs").fetchall() == [
+            (run.run_id, "smoke", "complete")]
+        [(figures,)] = index.execute("SELECT count(*) FROM loadtest_figures").fetchall()
+    assert figures == len(figure_rows("", run)) > 50 and f"index: run {run.run_id} ({out}): indexed 2 step(s)" in stdout
     # who its clients were to flow control, asked once at the start (identities production, the default): the
     # harness the admin, exempt; the load an ordinary user; kwok and joining nodes as the kubelets
     assert [(c.client, c.flow_schema, c.priority_level, c.exempt) for c in run.clients] == [

@@ -21,12 +21,14 @@ FORBIDDEN = {
     "measure": {"report", "cli", "run"},
     "controlplane": {"report", "cli", "run", "load", "measure", "analysis"},
     "load": {"report", "cli", "run", "measure"},
-    "report": {"measure", "controlplane", "run", "load", "cli"},
-    "analysis": {"measure", "controlplane", "run", "load", "report", "cli"},
+    "report": {"measure", "controlplane", "run", "load", "cli", "index"},
+    "analysis": {"measure", "controlplane", "run", "load", "report", "cli", "index"},
     "config": {"measure", "controlplane", "run", "load", "report", "cli", "binaries"},
     "kube": {"measure", "controlplane", "run", "load", "report", "analysis", "cli", "config", "binaries"},
     "binaries": {"measure", "controlplane", "run", "load", "report", "analysis", "cli", "kube"},
     "capture": {"report", "cli", "run", "load", "controlplane"},
+    # the run index reads results as analysis and the report read them; the command line writes and reads it
+    "index": {"cli", "run", "measure", "controlplane", "load", "capture"},
 }
 SHARED = {"__init__", "errors", "polling", "shutdown"}  # the top-level modules: vocabulary every room speaks
 MAX_TOP_LEVEL = 6
