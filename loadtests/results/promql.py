@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+NOT_FIRED = "did not fire"  # an alert-profile check's expression gave no series: the alert held
+
 
 @dataclass
 class PromFigure:

@@ -22,7 +22,7 @@ import yaml
 from loadtests.config.promql import PromQuery
 from loadtests.errors import PlanError, TargetError
 from loadtests.results import utc_at
-from loadtests.results.promql import PromFigure, PromqlSection, PromWindow
+from loadtests.results.promql import NOT_FIRED, PromFigure, PromqlSection, PromWindow
 
 CHECK_WINDOW_S = 60.0  # the window's length put in the placeholder when promtool checks a query
 PROMTOOL_TIMEOUT_S = 60.0
@@ -92,7 +92,8 @@ def one_value(query: PromQuery, found: list[Sample]) -> tuple[float | None, str]
     if not found:
         return None, "no series: not measured"
     if len(found) > 1 and not query.aggregate:
-        labels = "; ".join(",".join(f"{k}={v}" for k, v in sorted(s.items())) or "{}" for s, _ in found[:3])
+        labels = "; ".join(",".join(f"{k}={v}" for k, v in sorted(s.items()) if k != "__name__") or "{}"
+                           for s, _ in found[:3])
         return None, (f"{len(found)} series ({labels}{'; ...' if len(found) > 3 else ''}): aggregate them in the "
                       "query (sum, max, ...) or say `aggregate: sum | max | min | avg`")
     return AGGREGATE[query.aggregate or "sum"]([value for _, value in found]), ""
@@ -106,7 +107,7 @@ def _measure(prometheus: Prometheus, query: PromQuery, kind: str, closed_at: flo
         return PromFigure(query.name, kind, sent, error=str(error))
     if query.alert:  # an alert fires when its expression gives anything: its value is the first series'
         return PromFigure(query.name, kind, sent, found[0][1] if found else None, len(found),
-                          "" if found else "did not fire")
+                          "" if found else NOT_FIRED)
     value, error = one_value(query, found)
     return PromFigure(query.name, kind, sent, value, len(found), error)
 
