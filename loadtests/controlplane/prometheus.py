@@ -1,8 +1,8 @@
 """A real Prometheus beside a local control plane for one run (`prometheus: {enabled: true}`).
 
 It scrapes every component the harness's own probes read (each apiserver, each etcd member, each scheduler and
-controller-manager, kwok) over loopback, with the cluster's admin client certificate (copied beside its
-configuration, mode 0600), and listens on loopback only. It is a component of the run like the others: started
+controller-manager, kwok) over loopback, with the cluster's admin client certificate (its files in the
+cluster's folder, mode 0600), and listens on loopback only. It is a component of the run like the others: started
 and waited for before the first step, health-checked through every phase (a Prometheus that dies ends the run as
 any component that died), stopped and reaped before the control plane goes. Its TSDB is kept compressed in the
 run folder (TSDB_ARCHIVE), so `prometheus --storage.tsdb.path` or Grafana can open it later."""
@@ -29,7 +29,6 @@ from loadtests.controlplane.base import TargetInfo
 from loadtests.controlplane.health import HealthCheck, endpoint_check
 from loadtests.controlplane.processes import LOOPBACK, ClusterState, ProcessGroup, free_ports, http_ok, wait_for
 from loadtests.errors import TargetError
-from loadtests.kube.private import write_private
 
 COMPONENT = "prometheus"
 FOLDER = "prometheus"  # in the run folder: its configuration, credentials, log, and the kept TSDB
@@ -106,12 +105,9 @@ class RunPrometheus:
     def start(self, info: TargetInfo) -> None:
         """Write its configuration and credentials, start it and wait until it is ready."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        credentials = {}
-        for key, path in (("cert_file", info.access.cert_file), ("key_file", info.access.key_file)):
-            if path:
-                copied = self.folder / Path(path).name
-                write_private(copied, Path(path).read_bytes())
-                credentials[key] = str(copied)
+        # the cluster's own files (mode 0600, in its folder): nothing secret is copied into the run folder
+        credentials = {key: path for key, path in (("cert_file", info.access.cert_file),
+                                                   ("key_file", info.access.key_file)) if path}
         (self.folder / "prometheus.yml").write_text(yaml.safe_dump(config(info, self.settings, credentials)))
         self.port = free_ports(1)[0]
         state = ClusterState(name=COMPONENT, directory=str(self.folder), tied_to_owner=True)

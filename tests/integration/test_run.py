@@ -2,20 +2,53 @@
 
 from __future__ import annotations
 
+import bisect
+import subprocess
+import tarfile
 from pathlib import Path
+
+import yaml
 
 from loadtests import results
 from loadtests.analysis import profiles
+from loadtests.analysis.slo import failed_checks
+from loadtests.binaries.prometheus import find_prometheus
+from loadtests.config.plan import PLANS_DIR
+from loadtests.controlplane.processes import LOOPBACK, free_ports, http_ok, wait_for
 from tests.cli import loadtest, start_loadtest
+
+# apiserver_request_sli_duration_seconds's buckets (Kubernetes's own definition): a PromQL p99 and the harness's
+# agree to this resolution, their windows' edges being a scrape interval apart at most
+SLI_BUCKETS = (0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0,
+               45.0, 60.0)
+POST_PODS_P99 = ('histogram_quantile(0.99, sum by (le) (increase(apiserver_request_sli_duration_seconds_bucket'
+                 '{verb="POST", resource="pods", subresource=""}[{{ .elapsed }}])))')
+
+
+def promql_smoke_plan(folder: Path) -> Path:
+    """The smoke plan with a Prometheus, a kube-burner metrics profile for figures and checks (one that cannot
+    hold, so its JUnit case fails naming its query)."""
+    (folder / "metrics.yml").write_text(yaml.safe_dump([
+        {"query": POST_PODS_P99, "metricName": "postPodsP99", "instant": True},
+        {"query": "sum(rate(apiserver_request_total[%v]))", "metricName": "requestRate"},
+        {"query": 'absent_metric_never_exported{job="etcd"}', "metricName": "absent"}]))
+    plan = yaml.safe_load((PLANS_DIR / "smoke.yaml").read_text())
+    plan.update(prometheus={"enabled": True, "scrape_interval_s": 2}, figures={"profile": "metrics.yml"},
+                checks=[{"name": "every target up", "query": "min(up)", "min": 1},
+                        {"name": "no target at all", "query": "count(up)", "max": 0}])
+    (folder / "smoke.yaml").write_text(yaml.safe_dump(plan))
+    return folder / "smoke.yaml"
 
 
 def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
     out = tmp_path / "smoke"
+    promql_smoke_plan(tmp_path)
     # a relative --out, as users type it
-    proc = start_loadtest("run", "--out", "smoke", "--plan", "smoke", "--no-gate", cwd=tmp_path)
+    proc = start_loadtest("run", "--out", "smoke", "--plan", "smoke.yaml", "--no-gate", cwd=tmp_path)
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     run = results.load(out)
+    check_promql(run, out)
     assert run.status == "complete" and [s.nodes for s in run.steps] == [10, 20]
     # who its clients were to flow control, asked once at the start (identities production, the default): the
     # harness the admin, exempt; the load an ordinary user; kwok and joining nodes as the kubelets
@@ -98,3 +131,53 @@ def test_smoke_plan_end_to_end(bins, tmp_path: Path) -> None:
         if path.is_file() and path.suffix in (".json", ".html", ".xml", ".csv", ".log"):
             text = path.read_text(errors="replace")
             assert "PRIVATE KEY" not in text, path
+
+
+def _bucket(value: float) -> int:
+    return bisect.bisect_left(SLI_BUCKETS, value)
+
+
+def check_promql(run: results.RunResult, out: Path) -> None:
+    """The run's Prometheus: its figures per step, the PromQL p99 of POST pods in the harness's own bucket, the
+    failing check in JUnit with its query, and its kept TSDB answering the same query afterwards."""
+    for step in run.steps:
+        found = {f.name: f for f in step.promql}
+        harness = next(s for s in step.server if (s.verb, s.resource, s.subresource) == ("POST", "pods", ""))
+        p99 = found["postPodsP99"].value
+        assert p99 is not None and _bucket(p99) == _bucket(harness.p99), (p99, harness.p99)
+        assert found["requestRate"].value and found["requestRate"].value > 0
+        assert found["absent"].value is None and found["absent"].error.startswith("no series")
+        window = step.promql_window
+        assert window is not None and window.targets >= 5 and window.first_scrape_s <= 2.5, window
+        assert window.range_s - window.last_scrape_s <= 2.5, window
+    assert failed_checks(run) == [f"PromQL check no target at all at step {s.name}" for s in run.steps]
+    junit = (out / "junit.xml").read_text()
+    assert 'type="PromQL check"' in junit and "query: count(up)" in junit
+    assert "The plan&#39;s PromQL figures" in (out / "report.html").read_text()
+    assert not list((out / "prometheus").glob("*.key"))
+    last = run.steps[-1]
+    assert reopened_value(out, last.promql[0].query, last.promql_window.evaluated_at) == last.promql[0].value
+
+
+def reopened_value(out: Path, query: str, at: str) -> float:
+    """The query answered again by a Prometheus started on the run's kept TSDB, at the same instant."""
+    import json
+    import urllib.parse
+    import urllib.request
+    from datetime import datetime
+
+    with tarfile.open(out / "prometheus" / "tsdb.tar.gz") as tar:
+        tar.extractall(out / "reopened", filter="data")
+    port = free_ports(1)[0]
+    server = subprocess.Popen([str(find_prometheus().prometheus), f"--storage.tsdb.path={out / 'reopened' / 'data'}",
+                               f"--web.listen-address={LOOPBACK}:{port}",
+                               f"--config.file={out / 'prometheus' / 'prometheus.yml'}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: http_ok(f"http://{LOOPBACK}:{port}/-/ready"), 60, "the reopened prometheus ready")
+        params = urllib.parse.urlencode({"query": query, "time": datetime.fromisoformat(at).timestamp()})
+        with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/api/v1/query?{params}", timeout=30) as response:
+            return float(json.loads(response.read())["data"]["result"][0]["value"][1])
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
