@@ -144,7 +144,10 @@ def check_promql(run: results.RunResult, out: Path) -> None:
         found = {f.name: f for f in step.promql}
         harness = next(s for s in step.server if (s.verb, s.resource, s.subresource) == ("POST", "pods", ""))
         p99 = found["postPodsP99"].value
-        assert p99 is not None and _bucket(p99) == _bucket(harness.p99), (p99, harness.p99)
+        # the smoke window holds under 100 creates: its p99 is their slowest, which a window shifted by Prometheus's
+        # scrape clock (up to one interval at each edge) may leave out: one bucket apart at most (measured: the
+        # same bucket in one run, 92.8 ms against 112 ms in another)
+        assert p99 is not None and abs(_bucket(p99) - _bucket(harness.p99)) <= 1, (p99, harness.p99)
         assert found["requestRate"].value and found["requestRate"].value > 0
         assert found["absent"].value is None and found["absent"].error.startswith("no series")
         window = step.promql_window
