@@ -130,7 +130,10 @@ def coverage(prometheus: Prometheus, opened_at: float, closed_at: float, interva
 
 def measure_step(prometheus: Prometheus, figures: Sequence[PromQuery], checks: Sequence[PromQuery],
                  opened_at: float, closed_at: float, interval_s: float) -> PromqlSection:
-    """Every figure and check of the plan at the window's close, over the window's length, and what it covers."""
+    """Every figure and check of the plan at the window's close, over the window's length, and what it covers.
+    The instant is the close in whole milliseconds, as `evaluated_at` records it: asked again at that instant
+    (the kept TSDB, a test), every query gives the same answer."""
+    opened_at, closed_at = round(opened_at, 3), round(closed_at, 3)
     waited = wait_settled(prometheus, closed_at, interval_s)
     window = coverage(prometheus, opened_at, closed_at, interval_s)
     window.waited_s = waited
