@@ -10,10 +10,10 @@ import yaml
 
 from loadtests.analysis import rules
 from loadtests.analysis.promql import judge
-from loadtests.binaries.prometheus import prometheus_set
+from loadtests.binaries.prometheus import find_prometheus, prometheus_set, provide_prometheus
 from loadtests.config import plan as plan_mod
 from loadtests.config import promql
-from loadtests.errors import PlanError
+from loadtests.errors import PlanError, SetupError
 from loadtests.results import RunResult, StepResult, from_dict, to_dict
 from loadtests.results.promql import NOT_FIRED, PromFigure, PromqlSection, PromWindow
 from loadtests.run.promql import coverage, one_value, refuse_unparsable
@@ -138,3 +138,15 @@ def test_a_query_prometheus_cannot_parse_is_refused_naming_it_and_prometheus_s_w
         refuse_unparsable([good, bad], promtool, "plan.yaml")
     said = str(error.value)
     assert "PromQL 'broken' (from m.yml)" in said and "sum(rate(x[%v])" in said and "unclosed left parenthesis" in said
+
+
+def test_setup_without_apt_says_so_in_one_line_and_a_plan_asking_for_prometheus_is_told_to_run_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine where apt cannot fetch Prometheus (here: none at all) still sets up; only its plans cannot run."""
+    monkeypatch.setenv("LOADTEST_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no apt-get, apt-cache or dpkg
+    said: list[str] = []
+    assert provide_prometheus(log=said.append) is False
+    assert len(said) == 1 and said[0].startswith("prometheus ") and "not provided (apt-get not found" in said[0]
+    with pytest.raises(SetupError, match="missing from .* run: make setup"):
+        find_prometheus()
