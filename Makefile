@@ -141,7 +141,8 @@ unit-test: venv
 # Quick feedback before a commit: every test of tests/unit (the CLI and browser ones too), then one end-to-end
 # run of the smoke plan on a real control plane.
 quick-test: setup browser
-	$(BIN)/pytest $(PYTEST_PARALLEL) tests/unit tests/integration/test_run.py::test_smoke_plan_end_to_end
+	$(BIN)/pytest $(PYTEST_PARALLEL) tests/unit tests/integration/test_run.py::test_smoke_plan_promql \
+		tests/integration/test_run.py::test_smoke_plan_end_to_end
 
 lint: venv
 	$(BIN)/ruff check loadtests tests benchmarks

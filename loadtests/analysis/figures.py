@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from loadtests.analysis.promql import plan_queries
 from loadtests.analysis.slo import classify, thresholds
 from loadtests.config.topology import component_of
 from loadtests.results import RunResult, StepResult
@@ -56,6 +57,8 @@ class Series:
         return f"{self.chart}: {self.name}"
 
 
+_PROMQL = ("prometheus · the plan's queries, instant at each window's close over its length (the part of the "
+           "window Prometheus's scrapes cover is in each step's details)")
 _SLI = "apiserver · apiserver_request_sli_duration_seconds (p99 over the step)"
 _SCOPE = "Server-side p99 latency — reads {} (scope {})"
 CHARTS: dict[str, Chart] = {c.id: c for c in (
@@ -85,6 +88,11 @@ CHARTS: dict[str, Chart] = {c.id: c for c in (
           "LIST limit=1 per resource at the window's close (items + remainingItemCount); older runs: "
           "apiserver · apiserver_storage_objects (end of step, refreshed lazily)",
           "count"),
+    # the plan's own PromQL figures (config/promql.py), a chart per unit they give
+    *(Chart(chart, "PromQL", f"The plan's PromQL figures{title}", _PROMQL, unit)
+      for chart, (unit, title) in {"promql_s": ("s", " — seconds"), "promql_bytes": ("bytes", " — bytes"),
+                                   "promql_percent": ("percent", " — percent"), "promql_count": ("count", " — counts"),
+                                   "promql": ("", "")}.items()),
 )}
 
 
@@ -187,6 +195,21 @@ def _memory_series(run: RunResult) -> list[Series]:
     return found
 
 
+PROMQL_CHARTS = {"s": "promql_s", "bytes": "promql_bytes", "%": "promql_percent", "count": "promql_count",
+                 "": "promql"}
+
+
+def _promql_series(run: RunResult) -> list[Series]:
+    """The plan's PromQL figures (not its checks), on the chart of their unit, compared by the rule the plan
+    gives them (none: shown only)."""
+    found = []
+    for query in plan_queries(run, "figures"):
+        values = [next((f.value for f in step.promql if f.kind == "figure" and f.name == query.name), None)
+                  for step in run.steps]
+        found.append(Series(PROMQL_CHARTS[query.unit], query.name, values, rule=query.rule or None))
+    return found
+
+
 def chart_sources(run: RunResult) -> dict[str, str]:
     """Sources recorded per step (distribution probes, etcd or its apiserver fallback), overriding CHARTS."""
     found = {}
@@ -227,6 +250,7 @@ def series(run: RunResult) -> list[Series]:
     resources = sorted({r for step in run.steps for r in _objects(step)})
     found += [Series("storage_objects", r, _per_step(run, lambda s, r=r: _objects(s).get(r)), projected=True)
               for r in resources]
+    found += _promql_series(run)
     order = list(CHARTS)
     kept = [s for s in found if any(v is not None for v in s.values)]
     # measurements first within a chart, threshold lines last (drawn over them)

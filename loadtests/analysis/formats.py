@@ -54,7 +54,7 @@ def percent(value: float | None, digits: int = 1) -> str:
 
 def in_unit(value: float | None, unit: str) -> str:
     """A figure in the base unit of its chart (see figures.CHARTS)."""
-    return {"s": duration, "ms": millis, "bytes": size, "%": percent}.get(unit, number)(value)
+    return {"s": duration, "ms": millis, "bytes": size, "%": percent, "percent": percent}.get(unit, number)(value)
 
 
 def times(effect: float | None, prefix: str = "") -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadtests.analysis.fidelity import run_verdicts as fidelity_verdicts
+from loadtests.analysis.promql import run_verdicts as promql_verdicts
 from loadtests.analysis.roll import run_verdicts as roll_verdicts
 from loadtests.config.plan import DEFAULT_SLO
 from loadtests.results import RunResult, StepResult
@@ -160,12 +161,13 @@ def failed_checks(run: RunResult) -> list[str]:
     a run that did not complete (aborted, or left "running" by a crash), a step that saturated (the control
     plane did not converge), an SLO, a scheduler-throughput phase that fell short of its threshold, a rolling
     upgrade's check (not available enough, not recovered, nodes or pods lost, an instance not replaced), a
-    replay's fidelity target missed (one not measured fails nothing, as an SLO without samples). Empty: the run
-    passed."""
+    replay's fidelity target missed (one not measured fails nothing, as an SLO without samples), a PromQL check of
+    the plan's that did not hold (analysis/promql.py). Empty: the run passed."""
     failed = [] if run.status == "complete" else [f"the run did not complete ({run.status})"]
     slos = [v for v in verdicts(run) if v.passed is False]
     rolled = [(step, v) for step, v in roll_verdicts(run) if v.passed is False]
     missed = [(step, v) for step, v in fidelity_verdicts(run) if v.passed is False]
+    broken = [(step, v) for step, v in promql_verdicts(run) if v.passed is False]
     for step in run.steps:
         at = f" at step {step.name}"
         if step.status == "saturated":
@@ -175,6 +177,7 @@ def failed_checks(run: RunResult) -> list[str]:
             failed.append(f"scheduler throughput{at}")
         failed += [f"{v.check}{at}" for rolled_at, v in rolled if rolled_at is step]
         failed += [f"replay fidelity: {v.check}{at}" for missed_at, v in missed if missed_at is step]
+        failed += [f"PromQL check {v.check}{at}" for broken_at, v in broken if broken_at is step]
     return failed
 
 

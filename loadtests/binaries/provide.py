@@ -67,24 +67,31 @@ def _check_published(kube_version: str) -> None:
         raise SetupError(f"Kubernetes {kube_version} is not a published release; the newest are: {newest}")
 
 
-def provide_set(binary_set: BinarySet, download_base: dict[str, str], log: Callable[[str], None]) -> None:
-    """One set into the cache unless it is there already, saying where from and how long it took."""
+# How a set's binaries get into its staging folder: (set, staging, log) -> where they came from, in a word
+Fetch = Callable[[BinarySet, Path, Callable[[str], None]], str]
+
+
+def provide_set(binary_set: BinarySet, download_base: dict[str, str], log: Callable[[str], None],
+                fetch: Fetch | None = None) -> None:
+    """One set into the cache unless it is there already, saying where from and how long it took; `fetch`: how
+    its binaries are had (default: a release download, else a Go build)."""
     if binary_set.is_cached():
         log(f"{binary_set.name} {binary_set.version}: cached in {binary_set.directory}")
         return
     started = time.monotonic()
-    source = _provide_set(binary_set, download_base, log)
+    fetch = fetch or (lambda found, staging, said: _download_or_build(found, staging, download_base, said))
+    source = _provide_set(binary_set, fetch, log)
     log(
         f"{binary_set.name} {binary_set.version}: {source} into {binary_set.directory} "
         f"in {time.monotonic() - started:.0f} s"
     )
 
 
-def _provide_set(binary_set: BinarySet, download_base: dict[str, str], log: Callable[[str], None]) -> str:
+def _provide_set(binary_set: BinarySet, fetch: Fetch, log: Callable[[str], None]) -> str:
     cache_folder(binary_set.directory.parent)
     staging = Path(tempfile.mkdtemp(prefix=f".{binary_set.name}-", dir=binary_set.directory.parent))
     try:
-        source = _download_or_build(binary_set, staging, download_base, log)
+        source = fetch(binary_set, staging, log)
         for binary in binary_set.binaries:
             if not os.access(staging / binary, os.X_OK):
                 raise SetupError(f"{binary_set.name} {binary_set.version}: {binary} was not produced in {staging}")

@@ -56,6 +56,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
+    from loadtests.binaries.prometheus import provide_prometheus
     from loadtests.binaries.provide import provide, provide_hollow_node
 
     wanted = [args.kube_version] + ([versions.PREVIOUS_KUBE_VERSION] if args.previous else [])
@@ -64,8 +65,9 @@ def cmd_setup(args: argparse.Namespace) -> int:
     if args.hollow_node:
         provide_hollow_node(args.kube_version, log=say)
     hollow = f", kubemark {args.kube_version}" if args.hollow_node else ""
+    prometheus = f", prometheus {versions.PROMETHEUS_VERSION}" if provide_prometheus(log=say) else ""
     say(f"ready: Kubernetes {', '.join(dict.fromkeys(wanted))}, etcd {versions.ETCD_VERSION}, "
-        f"kwok {versions.KWOK_VERSION}{hollow} in {binaries.cache_root() / 'bin'}")
+        f"kwok {versions.KWOK_VERSION}{hollow}{prometheus} in {binaries.cache_root() / 'bin'}")
     return 0
 
 
@@ -182,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="loadtest", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
-    p = sub.add_parser("setup", help="provide pinned control-plane binaries (cache, download, or Go build)")
+    p = sub.add_parser("setup", help="provide pinned control-plane binaries (cache, download, or Go build) "
+                                        "and Prometheus (Debian's package, where apt reaches it)")
     p.add_argument("--kube-version", default=os.environ.get("KUBE_VERSION") or versions.DEFAULT_KUBE_VERSION,
                    help="the Kubernetes version to provide (default: $KUBE_VERSION, else "
                         f"{versions.DEFAULT_KUBE_VERSION})")

@@ -100,6 +100,7 @@ def execute(plan: Plan, out_dir: Path, request: RunRequest, chooser: StepChooser
 def run_plan(plan: Plan, out_dir: Path, request: RunRequest, runs_follow: int = 0) -> int:
     """Run one plan into out_dir, write its report, and return the exit code its verdicts call for."""
     from loadtests.analysis.fidelity import run_verdicts as fidelity_verdicts
+    from loadtests.analysis.promql import run_verdicts as promql_verdicts
     from loadtests.analysis.roll import run_verdicts as roll_verdicts
     from loadtests.analysis.slo import run_passed, verdicts
 
@@ -125,6 +126,10 @@ def run_plan(plan: Plan, out_dir: Path, request: RunRequest, runs_follow: int = 
     for step, target in fidelity_verdicts(run):
         if target.passed is False:
             say(f"MISSED      step {step.name}: replay fidelity {target.check}: {target.value} ({target.threshold})")
+    for step, check in promql_verdicts(run):
+        if check.passed is False:
+            say(f"FAILED      step {step.name}: PromQL check {check.check}: {check.value} (needed {check.threshold}); "
+                f"query: {check.query}")
     say(final_line(run))
     gate = plan.gate and request.gate
     return EXIT_PASSED if run_passed(run) or not gate else EXIT_SLO_FAILED

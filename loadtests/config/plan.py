@@ -20,6 +20,7 @@ from loadtests import PACKAGE_DIR
 from loadtests.config import cl2, templates
 from loadtests.config import fleet as fleet_mod
 from loadtests.config import measure as measure_mod
+from loadtests.config import promql as promql_mod
 from loadtests.config import tenants as tenants_mod
 from loadtests.config import workload as workload_mod
 from loadtests.config.scenarios import SCENARIOS
@@ -210,6 +211,10 @@ class Plan:
     fleet: fleet_mod.FleetShapes = field(default_factory=fleet_mod.FleetShapes)
     # a plan compiled from a captured profile says so, and what it left out (config/workload.py)
     replay: workload_mod.ReplaySettings | None = None
+    # a real Prometheus beside the control plane, and the plan's own PromQL figures and checks (config/promql.py)
+    prometheus: promql_mod.PrometheusSettings = field(default_factory=promql_mod.PrometheusSettings)
+    figures: list[promql_mod.PromQuery] = field(default_factory=list)
+    checks: list[promql_mod.PromQuery] = field(default_factory=list)
     source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -238,6 +243,11 @@ class Plan:
             data.pop("roll")
         if not self.measure:  # nor one that runs every probe as it comes
             data.pop("measure")
+        for key in ("figures", "checks"):  # nor one without PromQL
+            if not data[key]:
+                data.pop(key)
+        if not self.prometheus.enabled:
+            data.pop("prometheus")
         informers = data["load"].get("informers")
         if informers is not None and not informers.get("reconnect_spread_s"):  # nor informers that reconnect at once
             informers.pop("reconnect_spread_s", None)
@@ -326,7 +336,7 @@ def parse(data: Any, source: str = "plan") -> Plan:
     data = _mapping(source, "(top level)", data)
     _no_unknown(source, "", data, {"name", "target", "steps", "load", "slo", "gate", "workers", "compare",
                                    "capacity", "audit", "project_to", "repeat", "cl2", "roll", "profiles",
-                                   "measure", "fleet", "replay"})
+                                   "measure", "fleet", "replay", "prometheus", "figures", "checks"})
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise field_error(source, "name", f"must be letters, digits, - or _ (got {name!r})")
@@ -338,6 +348,10 @@ def parse(data: Any, source: str = "plan") -> Plan:
         raise field_error(source, f"steps[{restarted[0]}].restart_apiserver_at_s",
                           "only a local control plane's apiservers can be restarted by the harness (target.kind: "
                           "local)")
+    promql = promql_mod.parse(source, data)
+    if promql.prometheus.enabled and target.kind != "local":
+        raise field_error(source, "prometheus.enabled", "a run's Prometheus scrapes a local control plane's "
+                                                        "components over loopback (target.kind: local)")
     return Plan(name=name, target=target, steps=steps,
                 load=_load(source, data.get("load")), slo=_slo(source, data.get("slo")),
                 gate=_boolean(source, "gate", data.get("gate", True)),
@@ -350,7 +364,8 @@ def parse(data: Any, source: str = "plan") -> Plan:
                 roll=_roll(source, data.get("roll"), steps), profiles=_profiles(source, data.get("profiles")),
                 measure=measure_mod.parse(source, data.get("measure")),
                 fleet=fleet_mod.parse(source, data.get("fleet")),
-                replay=workload_mod.parse(source, data.get("replay")), source=source)
+                replay=workload_mod.parse(source, data.get("replay")), prometheus=promql.prometheus,
+                figures=promql.figures, checks=promql.checks, source=source)
 
 
 def _target(source: str, value: Any) -> Target:

@@ -14,6 +14,8 @@ DEFAULT_KUBE_VERSION = "v1.37.2"
 PREVIOUS_KUBE_VERSION = "v1.36.3"  # the "from" side of upgrade rehearsals in the test suite and README
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
+# Prometheus for plans with `prometheus: {enabled: true}`: Debian bookworm's package (prometheus and promtool)
+PROMETHEUS_VERSION = "2.42.0"
 MIN_KUBE_MINOR = 30  # the SLI histograms and the flags used here exist from 1.30 on
 
 VERSION_RE = re.compile(r"^v1\.(\d+)\.(\d+)$")

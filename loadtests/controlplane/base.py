@@ -22,8 +22,9 @@ class TargetInfo:
     # component name -> pids to measure with psutil (empty for a remote cluster)
     pids: dict[str, list[int]] = field(default_factory=dict)
     kind: str = "local"
-    # component instance ("kube-scheduler", "kube-controller-manager-2") -> its /metrics URL on its secure port, which
-    # takes the admin credentials of `access`; empty where the components cannot be reached (a remote cluster)
+    # component instance ("kube-scheduler", "kube-controller-manager-2", "kwok") -> its /metrics URL on its secure
+    # port, which takes the admin credentials of `access`; empty where the components cannot be reached (a remote
+    # cluster)
     metrics_urls: dict[str, str] = field(default_factory=dict)
     # the apiservers' audit logs (JSON lines, rotated beside them), where the harness configured them
     audit_logs: list[Path] = field(default_factory=list)  # one per apiserver: each writes its own

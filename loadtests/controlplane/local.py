@@ -621,6 +621,8 @@ class LocalControlPlane:
         metrics_urls = {record.component: f"https://{LOOPBACK}:{state.ports[port_key(record.component)]}/metrics"
                         for record in state.processes
                         if component_of(record.component) in (SCHEDULER, CONTROLLER_MANAGER)}
+        if "kwok" in state.ports and any(record.component == "kwok" for record in state.processes):
+            metrics_urls["kwok"] = f"https://{LOOPBACK}:{state.ports['kwok']}/metrics"  # served with its TLS
         pki = Path(state.directory) / "pki"
         etcd_client = ClusterAccess(server=f"https://{LOOPBACK}:{state.ports['etcd']}", kubeconfig="",
                                     ca_file=str(pki / "ca.crt"), cert_file=str(pki / "apiserver-etcd-client.crt"),

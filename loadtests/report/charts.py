@@ -30,6 +30,8 @@ DISPLAY = {
     "bytes": (1.0 / 2**20, "MiB", "%{y:,.1f} MiB"),
     "%": (1.0, "% of one core", "%{y:,.1f} %"),
     "count": (1.0, "count", "%{y:,.0f}"),
+    "percent": (1.0, "%", "%{y:,.1f} %"),  # a PromQL figure's percent (not of a core)
+    "": (1.0, "value", "%{y:,.4g}"),  # a PromQL figure of no unit the plan named
 }
 
 

@@ -17,12 +17,16 @@ from loadtests.analysis import figures
 from loadtests.analysis.fidelity import run_verdicts as fidelity_verdicts
 from loadtests.analysis.flow_control import ClientInStep, clients_in_step
 from loadtests.analysis.formats import first_few
+from loadtests.analysis.promql import plan_queries
+from loadtests.analysis.promql import run_verdicts as promql_verdicts
 from loadtests.analysis.roll import run_verdicts
 from loadtests.analysis.slo import Verdict, classify, resource_label, thresholds, verdicts
+from loadtests.config.promql import PromQuery
 from loadtests.report import audit, card, charts, junit, page, projection
 from loadtests.report.fidelity import FidelityView, fidelity_view
 from loadtests.report.health import HealthCell, health_cells, health_details, health_panel, health_warnings
 from loadtests.report.profiles import StepProfiles, change_tables, step_profiles
+from loadtests.report.promql import PromqlView, promql_view
 from loadtests.report.redact import REDACTED_NOTE, redact
 from loadtests.report.roll import RollView, roll_view
 from loadtests.results import RunResult, StepResult, load
@@ -64,6 +68,7 @@ class StepView:
     client_costs: list[audit.ClientCost] = field(default_factory=list)  # empty: no audit log read
     roll: RollView | None = None  # a rolling upgrade in this step's window
     fidelity: FidelityView | None = None  # a replay's step: its capture against the original × k
+    promql: PromqlView | None = None  # the plan's PromQL figures and checks; None: the run had no Prometheus
     profiles: StepProfiles | None = None  # where the CPU went (pprof); None: not profiled
     clients: list[ClientInStep] = field(default_factory=list)  # the run's client classes beside flow control's rows
 
@@ -151,7 +156,9 @@ def object_rows(step: StepResult) -> list[tuple[str, str, str]]:
     return [(k, page.number(step.objects.get(k)), page.number(step.storage_objects.get(k))) for k in ordered]
 
 
-def step_view(step: StepResult, step_verdicts: list[Verdict], clients: list[ClientClass] | None = None) -> StepView:
+def step_view(step: StepResult, step_verdicts: list[Verdict], clients: list[ClientClass] | None = None,
+              queries: tuple[list[PromQuery], list[PromQuery]] = ([], [])) -> StepView:
+    """`queries`: the plan's PromQL figures and checks."""
     by_slo = {v.slo: v for v in step_verdicts}
     rows = []
     for entry in step.server:
@@ -168,7 +175,7 @@ def step_view(step: StepResult, step_verdicts: list[Verdict], clients: list[Clie
                     health_cells=health_cells(step) if step.health.samples else [],
                     health_details=health_details(step), health_panel=health_panel(step),
                     client_costs=audit.client_costs(step), roll=roll_view(step), profiles=step_profiles(step),
-                    fidelity=fidelity_view(step),
+                    fidelity=fidelity_view(step), promql=promql_view(step, *queries),
                     clients=clients_in_step(clients or [], step.flow_control))
 
 
@@ -210,6 +217,11 @@ def banner(run: RunResult, found: list[Verdict]) -> dict[str, str]:
     if missed:
         return {"state": "fail", "label": "FAIL", "counts": counts,
                 "line": f"replay fidelity: {len(missed)} target(s) missed: {first_few(missed)}"}
+    broken = [f"{v.check} at {step.name} ({v.value}; needed {v.threshold})" for step, v in promql_verdicts(run)
+              if v.passed is False]
+    if broken and not failed:
+        return {"state": "fail", "label": "FAIL", "counts": counts,
+                "line": f"PromQL: {len(broken)} check(s) did not hold: {first_few(broken)}"}
     short = [s for s in run.steps if s.scheduling is not None and s.scheduling.passed is False]
     if short and not failed:
         s = short[0].scheduling
@@ -276,7 +288,8 @@ def context(run: RunResult) -> dict[str, Any]:
         by_step.setdefault(v.step_index, []).append(v)
     nodes, labels = card.step_axis(run)
     panels = charts.run_panels(figures.series(run), nodes, labels, figures.chart_sources(run)) if run.steps else []
-    views = [step_view(step, by_step.get(step.index, []), run.clients) for step in run.steps]
+    queries = (plan_queries(run, "figures"), plan_queries(run, "checks"))
+    views = [step_view(step, by_step.get(step.index, []), run.clients, queries) for step in run.steps]
     projected = projection.view(run) if run.steps else None
     return {
         "run": run,

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from loadtests.analysis.fidelity import FidelityVerdict
 from loadtests.analysis.fidelity import verdicts as fidelity_verdicts
+from loadtests.analysis.promql import CheckVerdict, plan_checks
+from loadtests.analysis.promql import verdicts as promql_verdicts
 from loadtests.analysis.roll import RollVerdict
 from loadtests.analysis.roll import verdicts as roll_verdicts
 from loadtests.analysis.slo import Verdict, verdicts
@@ -112,6 +114,18 @@ def _fidelity_case(step_name: str, v: FidelityVerdict) -> Case:
     return Case(classname, v.check, details=text)
 
 
+def _promql_case(step_name: str, v: CheckVerdict) -> Case:
+    """A PromQL check as a case: failed (its query in the message) when it did not hold, skipped when not
+    measured (as an SLO without samples)."""
+    text = f"{v.check}: {v.value} (needed {v.threshold}); query: {v.query}"
+    classname = f"{step_name}: PromQL checks"
+    if v.passed is False:
+        return Case(classname, v.check, failure=text, failure_type="PromQL check")
+    if v.passed is None:
+        return Case(classname, v.check, skipped=v.reason or "not measured", details=text)
+    return Case(classname, v.check, details=text)
+
+
 def _verdict_case(v: Verdict) -> Case:
     value, text = _p99(v), verdict_text(v)
     if v.passed is False:
@@ -132,7 +146,11 @@ def run_suites(run: RunResult) -> list[Suite]:
               timestamp=step.started_at, time_s=step.duration_s)
         for step in run.steps
     ]
+    promql = plan_checks(run)
     for step in run.steps:
+        if judged := promql_verdicts(step, promql):
+            suites.append(Suite(name=f"PromQL checks: step {step.index}: {step.name}",
+                                cases=[_promql_case(step.name, v) for v in judged], timestamp=step.started_at))
         checks = roll_verdicts(step)
         if checks:
             suites.append(Suite(name=f"rolling upgrade: step {step.index}: {step.name}",

@@ -8,7 +8,8 @@ This module holds the run and each step's frame; the measurements of a step are 
 in this package, registered in results/sections.py: each section's docstring says what its keys hold (loadgen:
 client, rates, workers; apiserver: server, requests_by_code, server_requests, apiserver, storage_objects;
 objects; etcd; watchers: pod_startup, watch_delay; controlled; scheduling; processes: processes,
-machine_cpu_percent, machine_cpu_seconds; health; audit; roll: roll, restart; profiles; replay_fidelity). A step's
+machine_cpu_percent, machine_cpu_seconds; health; audit; roll: roll, restart; profiles; replay_fidelity;
+promql: promql, promql_window). A step's
 keys stay flat in the file, the frame's and its sections' side by side, so files of every version read alike. A
 page's carried results are in results/embedded.py.
 

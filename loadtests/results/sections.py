@@ -19,6 +19,7 @@ from loadtests.results import (
     objects,
     processes,
     profiles,
+    promql,
     roll,
     scheduling,
     watchers,
@@ -40,4 +41,5 @@ SECTIONS = Registry(
     Section("roll", roll.RollSection),
     Section("profiles", profiles.ProfilesSection),
     Section("replay_fidelity", fidelity.FidelitySection),
+    Section("promql", promql.PromqlSection),
 )

@@ -29,6 +29,7 @@ from loadtests.config.plan import Plan, Roll, Step
 from loadtests.config.scenarios import needs_node_identities, scenario_params
 from loadtests.controlplane.base import Target, TargetInfo
 from loadtests.controlplane.health import HealthWatch
+from loadtests.controlplane.prometheus import RunPrometheus
 from loadtests.errors import Saturated, TargetError
 from loadtests.kube import objects
 from loadtests.kube.rest import TRANSPORT_ERRORS
@@ -51,6 +52,7 @@ from loadtests.run.cl2 import Cl2Load, PhaseOutcome
 from loadtests.run.fleet import Fleet
 from loadtests.run.join import NodeJoin
 from loadtests.run.objects import ObjectsSetup
+from loadtests.run.promql import measure_step
 from loadtests.run.roll import RollingUpgrade, RollRequest, restart_request
 from loadtests.shutdown import SHUTDOWN
 
@@ -81,6 +83,7 @@ class RunParts:
     final_run: bool = True  # no run of the same command follows (remote workers may go after the last step)
     steps_total: int | None = None  # a plan's own steps; None: a capacity search, which does not know
     view: ClusterView | None = None  # the nodes and pods watched for every window (None: each window its own)
+    prometheus: RunPrometheus | None = None  # the run's own (`prometheus: {enabled: true}`), for the PromQL figures
 
 
 @dataclass
@@ -465,6 +468,27 @@ class ReplayCheck(_Part):
             f"{n} {verdict}" for verdict, n in tally.items()))
 
 
+class PromqlFigures(_Part):
+    """The plan's PromQL figures and checks (run/promql.py), asked of the run's Prometheus once the probes have
+    closed the window: instant queries at its close over its length."""
+
+    closing = "PromQL figures"
+
+    def finish(self, ctx: StepContext, result: StepResult) -> None:
+        run, probes = ctx.run, ctx.measured
+        if run.prometheus is None or probes is None:
+            return
+        opened, closed = probes.window.opened_at, probes.window.closed_at
+        if opened is None or closed is None:
+            return
+        found = measure_step(run.prometheus, run.plan.figures, run.plan.checks, opened, closed,
+                             run.plan.prometheus.scrape_interval_s)
+        result.put(found)
+        measured = sum(f.value is not None for f in found.promql)
+        ctx.say(f"PromQL: {measured} of {len(found.promql)} figures and checks measured; "
+                + (found.promql_window.said() if found.promql_window else ""))
+
+
 class Replacing(_Part):
     """The step's apiservers (or, in a rehearsal, every component) replaced one at a time while the window
     measures: a rolling upgrade, or a restart on the same version. Their CPU is not profiled: a graceful stop
@@ -545,6 +569,7 @@ PARTS: tuple[Callable[[StepContext], Part | None], ...] = (
     lambda ctx: Cl2Phase(ctx.step.phase) if ctx.step.phase else None,
     lambda ctx: Load(),
     lambda ctx: ReplayCheck() if ctx.run.plan.replay is not None else None,  # finishes once the probes have
+    lambda ctx: PromqlFigures() if ctx.run.prometheus is not None else None,  # so does this
     lambda ctx: Probes(),
     rolling_upgrade,
     apiserver_restart,

@@ -24,10 +24,12 @@ from loadtests import results
 from loadtests.analysis import saturation
 from loadtests.analysis.scrapes import step_folder
 from loadtests.analysis.slo import thresholds
+from loadtests.binaries.prometheus import PrometheusBinaries, find_prometheus
 from loadtests.config.plan import Plan, Step
 from loadtests.config.scenarios import needs_node_identities
 from loadtests.controlplane.base import Target, TargetInfo
 from loadtests.controlplane.health import ANSWER_INTERVAL_S, HealthWatch
+from loadtests.controlplane.prometheus import RunPrometheus, scrape_targets
 from loadtests.errors import (
     AccessRefused,
     EnvironmentProblem,
@@ -54,6 +56,7 @@ from loadtests.run.cl2 import Cl2Load
 from loadtests.run.fleet import FLEET_USER_AGENT, Fleet
 from loadtests.run.objects import ObjectsSetup
 from loadtests.run.parts import Part, ProbeSettings, RunParts, StepContext, StepParts, step_parts
+from loadtests.run.promql import refuse_unparsable
 from loadtests.run.roll import RollRequest
 from loadtests.shutdown import SHUTDOWN, interrupt_reason
 
@@ -105,6 +108,7 @@ class Runner:
         self._events: list[StepEvent] = []  # the health watch's, until the step they happened in ends
         self._events_lock = threading.Lock()
         self._watch: HealthWatch | None = None  # told of instances a rolling upgrade stops on purpose
+        self._prometheus: RunPrometheus | None = None  # the run's own, where the plan asks for one
         rolled = options.roll.step_index if options.roll is not None else -1
         if 0 <= rolled < len(plan.steps) and plan.steps[rolled].restart_apiserver_at_s is not None:
             raise PlanError(f"{plan.source or plan.name}: steps[{rolled}].restart_apiserver_at_s: the step a rolling "
@@ -136,13 +140,16 @@ class Runner:
         failure: LoadTestError | None = None
         try:
             try:
+                bins = self._prometheus_binaries()
                 info = self.target.up()
                 self._target_up = True
                 run.environment["versions"].update(info.versions)
                 run.environment["server"] = "local 127.0.0.1" if info.kind == "local" else "existing cluster"
                 run.clients = self._clients(info)
                 self._save(run)
-                with HealthWatch(self.target.health_checks(), self._on_fault, on_event=self._on_event,
+                self._start_prometheus(bins, info)
+                checks = self.target.health_checks() + (self._prometheus.health_checks() if self._prometheus else [])
+                with HealthWatch(checks, self._on_fault, on_event=self._on_event,
                                  unresponsive_s=plan.target.unresponsive_s,
                                  answer_interval_s=ANSWER_INTERVAL_S) as watch:
                     self._watch = watch
@@ -227,8 +234,35 @@ class Runner:
                                      f"cannot write {self.options.out_dir / results.RESULTS_FILE} "
                                      f"({error.strerror}); the last good copy is kept") from None
 
+    def _prometheus_binaries(self) -> PrometheusBinaries | None:
+        """Prometheus's binaries where the plan asks for one, its queries checked first: a query it cannot
+        parse is refused before anything starts (bad input)."""
+        if not self.plan.prometheus.enabled:
+            return None
+        bins = find_prometheus()
+        refuse_unparsable([*self.plan.figures, *self.plan.checks], bins.promtool, self.plan.source or self.plan.name)
+        return bins
+
+    def _start_prometheus(self, bins: PrometheusBinaries | None, info: TargetInfo) -> None:
+        if bins is None:
+            return
+        self._phase = "starting prometheus"
+        self._prometheus = RunPrometheus(bins, self.plan.prometheus, self.options.out_dir)
+        self._prometheus.start(info)
+        targets = sum(len(found) for found in scrape_targets(info).values())
+        self.say(f"prometheus {bins.version}: scraping {targets} targets every "
+                 f"{self.plan.prometheus.scrape_interval_s:g} s on {self._prometheus.url}")
+        self._phase = ""
+
     def _teardown(self) -> None:
         with SHUTDOWN.shielded():
+            if self._prometheus is not None:
+                try:
+                    kept = self._prometheus.stop()
+                    if kept:
+                        self.say(f"prometheus: its TSDB kept in {kept} (open it: see docs/promql.md)")
+                except Exception as error:  # noqa: BLE001 - report, never mask the run's own outcome
+                    self.say(f"warning: teardown of prometheus: {error}")
             try:
                 self.target.down()
             except Exception as error:  # noqa: BLE001 - report, never mask the run's own outcome
@@ -260,7 +294,7 @@ class Runner:
                           self._workers(), self.say, self._check_alive, self._elapsed,
                           self._at, self._watch, self.options.roll, self.options.master, self.options.ui_port,
                           final_run=not self.options.runs_follow, steps_total=self._total,
-                          view=self._view(info))
+                          view=self._view(info), prometheus=self._prometheus)
         try:
             fleet.ensure_namespaces()
             if shared.view is not None:
@@ -358,6 +392,6 @@ class Runner:
             raise
 
     def _check_alive(self) -> None:
-        dead = self.target.dead_components()
+        dead = self.target.dead_components() + (self._prometheus.dead() if self._prometheus else [])
         if dead:
             raise TargetError(f"{', '.join(dead)} exited")
