@@ -21,7 +21,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult, urlencode, urlsplit
 
@@ -49,10 +49,10 @@ USER_AGENT = "k8s-loadtest"
 TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
 # A pooled connection the apiserver closed (it restarted, or the load balancer cut it) fails the next request on
 # it: client-go resends a GET after such a reset or EOF (kube/retry.py), and so does this client.
-RESET_ERRORS = (urllib3.exceptions.ProtocolError, ConnectionResetError, BrokenPipeError)
 # the same on a connection of the standard library's (a kept one: closed by the server while it waited)
 KEPT_RESET_ERRORS = (http.client.RemoteDisconnected, http.client.BadStatusLine, ConnectionResetError,
                      BrokenPipeError, ConnectionAbortedError)
+RESET_ERRORS = (urllib3.exceptions.ProtocolError, *KEPT_RESET_ERRORS)
 
 # The scheduler's and controller-manager's serving certificates are self-signed on loopback: health checks and
 # scrapes of them skip verification on purpose, so urllib3 need not say so (for loopback only).
@@ -95,20 +95,29 @@ def send_once(method: str, url: str, *, tls: ssl.SSLContext | None = None, body:
 
 @dataclass(frozen=True)
 class Reply:
-    """A kept connection's answer: its status and its body."""
+    """A kept connection's answer: its status, its body and its headers (looked up without regard to case)."""
 
     status: int
     data: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def drain_conn(self) -> None:
+        """Nothing to drain: the body was read (the interface urllib3's answers have, for RestClient)."""
+
+    def release_conn(self) -> None:
+        """Nothing to give back: the connection is kept (as above)."""
 
 
 class KeptConnection:
-    """One endpoint asked again and again (a health check each second): its connection is kept between asks, so
-    an ask costs a request, not a TLS handshake on both sides. A kept connection the server closed in between
-    is asked again once on a new one, as send_once would have asked; a timeout or a refused connect is not.
+    """One endpoint asked again and again (a health check each second, a probe's write twice a second): its
+    connection is kept between asks, so an ask costs a request, not a TLS handshake on both sides. A kept
+    connection the server closed in between is seen closed before the ask and opened again, as urllib3's pool
+    does; one closed while the ask was under way is asked again once on a new one (`resend_reset`), as send_once
+    would have asked; a timeout or a refused connect is not.
 
     On the standard library's http.client: an ask costs 140 µs of the harness's CPU where urllib3's pool took
-    360 µs (a TLS /healthz on loopback), and five components are asked each second. Its errors are OSError or
-    http.client.HTTPException, which TRANSPORT_ERRORS covers."""
+    360 µs (a TLS /healthz on loopback), a PATCH 1.1 ms where it took 1.8 (both after half a second asleep, as a
+    probe asks). Its errors are OSError or http.client.HTTPException, which TRANSPORT_ERRORS covers."""
 
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self._tls = tls
@@ -116,6 +125,9 @@ class KeptConnection:
         self._endpoint: tuple[str, str, int | None] = ("", "", None)
 
     def _connect(self, scheme: str, host: str, port: int | None, timeout_s: float) -> http.client.HTTPConnection:
+        if self._connection is not None and self._connection.sock is not None and \
+                urllib3.util.wait.wait_for_read(self._connection.sock, timeout=0.0):
+            self.close()  # readable while idle: the server closed it (or sent what nobody asked for)
         if self._connection is None or self._endpoint != (scheme, host, port):
             self.close()
             self._endpoint = (scheme, host, port)
@@ -126,25 +138,30 @@ class KeptConnection:
             self._connection.sock.settimeout(timeout_s)
         return self._connection
 
-    def _ask(self, url: SplitResult, timeout_s: float) -> Reply:
+    def _ask(self, method: str, url: SplitResult, body: bytes | None, headers: Mapping[str, str],
+             timeout_s: float) -> Reply:
         connection = self._connect(url.scheme, url.hostname or "", url.port, timeout_s)
         try:
-            connection.request("GET", url.path + (f"?{url.query}" if url.query else ""))
+            connection.request(method, url.path + (f"?{url.query}" if url.query else ""), body, dict(headers))
             response = connection.getresponse()
-            return Reply(response.status, response.read())
+            return Reply(response.status, response.read(), response.headers)  # type: ignore[arg-type]
         except BaseException:
             self.close()  # in an unknown state: never asked again
             raise
 
-    def get(self, url: str, timeout_s: float = 10.0) -> Reply:
+    def send(self, method: str, url: str, *, body: bytes | None = None, headers: Mapping[str, str] | None = None,
+             timeout_s: float = 10.0, resend_reset: bool = True) -> Reply:
         parts = urlsplit(url)
         reused = self._connection is not None and self._connection.sock is not None
         try:
-            return self._ask(parts, timeout_s)
+            return self._ask(method, parts, body, headers or {}, timeout_s)
         except KEPT_RESET_ERRORS:
-            if not reused:
+            if not (reused and resend_reset):
                 raise
-            return self._ask(parts, timeout_s)
+            return self._ask(method, parts, body, headers or {}, timeout_s)
+
+    def get(self, url: str, timeout_s: float = 10.0) -> Reply:
+        return self.send("GET", url, timeout_s=timeout_s)
 
     def close(self) -> None:
         if self._connection is not None:
@@ -175,18 +192,24 @@ class Answer:
 
 
 class RestClient:
-    """`retry`: when a request is sent again (client-go's rule unless said otherwise); `sleep`: how it waits."""
+    """`retry`: when a request is sent again (client-go's rule unless said otherwise); `sleep`: how it waits;
+    `paced`: answers read in few large reads (kube/paced.py), for a reader of large answers every few seconds;
+    `kept`: plain requests (not a watch, nor one with a timeout of its own) over one KeptConnection, in turn, for
+    a probe that sends a small request every so often, where urllib3's pool costs twice the CPU; not through a
+    kubeconfig's proxy, which only the pool speaks."""
 
     def __init__(self, access: ClusterAccess, *, pool_size: int = 32, timeout_s: float = 30.0,
                  user_agent: str = USER_AGENT, retry: RetryPolicy = CLIENT_GO,
-                 sleep: Callable[[float], Any] = time.sleep, paced: bool = False) -> None:
+                 sleep: Callable[[float], Any] = time.sleep, paced: bool = False, kept: bool = False) -> None:
         self.access = access
         self.timeout_s = timeout_s
         self.retry, self._sleep = retry, sleep
         self.pool = pool_manager(access, num_pools=4, maxsize=pool_size, block=True,
                                  timeout=urllib3.Timeout(connect=5.0, read=timeout_s), retries=False)
-        if paced:  # a reader of large answers every few seconds (kube/paced.py); never for a watch's
+        if paced:  # never for a watch's client
             self.pool = paced_pool(self.pool)
+        self._kept = KeptConnection(access.ssl_context()) if kept and not access.proxy_url else None
+        self._kept_lock = threading.Lock()  # one request at a time on the kept connection
         self.headers = {"Accept": "application/json", "User-Agent": user_agent}  # credentials: per request
         self._lock = threading.Lock()
         self._sent: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -217,16 +240,27 @@ class RestClient:
 
     # --- plain requests ---------------------------------------------------------------------------------
 
-    def _send(self, method: str, url: str, headers: dict[str, str], **options: Any) -> urllib3.BaseHTTPResponse:
+    def _send(self, method: str, url: str, headers: dict[str, str], **options: Any
+              ) -> urllib3.BaseHTTPResponse | Reply:
         """One request with the current credentials; a 401 to a token that has since been refreshed (or
         that the refresh replaces) is sent once more with the new one."""
         sent = {**headers, **self.access.auth_headers()}
-        response = self.pool.request(method, url, headers=sent, **options)
+        response = self._transport(method, url, sent, options)
         if response.status != 401 or not self.access.rejected(sent):
             return response
         response.drain_conn()
         response.release_conn()
-        return self.pool.request(method, url, headers={**headers, **self.access.auth_headers()}, **options)
+        return self._transport(method, url, {**headers, **self.access.auth_headers()}, options)
+
+    def _transport(self, method: str, url: str, headers: dict[str, str], options: dict[str, Any]
+                   ) -> urllib3.BaseHTTPResponse | Reply:
+        """The kept connection for a plain request (options: at most a body) where there is one, else the pool;
+        the kept one's resets are left to the retry policy, as the pool's are."""
+        if self._kept is None or not set(options) <= {"body"}:
+            return self.pool.request(method, url, headers=headers, **options)
+        with self._kept_lock:
+            return self._kept.send(method, url, body=options.get("body"), headers=headers,
+                                   timeout_s=self.timeout_s, resend_reset=False)
 
     def request(self, method: str, path: str, body: Any = None, *, params: dict[str, Any] | None = None,
                 content_type: str = "application/json", ok: tuple[int, ...] = ()) -> dict[str, Any]:
@@ -251,7 +285,7 @@ class RestClient:
         raise ApiError(response.status, status_message(response.data), method, path)
 
     def _exchange(self, method: str, target: str, headers: dict[str, str], failure: tuple[str, str],
-                  **options: Any) -> urllib3.BaseHTTPResponse:
+                  **options: Any) -> urllib3.BaseHTTPResponse | Reply:
         """One request (`target`: its path and query) and its resends by the retry policy, each counted; the last
         answer is returned. A connection error that is not resent is an ApiError of status 0 with `failure`'s
         verb and path."""
@@ -387,6 +421,7 @@ class RestClient:
         response = self._exchange("GET", path, {**self.headers, "Accept": accept(encoding)}, ("WATCH", path),
                                   preload_content=False,
                                   timeout=urllib3.Timeout(connect=5.0, read=min(WATCH_READ_TIMEOUT_S, timeout_s + 60)))
+        assert isinstance(response, urllib3.BaseHTTPResponse)  # streamed: always the pool's
         if response.status != 200:
             body = response.read()
             response.release_conn()
@@ -415,3 +450,6 @@ class RestClient:
 
     def close(self) -> None:
         self.pool.clear()
+        if self._kept is not None:
+            with self._kept_lock:
+                self._kept.close()
