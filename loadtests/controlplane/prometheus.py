@@ -68,14 +68,17 @@ def _scrape_config(job: str, instance: str, url: str, interval_s: float, tls: di
 
 
 def config(info: TargetInfo, settings: PrometheusSettings, credentials: dict[str, str]) -> dict[str, Any]:
-    """prometheus.yml: a scrape job per instance (its own scheme), all at the plan's interval. The components'
-    serving certificates are self-signed on loopback (as the harness's health checks treat them), so they are
-    not verified; the client certificate is the cluster's admin one, as the harness's own scrapes present."""
-    tls = {"insecure_skip_verify": True, **credentials}
+    """prometheus.yml: a scrape job per instance (its own scheme), all at the plan's interval. The apiservers'
+    serving certificates are verified against the cluster's CA, as the harness's own scrapes verify them; the
+    scheduler's and controller-manager's are self-signed on loopback (as the harness's health checks treat them),
+    so they are not. The client certificate is the cluster's admin one, as the harness's own scrapes present."""
+    unverified = {"insecure_skip_verify": True, **credentials}
+    verified = {"ca_file": info.access.ca_file, **credentials} if info.access.ca_file else unverified
     jobs = scrape_targets(info)
     interval = f"{round(settings.scrape_interval_s * 1000)}ms"
     return {"global": {"scrape_interval": interval, "evaluation_interval": interval},
-            "scrape_configs": [_scrape_config(job, instance, url, settings.scrape_interval_s, tls)
+            "scrape_configs": [_scrape_config(job, instance, url, settings.scrape_interval_s,
+                                              verified if job == "kube-apiserver" else unverified)
                                for job, instances in jobs.items() for instance, url in instances.items()]}
 
 

@@ -13,7 +13,10 @@ from loadtests.analysis.promql import judge
 from loadtests.binaries.prometheus import find_prometheus, prometheus_set, provide_prometheus
 from loadtests.config import plan as plan_mod
 from loadtests.config import promql
+from loadtests.controlplane.base import TargetInfo
+from loadtests.controlplane.prometheus import config
 from loadtests.errors import PlanError, SetupError
+from loadtests.kube.access import ClusterAccess
 from loadtests.results import RunResult, StepResult, from_dict, to_dict
 from loadtests.results.promql import NOT_FIRED, PromFigure, PromqlSection, PromWindow
 from loadtests.run.promql import coverage, one_value, refuse_unparsable
@@ -150,3 +153,17 @@ def test_setup_without_apt_says_so_in_one_line_and_a_plan_asking_for_prometheus_
     assert len(said) == 1 and said[0].startswith("prometheus ") and "not provided (apt-get not found" in said[0]
     with pytest.raises(SetupError, match="missing from .* run: make setup"):
         find_prometheus()
+
+
+def test_prometheus_verifies_the_apiservers_as_the_harness_does_and_presents_the_admins_certificate() -> None:
+    access = ClusterAccess(server="https://127.0.0.1:6443", kubeconfig="", ca_file="/c/pki/ca.crt",
+                           cert_file="/c/pki/admin.crt", key_file="/c/pki/admin.key")
+    info = TargetInfo(access=access, etcd_metrics_url="http://127.0.0.1:2381/metrics",
+                      metrics_urls={"kube-scheduler": "https://127.0.0.1:10259/metrics"})
+    credentials = {"cert_file": access.cert_file, "key_file": access.key_file}
+    found = config(info, promql.PrometheusSettings(enabled=True, scrape_interval_s=2), credentials)
+    jobs = {job["job_name"]: job for job in found["scrape_configs"]}
+    assert jobs["kube-apiserver/kube-apiserver"]["tls_config"] == {"ca_file": "/c/pki/ca.crt", **credentials}
+    # the scheduler's serving certificate is its own, self-signed on loopback
+    assert jobs["kube-scheduler/kube-scheduler"]["tls_config"] == {"insecure_skip_verify": True, **credentials}
+    assert "tls_config" not in jobs["etcd/etcd"] and found["global"]["scrape_interval"] == "2000ms"
