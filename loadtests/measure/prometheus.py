@@ -75,17 +75,19 @@ def fetch_metrics_text(url: str, access: ClusterAccess | None = None, timeout_s:
 
 
 def scrape(url: str, access: ClusterAccess | None = None, timeout_s: float = 30.0,
-           families: Collection[str] | None = None, on_fetched: Callable[[], None] | None = None) -> Snapshot:
+           families: Collection[str] | None = None, on_fetched: Callable[[], None] | None = None, *,
+           deferred: bool = False) -> Snapshot:
     """Fetch and parse one /metrics page (only `families`, when given); taken_at is when the response came.
 
     on_fetched runs as soon as the page has arrived, before the (slower) parsing: what starts counting then
-    lines up with the counters on the page.
+    lines up with the counters on the page. `deferred`: parsed when first read (Snapshot.deferred), for the
+    pages that open a window.
     """
-    return _parsed(page(url, access, timeout_s=timeout_s), families, on_fetched)
+    return _parsed(page(url, access, timeout_s=timeout_s), families, on_fetched, deferred)
 
 
 def _parsed(found: MetricsPage | MergedPage, families: Collection[str] | None,
-            on_fetched: Callable[[], None] | None) -> Snapshot:
+            on_fetched: Callable[[], None] | None, deferred: bool = False) -> Snapshot:
     try:
         text = found.text()
     finally:
@@ -93,7 +95,7 @@ def _parsed(found: MetricsPage | MergedPage, families: Collection[str] | None,
     taken_at = time.monotonic()
     if on_fetched is not None:
         on_fetched()
-    return Snapshot.parse(text, taken_at, families)
+    return (Snapshot.deferred if deferred else Snapshot.parse)(text, taken_at, families)
 
 
 class MergedPage:
@@ -141,21 +143,21 @@ def apiserver_page(access: ClusterAccess, apiservers: Mapping[str, str] | None =
 
 def scrape_apiserver(access: ClusterAccess, timeout_s: float = 30.0, families: Collection[str] | None = None,
                      on_fetched: Callable[[], None] | None = None, apiservers: Mapping[str, str] | None = None,
-                     notes: list[str] | None = None) -> Snapshot:
+                     notes: list[str] | None = None, *, deferred: bool = False) -> Snapshot:
     """The apiservers' page(s) now; an apiserver of several that did not answer is named in `notes` (its
     requests are missing from every figure over a window this page opens or closes)."""
     found = apiserver_page(access, apiservers, timeout_s=timeout_s)
-    snapshot = _parsed(found, families, on_fetched)
+    snapshot = _parsed(found, families, on_fetched, deferred)
     _note_missed(found, notes, "its requests are missing from the server-side figures")
     return snapshot
 
 
 def scrape_instances(urls: Mapping[str, str], timeout_s: float = 30.0, families: Collection[str] | None = None,
-                     notes: list[str] | None = None) -> Snapshot:
+                     notes: list[str] | None = None, *, deferred: bool = False) -> Snapshot:
     """The plain /metrics pages of a component's instances (etcd's members), merged; a member that does not
     answer is named in `notes`."""
     found = MergedPage({instance: page(url, timeout_s=timeout_s) for instance, url in urls.items()})
-    snapshot = _parsed(found, families, None)
+    snapshot = _parsed(found, families, None, deferred)
     _note_missed(found, notes, "its figures are missing")
     return snapshot
 

@@ -213,3 +213,19 @@ untyped_sample 3
         full = Snapshot.parse(text)
         only = Snapshot.parse(text, families={"apiserver_request_total"})
         assert dict(only) == {key: value for key, value in full.items() if key[0] == "apiserver_request_total"}
+
+
+@pytest.mark.parametrize("families", [None, ("apiserver_request_total", "apiserver_request_duration_seconds")])
+def test_a_deferred_page_reads_as_the_parsed_one_and_parses_only_when_read(families: tuple[str, ...] | None
+                                                                           ) -> None:
+    """The page that opens a window, parsed after it closes (Snapshot.deferred): the same samples, index and
+    time; a page that cannot be parsed says so when it is read, not when it came."""
+    text = (DATA / "apiserver_metrics_start.txt").read_text()
+    parsed, deferred = Snapshot.parse(text, 12.5, families), Snapshot.deferred(text, 12.5, families)
+    assert deferred.taken_at == parsed.taken_at == 12.5 and deferred.text == text
+    assert dict(deferred) == dict(parsed) and len(deferred) == len(parsed) > 0
+    assert deferred.total("apiserver_request_total", verb="POST") == parsed.total("apiserver_request_total",
+                                                                                  verb="POST")
+    broken = Snapshot.deferred("not_a_sample{ 1\n", 1.0)  # nothing parsed yet: no error
+    with pytest.raises(ValueError):
+        len(broken)
