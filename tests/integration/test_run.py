@@ -191,6 +191,9 @@ def check_promql(run: results.RunResult, out: Path) -> None:
         window = step.promql_window
         assert window is not None and window.targets >= 5, window
         assert 0 <= window.first_scrape_s <= 2.5 and window.range_s - 2.5 <= window.last_scrape_s <= window.range_s
+        # Prometheus is a component of the run: its CPU and memory measured like the others'
+        prometheus = [p for p in step.processes if p.component == "prometheus"]
+        assert len(prometheus) == 1 and prometheus[0].cpu_percent > 0 and prometheus[0].rss_max_bytes, prometheus
     assert failed_checks(run) == [f"PromQL check no target at all at step {s.name}" for s in run.steps]
     junit = (out / "junit.xml").read_text()
     assert 'type="PromQL check"' in junit and "query: count(up)" in junit
