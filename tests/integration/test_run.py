@@ -28,6 +28,7 @@ from loadtests.analysis.slo import failed_checks
 from loadtests.binaries.prometheus import find_prometheus, prometheus_set
 from loadtests.config.plan import PLANS_DIR
 from loadtests.controlplane.processes import LOOPBACK, free_ports, http_ok, wait_for
+from loadtests.errors import EXIT_PASSED, EXIT_SLO_FAILED
 from loadtests.index.store import figure_rows
 from loadtests.measure.audit import AuditReader
 from tests.cli import loadtest, start_loadtest
@@ -62,12 +63,14 @@ def smoke(bins, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One run of the smoke plan for the tests below (a file goes to one worker): with a Prometheus and the
     PromQL sections where Prometheus is provided, the plan as it is where it is not."""
     folder = tmp_path_factory.mktemp("smoke-run")
-    plan = promql_smoke_plan(folder).name if prometheus_set().is_cached() else "smoke"
+    promql = prometheus_set().is_cached()
+    plan = promql_smoke_plan(folder).name if promql else "smoke"
     # a relative --out, as users type it
-    # and a relative path for the run index it writes to
-    proc = start_loadtest("run", "--out", "smoke", "--plan", plan, "--no-gate", "--index", "index.db", cwd=folder)
+    # and a relative path for the run index it writes to; the gate on where a PromQL check cannot hold: exit 1
+    gate = [] if promql else ["--no-gate"]
+    proc = start_loadtest("run", "--out", "smoke", "--plan", plan, *gate, "--index", "index.db", cwd=folder)
     stdout, stderr = proc.communicate(timeout=600)
-    assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    assert proc.returncode == (EXIT_SLO_FAILED if promql else EXIT_PASSED), stdout[-3000:] + stderr[-3000:]
     (folder / "stdout.txt").write_text(stdout)
     return folder / "smoke"
 
@@ -75,6 +78,11 @@ def smoke(bins, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.skipif(not prometheus_set().is_cached(), reason=NO_PROMETHEUS)
 def test_smoke_plan_promql(smoke: Path) -> None:
     check_promql(results.load(smoke), smoke)
+    # the run exited 1 (the fixture checks it) for the check that cannot hold, said with its query
+    stdout = (smoke.parent / "stdout.txt").read_text()
+    assert re.search(r"PromQL check no target at all: \d+ \(needed <= 0\); query: count\(up\)", stdout), stdout
+    assert any(line.startswith("FAIL: ") and "PromQL check no target at all at step" in line
+               for line in stdout.splitlines()), stdout[-2000:]
 
 
 def test_smoke_plan_end_to_end(smoke: Path) -> None:
