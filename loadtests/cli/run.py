@@ -99,14 +99,21 @@ def execute(plan: Plan, out_dir: Path, request: RunRequest, chooser: StepChooser
 
 def run_plan(plan: Plan, out_dir: Path, request: RunRequest, runs_follow: int = 0) -> int:
     """Run one plan into out_dir, write its report, and return the exit code its verdicts call for."""
+    run, failure = execute(plan, out_dir, request, runs_follow=runs_follow)
+    if failure is not None or run is None:
+        return failure.exit_code if failure else EXIT_ABORTED
+    return verdict_code(run, plan.gate and request.gate)
+
+
+def verdict_code(run: results.RunResult, gate: bool) -> int:
+    """A finished run's verdicts, each failed check said in a line, then its last line; the exit code they call
+    for: 1 when anything failed and the gate is on (the plan's `gate` and no --no-gate), else 0. From the
+    results alone, so recorded results give the code the run gave."""
     from loadtests.analysis.fidelity import run_verdicts as fidelity_verdicts
     from loadtests.analysis.promql import run_verdicts as promql_verdicts
     from loadtests.analysis.roll import run_verdicts as roll_verdicts
     from loadtests.analysis.slo import run_passed, verdicts
 
-    run, failure = execute(plan, out_dir, request, runs_follow=runs_follow)
-    if failure is not None or run is None:
-        return failure.exit_code if failure else EXIT_ABORTED
     for step in run.steps:
         if step.status == "saturated":
             say(f"SATURATED   step {step.name}: {step.saturation.get('condition')}: "
@@ -131,7 +138,6 @@ def run_plan(plan: Plan, out_dir: Path, request: RunRequest, runs_follow: int = 
             say(f"FAILED      step {step.name}: PromQL check {check.check}: {check.value} (needed {check.threshold}); "
                 f"query: {check.query}")
     say(final_line(run))
-    gate = plan.gate and request.gate
     return EXIT_PASSED if run_passed(run) or not gate else EXIT_SLO_FAILED
 
 

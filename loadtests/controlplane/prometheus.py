@@ -129,6 +129,11 @@ class RunPrometheus:
         return [endpoint_check(COMPONENT, record, f"{self.url}/-/healthy", "its /-/healthy",
                                exit_reason=self.group.exit_reason)]
 
+    def pids(self) -> dict[str, list[int]]:
+        """Its process, for the process sampler: its CPU and memory are a row of each step like every
+        component's (what running it costs the machine)."""
+        return self.group.state.pids() if self.group is not None else {}
+
     def dead(self) -> list[str]:
         if self.group is None:
             return []

@@ -28,6 +28,7 @@ from loadtests.analysis.slo import failed_checks
 from loadtests.binaries.prometheus import find_prometheus, prometheus_set
 from loadtests.config.plan import PLANS_DIR
 from loadtests.controlplane.processes import LOOPBACK, free_ports, http_ok, wait_for
+from loadtests.errors import EXIT_PASSED, EXIT_SLO_FAILED
 from loadtests.index.store import figure_rows
 from loadtests.measure.audit import AuditReader
 from tests.cli import loadtest, start_loadtest
@@ -62,12 +63,14 @@ def smoke(bins, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One run of the smoke plan for the tests below (a file goes to one worker): with a Prometheus and the
     PromQL sections where Prometheus is provided, the plan as it is where it is not."""
     folder = tmp_path_factory.mktemp("smoke-run")
-    plan = promql_smoke_plan(folder).name if prometheus_set().is_cached() else "smoke"
+    promql = prometheus_set().is_cached()
+    plan = promql_smoke_plan(folder).name if promql else "smoke"
     # a relative --out, as users type it
-    # and a relative path for the run index it writes to
-    proc = start_loadtest("run", "--out", "smoke", "--plan", plan, "--no-gate", "--index", "index.db", cwd=folder)
+    # and a relative path for the run index it writes to; the gate on where a PromQL check cannot hold: exit 1
+    gate = [] if promql else ["--no-gate"]
+    proc = start_loadtest("run", "--out", "smoke", "--plan", plan, *gate, "--index", "index.db", cwd=folder)
     stdout, stderr = proc.communicate(timeout=600)
-    assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    assert proc.returncode == (EXIT_SLO_FAILED if promql else EXIT_PASSED), stdout[-3000:] + stderr[-3000:]
     (folder / "stdout.txt").write_text(stdout)
     return folder / "smoke"
 
@@ -75,6 +78,11 @@ def smoke(bins, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.skipif(not prometheus_set().is_cached(), reason=NO_PROMETHEUS)
 def test_smoke_plan_promql(smoke: Path) -> None:
     check_promql(results.load(smoke), smoke)
+    # the run exited 1 (the fixture checks it) for the check that cannot hold, said with its query
+    stdout = (smoke.parent / "stdout.txt").read_text()
+    assert re.search(r"PromQL check no target at all: \d+ \(needed <= 0\); query: count\(up\)", stdout), stdout
+    assert any(line.startswith("FAIL: ") and "PromQL check no target at all at step" in line
+               for line in stdout.splitlines()), stdout[-2000:]
 
 
 def test_smoke_plan_end_to_end(smoke: Path) -> None:
@@ -191,6 +199,9 @@ def check_promql(run: results.RunResult, out: Path) -> None:
         window = step.promql_window
         assert window is not None and window.targets >= 5, window
         assert 0 <= window.first_scrape_s <= 2.5 and window.range_s - 2.5 <= window.last_scrape_s <= window.range_s
+        # Prometheus is a component of the run: its CPU and memory measured like the others'
+        prometheus = [p for p in step.processes if p.component == "prometheus"]
+        assert len(prometheus) == 1 and prometheus[0].cpu_percent > 0 and prometheus[0].rss_max_bytes, prometheus
     assert failed_checks(run) == [f"PromQL check no target at all at step {s.name}" for s in run.steps]
     junit = (out / "junit.xml").read_text()
     assert 'type="PromQL check"' in junit and "query: count(up)" in junit

@@ -127,3 +127,34 @@ def with_audit(data: dict[str, Any]) -> None:
             "notes": [],
         }
         step["window"] = {"opened_at": "2026-11-30T12:00:00.000+00:00", "closed_at": "2026-11-30T12:01:00.000+00:00"}
+
+
+PROMQL_FIGURE = "POST pods p99 (PromQL)"
+PROMQL_FIGURE_QUERY = ('histogram_quantile(0.99, sum by (le) (increase(apiserver_request_sli_duration_seconds_bucket'
+                       '{verb="POST", resource="pods"}[%v])))')
+PROMQL_CHECK = "no 5xx"
+PROMQL_CHECK_QUERY = 'sum(increase(apiserver_request_total{code=~"5.."}[%v]))'
+
+
+def with_promql(figure_s: float, errors: float) -> Callable[[dict[str, Any]], None]:
+    """An edit giving the plan a Prometheus, a PromQL figure in seconds compared by the latency rule and a check
+    (no 5xx, max 0), and every step their answers as the run records them: the figure `figure_s` × the step's
+    position (1, 2, 3), the check's value `errors`."""
+
+    def edit(data: dict[str, Any]) -> None:
+        data["plan"].update(prometheus={"enabled": True, "scrape_interval_s": 5.0},
+                            figures=[{"name": PROMQL_FIGURE, "query": PROMQL_FIGURE_QUERY, "unit": "s",
+                                      "rule": "latency"}],
+                            checks=[{"name": PROMQL_CHECK, "query": PROMQL_CHECK_QUERY, "max": 0}])
+        for position, step in enumerate(data["steps"], 1):
+            sent = {query: query.replace("%v", "60000ms") for query in (PROMQL_FIGURE_QUERY, PROMQL_CHECK_QUERY)}
+            step["promql"] = [
+                {"name": PROMQL_FIGURE, "kind": "figure", "query": sent[PROMQL_FIGURE_QUERY],
+                 "value": figure_s * position, "series": 1, "error": ""},
+                {"name": PROMQL_CHECK, "kind": "check", "query": sent[PROMQL_CHECK_QUERY], "value": errors,
+                 "series": 1, "error": ""}]
+            step["promql_window"] = {"evaluated_at": "2026-11-30T12:01:00.000+00:00", "range_s": 60.0,
+                                     "interval_s": 5.0, "targets": 6, "first_scrape_s": 2.1, "last_scrape_s": 58.3,
+                                     "waited_s": 0.4}
+
+    return edit

@@ -125,6 +125,16 @@ def test_the_audit_cost_is_quoted_as_its_results_file_says() -> None:
     _quoted("docs/measured.md", f"gives p = {p}, so at", f"The log of a whole 500-node run was {log}.")
 
 
+def test_prometheus_cost_is_quoted_as_its_results_file_says() -> None:
+    text = _results("prometheus_cost.md")
+    steps = re.findall(r"^- ([\d,]+ nodes: Prometheus [\d.]+ % of one core, \d+ MiB RSS at most);", text, re.M)
+    assert len(steps) == 3, steps
+    last = _found(r"1,000 nodes: .*?\(kube-apiserver ([\d.]+ %) and ([\d.]+ %)\)", text, "prometheus_cost.md")
+    _quoted("docs/promql.md", *steps, "Prometheus is off by default",
+            f"kube-apiserver, which serves its scrapes, used {last.group(1)} of a core at 1,000 nodes with it and "
+            f"{last.group(2)} without")
+
+
 def test_the_default_plans_figure_series_are_quoted_as_counted() -> None:
     found = _found(r"searches (\d+) figure series \((\d+) compared figures", _results("figure_series.md"),
                    "figure_series.md")
