@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -39,6 +39,22 @@ from loadtests.config import plan as plan_mod  # noqa: E402
 from loadtests.results import RunResult, StepResult  # noqa: E402
 
 RAW = "harness_cost"
+# The harness's garbage collections, timed from outside its code: the run is started through this wrapper, which
+# records each collection (end time, generation, seconds) with gc.callbacks and writes them as the process exits.
+GC_RECORDER = """
+import atexit, gc, json, runpy, sys, threading, time
+began, found = {}, []
+def timed(phase, info):
+    if phase == "start":
+        began[threading.get_ident()] = time.perf_counter()
+    elif threading.get_ident() in began:
+        found.append((time.time(), info["generation"], time.perf_counter() - began.pop(threading.get_ident())))
+gc.callbacks.append(timed)
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write(json.dumps(found)))
+sys.argv[0] = "loadtest"
+runpy.run_module("loadtests.cli.main", run_name="__main__")
+"""
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 THREAD_LINE = re.compile(r'Thread (\d+) \((\w+)\): "([^"]*)"')
 
@@ -53,6 +69,8 @@ class Measured:
     ticks: list[tuple[float, str, int, int]]
     names: dict[str, str]  # thread id -> its Python name
     profile: str  # py-spy's raw record of the last window ("" without py-spy)
+    # each garbage collection of the harness: (epoch seconds it ended, generation, seconds it took, as wall time)
+    collections: list[tuple[float, int, float]] = field(default_factory=list)
 
 
 def _thread_ticks(pid: int) -> list[tuple[str, int, int]]:
@@ -91,7 +109,9 @@ def _record_last_window(py_spy: str, pid: int, out: Path, duration_s: float, ste
 def run_checkout(label: str, checkout: Path, plan: str, folder: Path, py_spy: str | None) -> Measured:
     """`loadtest run` of the plan from that checkout, its threads read each second while it runs."""
     out = folder / f"{label}-{time.strftime('%H%M%S')}"
-    command = [sys.executable, "-m", "loadtests.cli.main", "run", "--plan", plan, "--no-gate", "--out", str(out)]
+    collected = folder / f"{out.name}-gc.json"
+    command = [sys.executable, "-c", GC_RECORDER, str(collected), "run", "--plan", plan, "--no-gate", "--out",
+               str(out)]
     print(f"$ (cd {checkout}; PYTHONPATH=.) {' '.join(command)}", flush=True)
     proc = subprocess.Popen(command, cwd=checkout, env={**os.environ, "PYTHONPATH": str(checkout)})
     last = plan_mod.load(plan).steps
@@ -109,7 +129,9 @@ def run_checkout(label: str, checkout: Path, plan: str, folder: Path, py_spy: st
     if recorder is not None:
         recorder.wait(timeout=120)
     profile = out / "profile.raw"
-    return Measured(label, results.load(out), ticks, names, profile.read_text() if profile.exists() else "")
+    gc_found = [tuple(c) for c in json.loads(collected.read_text())] if collected.exists() else []
+    return Measured(label, results.load(out), ticks, names, profile.read_text() if profile.exists() else "",
+                    gc_found)
 
 
 def _epoch(stamp: str) -> float:
@@ -134,6 +156,21 @@ def _thread_counts(run: Measured, step: StepResult, column: int) -> tuple[collec
     for tid, points in series.items():
         found[run.names.get(tid, f"thread {tid}")] += at(points, closed) - at(points, opened)
     return found, closed - opened
+
+
+def window_collections(run: Measured, step: StepResult) -> str:
+    """The harness's garbage collections inside the step's window: how many, their time (% of one core, as wall
+    time: a collection holds the GIL) and the longest, which stalled every thread of the harness that long."""
+    if not step.window or not run.collections:
+        return "not measured"
+    opened, closed = _epoch(step.window["opened_at"]), _epoch(step.window["closed_at"])
+    inside = [(generation, took) for ended, generation, took in run.collections if opened <= ended <= closed]
+    if not inside:
+        return "none"
+    full = sum(1 for generation, _ in inside if generation == 2)
+    total = sum(took for _, took in inside)
+    return (f"{len(inside)} ({full} full), {100 * total / (closed - opened):.2f} %, "
+            f"longest {1000 * max(took for _, took in inside):.0f} ms")
 
 
 def thread_cpu(run: Measured, step: StepResult) -> dict[str, float]:
@@ -164,7 +201,8 @@ def rows(runs: list[Measured]) -> list[str]:
             top = "; ".join(f"{name} {share:.2f}" + (f" ({wakeups[name]:.0f}/s)" if name in wakeups else "")
                             for name, share in list(threads.items())[:6])
             lines.append(f"| {run.label} | {step.nodes:,} | {_pct(_cpu(step, 'harness'))} | "
-                         f"{sum(threads.values()):.1f} % | {top} | {_pct(_cpu(step, 'loadgen'))} | "
+                         f"{sum(threads.values()):.1f} % | {top} | {window_collections(run, step)} | "
+                         f"{_pct(_cpu(step, 'loadgen'))} | "
                          f"{_pct(_cpu(step, 'kube-apiserver'))} | {_pct(step.machine_cpu_percent)} of "
                          f"{100 * (os.cpu_count() or 1)} % |")
     return lines
@@ -205,7 +243,7 @@ def keep(runs: list[Measured], command: str, raw: str = RAW) -> None:
     for index, run in enumerate(runs, 1):
         keep_raw(f"{raw}/run-{index}.json.gz", {"label": run.label, "results": results.to_dict(run.results),
                                                  "ticks": run.ticks, "names": run.names, "profile": run.profile,
-                                                 "command": command})
+                                                 "collections": run.collections, "command": command})
 
 
 def read_raw(raw: str = RAW) -> tuple[list[Measured], str]:
@@ -215,7 +253,8 @@ def read_raw(raw: str = RAW) -> tuple[list[Measured], str]:
         data = json.loads(gzip.decompress(path.read_bytes()))
         command = data.get("command", command)
         found.append(Measured(data["label"], results.from_dict(data["results"]),
-                              [tuple(t) for t in data["ticks"]], data["names"], data["profile"]))
+                              [tuple(t) for t in data["ticks"]], data["names"], data["profile"],
+                              [tuple(c) for c in data.get("collections", [])]))
     if not found:
         raise SystemExit(f"{RAW_DIR / raw}: no kept runs; run the benchmark without --from-raw first")
     return found, command
@@ -248,12 +287,14 @@ def main() -> int:
     lines = results_head("The harness's own CPU, per step and per thread",
                          f"plan {args.plan}; CPU in % of one core over each step's measured window",
                          command, ["checkout", "nodes", "harness (results)", "harness (threads)",
-                                   "threads (top 6, % of one core, wakeups a second)", "load generator",
+                                   "threads (top 6, % of one core, wakeups a second)",
+                                   "garbage collections in the window", "load generator",
                                    "kube-apiserver", "machine"])
     lines += rows(runs) + ["", *last_step_line(runs), ""]
     for run in runs:
         lines += profile_summary(run, window_s)
-    lines.append(f"Raw runs (results.json, thread counters and names, profiles): benchmarks/results/raw/{args.raw}/. "
+    lines.append(f"Raw runs (results.json, thread counters and names, profiles, garbage collections): "
+                 f"benchmarks/results/raw/{args.raw}/. "
                  "The machine's column covers every process of the machine: other work ran beside some windows.")
     write_results(args.out, lines)
     return 0
