@@ -9,7 +9,7 @@ from loadtests.capture.profile import Profile
 from loadtests.capture.replay import plan_data, plan_of
 from loadtests.capture.replay_traffic import topped_up
 from loadtests.config import sizing
-from loadtests.config.scenarios import demands, requests_users
+from loadtests.config.scenarios import demands, requests_user, requests_users
 from tests.unit.test_replay_plan import profile
 
 WINDOW_S = 100.0
@@ -104,12 +104,15 @@ def test_what_is_not_replayed_is_listed_with_its_share_and_the_rest_is_the_repla
     assert {n.what for n in plan.replay.not_replayed if hasattr(n, "what")} == set(left)
 
 
-def test_node_rows_go_to_node_users_and_a_users_rate_is_bounded() -> None:
+def test_each_class_goes_to_users_of_its_identity_and_a_users_rate_is_bounded() -> None:
     params = plan_data(with_traffic(), 100, source="prod.yaml")["load"]["scenarios"]["requests"]
     users = requests_users(params)
-    other = sum(r["rate"] for r in params["rows"] if r["client_class"] != "node")
     assert users["ReplayNodeRequests"] == 2  # 40 node LISTs per 100 s × 100 = 40/s, at most 20/s a user
-    assert users["ReplayRequests"] * 20 >= other > (users["ReplayRequests"] - 1) * 20
+    for name in ("ReplayRequests", "ReplayServiceAccountRequests"):
+        rate = sum(r["rate"] for r in params["rows"] if requests_user(r) == name)
+        assert users[name] * 20 >= rate > (users[name] - 1) * 20, name
+    assert {requests_user(r) for r in params["rows"] if r["client_class"] == "serviceaccount"} == {
+        "ReplayServiceAccountRequests"}
     demand = demands({"requests": params}, 10)["requests"]
     assert demand.asked == pytest.approx(sum(r["rate"] for r in params["rows"]))
 
