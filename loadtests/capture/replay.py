@@ -43,6 +43,10 @@ from loadtests.errors import PlanError
 
 DEFAULT_DURATION_S = 60.0
 DEFAULT_WARMUP_S = 10.0
+# kube-controller-manager finds a new custom resource by polling discovery (its garbage collector and quota
+# controller, every 30 s) and only then watches it: a replay that installs CRDs warms up at least this long, so its
+# window sees the control plane's watches of them as the original's did
+CRD_WARMUP_S = 35.0
 MAX_PODS_PER_NODE = 110  # the plan's own limit (the kubelet's default)
 PAD_KEY = "k8s-loadtest/pad"
 MANAGER = "k8s-loadtest"  # the field manager of the harness's creates (its user agent's product)
@@ -96,8 +100,9 @@ def plan_data(profile: Profile, scale: float, *, source: str, duration_s: float 
     nodes = _nodes(profile, scale)
     pods = profile.kind("Pod")
     pods_per_node = min(MAX_PODS_PER_NODE, round((pods.count if pods else 0) * scale / nodes))
-    step = {"nodes": nodes, "pods_per_node": pods_per_node, "warmup_s": warmup_s, "duration_s": duration_s,
-            "name": f"replay x{scale:g}"}
+    crds = any(kind.crd is not None for kind in profile.kinds)
+    step = {"nodes": nodes, "pods_per_node": pods_per_node, "duration_s": duration_s, "name": f"replay x{scale:g}",
+            "warmup_s": max(warmup_s, CRD_WARMUP_S) if crds else warmup_s}
     data: dict[str, Any] = {"name": _name(source), "steps": [step], "load": {"scenarios": {}}}
     shapes = _shapes(profile, nodes)
     if shapes:
@@ -385,6 +390,7 @@ def load_plan(path: str | Path, *, duration_s: float | None = None) -> Plan:
     compiled = plan_data(load(profile_path), scale, source=str(profile_path),
                          duration_s=duration_s or workload.get("duration_s", DEFAULT_DURATION_S),
                          warmup_s=workload.get("warmup_s", DEFAULT_WARMUP_S))
+    compiled["replay"]["profile"] = str(workload["profile"])  # as the plan names it: beside it, or absolute
     theirs = ((data.pop("load", None) or {}).get("scenarios") or {})
     if "objects" in theirs and "objects" in compiled["load"]["scenarios"]:
         raise PlanError(f"{found}: load.scenarios.objects: the workload's objects are that scenario; drop it")

@@ -26,6 +26,7 @@ from loadtests.config.scenarios import user_plan
 from loadtests.config.templates import ObjectTemplate
 from loadtests.errors import LoadTestError, PlanError
 from loadtests.results.distribution import Distribution
+from loadtests.run import fidelity
 
 
 def figures() -> CaptureFigures:
@@ -204,6 +205,12 @@ def test_a_plan_names_a_profile_relative_to_itself(tmp_path: Path) -> None:
     with pytest.raises(LoadTestError, match="a profile of no schema line"):
         load_plan(tmp_path / "other.yaml")
     assert Counter(load_plan(tmp_path / "replay.yaml").to_dict()) == Counter(plan.to_dict())
+    # a profile elsewhere, named by its absolute path: the replay's fidelity finds it there
+    (tmp_path / "profiles").mkdir()
+    profile().write(tmp_path / "profiles" / "prod.yaml")
+    (tmp_path / "away.yaml").write_text(yaml.safe_dump({"workload": {"profile": str(tmp_path / "profiles" /
+                                                                                  "prod.yaml")}}))
+    assert fidelity.profile_path(load_plan(tmp_path / "away.yaml")) == tmp_path / "profiles" / "prod.yaml"
 
 
 def test_top_up_is_true_or_false() -> None:
