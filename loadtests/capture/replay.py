@@ -33,7 +33,7 @@ import yaml
 from loadtests.capture.bootstrap import NAMESPACE_DEFAULTS, RBAC
 from loadtests.capture.compare import PADDED_KINDS, judged_count
 from loadtests.capture.profile import KindProfile, Profile, Quantiles, load
-from loadtests.capture.replay_traffic import compile_traffic
+from loadtests.capture.replay_traffic import compile_traffic, installed_watches
 from loadtests.capture.scale import check_scale, scaled_count
 from loadtests.config import plan as plan_mod
 from loadtests.config.plan import Plan
@@ -43,10 +43,6 @@ from loadtests.errors import PlanError
 
 DEFAULT_DURATION_S = 60.0
 DEFAULT_WARMUP_S = 10.0
-# kube-controller-manager finds a new custom resource by polling discovery (its garbage collector and quota
-# controller, every 30 s) and only then watches it: a replay that installs CRDs warms up at least this long, so its
-# window sees the control plane's watches of them as the original's did
-CRD_WARMUP_S = 35.0
 MAX_PODS_PER_NODE = 110  # the plan's own limit (the kubelet's default)
 PAD_KEY = "k8s-loadtest/pad"
 MANAGER = "k8s-loadtest"  # the field manager of the harness's creates (its user agent's product)
@@ -100,9 +96,8 @@ def plan_data(profile: Profile, scale: float, *, source: str, duration_s: float 
     nodes = _nodes(profile, scale)
     pods = profile.kind("Pod")
     pods_per_node = min(MAX_PODS_PER_NODE, round((pods.count if pods else 0) * scale / nodes))
-    crds = any(kind.crd is not None for kind in profile.kinds)
-    step = {"nodes": nodes, "pods_per_node": pods_per_node, "duration_s": duration_s, "name": f"replay x{scale:g}",
-            "warmup_s": max(warmup_s, CRD_WARMUP_S) if crds else warmup_s}
+    step = {"nodes": nodes, "pods_per_node": pods_per_node, "warmup_s": warmup_s, "duration_s": duration_s,
+            "name": f"replay x{scale:g}"}
     data: dict[str, Any] = {"name": _name(source), "steps": [step], "load": {"scenarios": {}}}
     shapes = _shapes(profile, nodes)
     if shapes:
@@ -120,6 +115,8 @@ def plan_data(profile: Profile, scale: float, *, source: str, duration_s: float 
     if "requests" in traffic.summary:
         data["replay"]["requests"] = traffic.summary["requests"]
         data["replay"]["replayed_share"] = traffic.summary["replayed_share"]
+    if held := installed_watches(profile):  # the run waits for its control plane to watch what it installs
+        data["replay"]["control_plane_watches"] = held
     return data
 
 

@@ -262,3 +262,25 @@ def topped_up(scenarios: Mapping[str, Any],
         if row["count"] > 0:
             rows.append(row)
     return {**scenarios, "requests": {**requests, "watches": rows}}
+
+
+def installed_watches(profile: Profile) -> list[dict[str, Any]]:
+    """Per custom resource the replay installs, the watches the original's control plane held on it as its capture
+    ended ({group, resource, open}; none where it held none): the replaying cluster's components open theirs once
+    they find the new resource in discovery (kube-controller-manager's garbage collector and quota controller poll
+    it every 30 s), and the run waits for them before its window (config/workload.HeldWatches). From /metrics,
+    which does not say whose a watch is, one: the control plane's first watch of it says it found the resource."""
+    traffic = profile.traffic if isinstance(profile.traffic, dict) else {}
+    rows = _list(traffic.get("watches"))
+    classes = isinstance(traffic.get("client_classes"), list)
+    found = []
+    for kind in profile.kinds:
+        if kind.crd is None:
+            continue
+        held = [w for w in rows if (str(w.get("group") or ""), str(w.get("resource") or "")) == (kind.group,
+                                                                                               kind.resource)]
+        counts = [int(w["open_at_end"]) for w in held if isinstance(w.get("open_at_end"), int | float) and (
+            not classes or runs_once(w.get("client_class"), w.get("product")))]
+        if (count := sum(counts) if classes else min(1, sum(counts))) > 0:
+            found.append({"group": kind.group, "resource": kind.resource, "open": count})
+    return found

@@ -331,6 +331,7 @@ class Runner:
                               saturation={"condition": saturated.condition, "evidence": saturated.detail})
         result = StepResult(index=index, name=step.name, nodes=step.nodes, pods_per_node=step.pods_per_node,
                             started_at=results.utc_now(), duration_s=step.duration_s, ramp=ctx.ramp)
+        result.notes.extend(ctx.notes)
         shared.info.pids = self.target.info().pids  # components restarted since up() have new pids
         self._window(walk, ctx, result)
         saturation.apply(result, saturation.while_measured(result, os.cpu_count()))

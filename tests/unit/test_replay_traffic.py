@@ -159,3 +159,24 @@ def test_watches_from_metrics_are_topped_up_by_those_the_replaying_cluster_holds
     assert asked == [1] and scenarios["requests"]["watches"][0]["count"] == 18  # the plan's own left as it was
     plain = plan_data(with_traffic(), 2, source="prod.yaml")["load"]["scenarios"]
     assert topped_up(plain, open_now) == plain and asked == [1]  # no row to top up: the gauge not read
+
+
+def test_the_run_waits_for_the_control_planes_watches_on_what_it_installs() -> None:
+    found = with_traffic()
+    assert found.traffic is not None
+    found.traffic["client_classes"] = []  # an audit log's: whose each watch is, known
+    found.traffic["watches"] += [
+        {"group": "example.com", "resource": "widgets", "client_class": "controller",
+         "product": "kube-controller-manager", "open_at_end": 2},
+        {"group": "example.com", "resource": "widgets", "client_class": "serviceaccount", "product": "op",
+         "open_at_end": 4}]  # an operator's: not the control plane's, not waited for
+    data = plan_data(found, 2, source="prod.yaml")
+    assert data["replay"]["control_plane_watches"] == [{"group": "example.com", "resource": "widgets", "open": 2}]
+    settings = plan_of(found, 2, source="prod.yaml").replay
+    assert settings is not None and [(w.resource, w.open) for w in settings.control_plane_watches] == [("widgets", 2)]
+    # from /metrics, whose a watch is unknown: the control plane's first watch says it found the resource
+    del found.traffic["client_classes"]
+    assert plan_data(found, 2, source="prod.yaml")["replay"]["control_plane_watches"] == [
+        {"group": "example.com", "resource": "widgets", "open": 1}]
+    # no watch of an installed resource in the original: nothing to wait for, and the section says nothing of it
+    assert "control_plane_watches" not in plan_data(with_traffic(), 2, source="prod.yaml")["replay"]
