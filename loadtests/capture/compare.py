@@ -265,11 +265,22 @@ def _sizes(kind: KindProfile, replay: KindProfile | None) -> tuple[Judged | None
         note = "" if made is None else (f"sizes of the objects a replay makes: {made.count:,} of the original's "
                                         f"{kind.count:,} (without an owner, made by neither the control plane nor "
                                         f"the load tester)")
-        return judged[0], judged[1], note
+        return judged[0], judged[1], "; ".join(n for n in (note, labels_note(replay)) if n)
     found = replay.size_bytes if replay is not None and replay.count else None
     judged = [not_judged(within(getattr(kind.size_bytes, q), getattr(found, q) if found else None, SIZE_WITHIN))
               for q in ("p50", "p99")]
     return judged[0], judged[1], SIZES_ALL_OTHERS if padded else SIZES_NOT_MADE
+
+
+def labels_note(replay: KindProfile | None) -> str:
+    """What the load tester's labels add to the replay's objects, left out of the sizes compared (the original's
+    objects do not carry them), said with its bytes; "" where none carries them."""
+    added = replay.harness_label_bytes if replay is not None else None
+    if added is None or not added.count:
+        return ""
+    return (f"{added.count:,} of the replay's objects are sized without the load tester's labels (its run, scenario, "
+            f"template and managed-by), which add {added.p50:,} bytes to each at p50 ({added.max:,} at most), their "
+            "managedFields entries included; the original's objects do not carry them")
 
 
 def _kind(kind: KindProfile, replay: Profile, scale: float) -> KindFidelity:

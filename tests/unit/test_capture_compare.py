@@ -387,3 +387,16 @@ def test_sizes_are_judged_where_a_replay_makes_the_objects_and_over_those_only()
     # a profile captured before made_size_bytes: every object's sizes, judged as they were
     old = compare(profile(kind("ConfigMap", 36, p50=500, p99=1700)), profile(kind("ConfigMap", 72, 800, 1700)), 2)
     assert only_kind(old, "ConfigMap").size_p50.verdict == MISSED and not only_kind(old, "ConfigMap").size_note
+
+
+def test_the_bytes_the_harnesss_labels_add_are_said_beside_the_sizes() -> None:
+    """The replay's objects are sized without the load tester's labels, as the original's they stand for; the
+    comparison says what those labels add, so the sizes met are not taken for the objects' whole."""
+    made = Quantiles(8, 470, 16800, 16800, 16800)
+    original = profile(kind("ConfigMap", 8, p50=470, p99=16800, made_size_bytes=made))
+    replay = profile(kind("ConfigMap", 8, p50=740, p99=17070, made_size_bytes=made,
+                          harness_label_bytes=Quantiles(8, 270, 272, 272, 272)))
+    configmaps = only_kind(compare(original, replay, 1), "ConfigMap")
+    assert configmaps.size_p50.verdict == MET
+    assert "add 270 bytes to each at p50 (272 at most)" in configmaps.size_note
+    assert "labels" not in only_kind(compare(original, original, 1), "ConfigMap").size_note
