@@ -4,7 +4,8 @@
 - a local control plane whose apiserver writes an audit log (who sent which request) from its first request;
 - fake nodes (kwok's), and namespaces of the cluster's own (plain ones: the harness's label would make a capture
   count them as the load tester's) holding ConfigMaps, Secrets and a custom resource (Widgets, its CRD installed
-  first), their data of a few sizes in turn;
+  first and watched by the controller-manager before the traffic, as a cluster's long-installed CRD is), their
+  data of a few sizes in turn, most small;
 - a steady traffic of several client identities, each a certificate signed by the cluster's own CA: a node
   (`system:node:<one of the fake nodes>`) listing its pods as a kubelet does, a service account listing its
   namespace's ConfigMaps, a user reading ConfigMaps and Widgets one by one. The service account and the user are
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtests.binaries import cache as binaries
+from loadtests.capture.traffic import LONGRUNNING, open_by_resource
 from loadtests.controlplane.audit import AuditLog
 from loadtests.controlplane.local import LocalControlPlane, LocalOptions
 from loadtests.controlplane.pki import Authority
@@ -31,10 +33,13 @@ from loadtests.controlplane.processes import wait_for
 from loadtests.kube import objects
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.rest import RestClient
+from loadtests.measure.prometheus import scrape_apiserver
+from loadtests.polling import poll_until
 from loadtests.run.fleet import FLEET_USER_AGENT, Fleet
 
 GROUP = "production.example.com"
 CRD_NAME = f"widgets.{GROUP}"
+WATCHED_TIMEOUT_S = 90.0  # two of kube-controller-manager's discovery polls, and its start
 USER_AGENT = "production-traffic"  # the product the traffic's requests name (none of the harness's own)
 NODE, SERVICE_ACCOUNT, USER = "node", "serviceaccount", "user"
 
@@ -138,7 +143,8 @@ def body(kind: str, name: str, size: int) -> dict[str, Any]:
 
 
 def fill(cluster: Production) -> None:
-    """The Widgets' CRD, the namespaces and their objects, sizes in turn; counted in `cluster.made`."""
+    """The Widgets' CRD, the namespaces and their objects, sizes in turn (counted in `cluster.made`); then until
+    the control plane watches the Widgets."""
     client, shape = cluster.admin, cluster.shape
     client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd())
     wait_for(lambda: bool(client.request("GET", f"/apis/{GROUP}/v1/widgets", ok=(404,))), 60, "Widgets served")
@@ -154,6 +160,14 @@ def fill(cluster: Production) -> None:
                 client.create(path.format(ns=ns), body(kind, f"{kind.lower()}-{i}", size))
                 cluster.made[kind] = cluster.made.get(kind, 0) + 1
                 cluster.data_bytes += size
+    # a production cluster has had its CRD for long: its controller-manager watches the Widgets (it finds a new
+    # resource by polling discovery every 30 s), as a replay's is waited for until it does
+    def watched() -> bool:
+        page = scrape_apiserver(client.access, families={LONGRUNNING})
+        return open_by_resource(page).get((GROUP, "widgets"), 0) > 0
+
+    if not poll_until(watched, WATCHED_TIMEOUT_S, interval_s=1.0):
+        raise TimeoutError(f"kube-controller-manager did not watch the Widgets within {WATCHED_TIMEOUT_S:.0f} s")
 
 
 def identities(cluster: Production) -> dict[str, ClusterAccess]:

@@ -84,6 +84,8 @@ def test_a_production_cluster_replays_within_every_target(profile: Path, scale: 
     # original's they stand for, what those labels add said beside
     assert kinds["ConfigMap"]["size_p50"]["original"] < 700, kinds["ConfigMap"]
     assert "load tester's labels" in kinds["ConfigMap"]["size_note"], kinds["ConfigMap"]
+    # the control plane's watch of the custom resource, which the replay waits for once it installed the CRD
+    assert [w["open"]["verdict"] for w in compared["watches"] if w["resource"] == "widgets"] == [MET]
     # the traffic's every identity is a class judged (at least 1/s) and met, as the client class it was
     judged = {c["client_class"] for c in compared["classes"] if c["per_second"]["verdict"] == MET}
     assert {NODE, SERVICE_ACCOUNT, USER} <= judged, compared["classes"]
