@@ -1,7 +1,8 @@
 """A "production" cluster built on its own terms, the original that a replay's fidelity is measured against
 (benchmarks/replay_fidelity.py and tests/integration/test_replay_end_to_end.py build it alike):
 
-- a local control plane whose apiserver writes an audit log (who sent which request) from its first request;
+- a local control plane whose apiserver writes an audit log (who sent which request) from its first request, its
+  fake nodes' agent (kwok) sending as the nodes, as a replaying cluster's does;
 - fake nodes (kwok's), and namespaces of the cluster's own (plain ones: the harness's label would make a capture
   count them as the load tester's) holding ConfigMaps, Secrets and a custom resource (Widgets, its CRD installed
   first and watched by the controller-manager before the traffic, as a cluster's long-installed CRD is), their
@@ -105,8 +106,11 @@ def production_cluster(bins: binaries.Binaries, directory: Path, name: str,
     its processes by pid, whatever happens."""
     (directory / "audit").mkdir(parents=True, exist_ok=True)
     audit = AuditLog(directory / "audit")
+    # its fake nodes' heartbeats sent as nodes (kwok in system:nodes), as a cluster's kubelets send theirs and as
+    # a replaying cluster's fleet sends them (a plan's target identities: production); as an admin they were a
+    # class of their own, the user's, that no replay sends
     plane = LocalControlPlane(LocalOptions(name=name, directory=directory / "cluster", audit=audit,
-                                           etcd_storage="memory"), bins)
+                                           etcd_storage="memory", identities="production"), bins)
     plane.up(log=lambda _line: None)
     try:
         admin = RestClient(plane.access(), user_agent=FLEET_USER_AGENT)

@@ -180,3 +180,22 @@ def test_the_run_waits_for_the_control_planes_watches_on_what_it_installs() -> N
         {"group": "example.com", "resource": "widgets", "open": 1}]
     # no watch of an installed resource in the original: nothing to wait for, and the section says nothing of it
     assert "control_plane_watches" not in plan_data(with_traffic(), 2, source="prod.yaml")["replay"]
+
+
+def test_a_fake_fleets_controller_sending_as_the_nodes_is_the_fleet_not_node_agents() -> None:
+    """A cluster of fake nodes captured (kwok in system:nodes): kwok's watches and requests are the replaying
+    fleet's own, held once by its kwok, neither node agents for every node nor rows of the load."""
+    found = profile()
+    found.traffic = {"source": "audit", "window": {"seconds": WINDOW_S}, "requests": 230, "client_classes": [],
+                     "rates": [rate("update", "leases", "node", 200, group="coordination.k8s.io", product="kwok"),
+                               rate("list", "nodes", "node", 10, scope="cluster", product="kwok"),
+                               rate("watch", "pods", "node", 20, scope="cluster", product="kwok")],
+                     "watches": [{"group": "", "resource": "pods", "client_class": "node", "product": "kwok",
+                                  "mean_open": 1.0, "open_at_end": 1}]}
+    scenarios = plan_data(found, 2, source="prod.yaml")["load"]["scenarios"]
+    assert "node_agents" not in scenarios and "requests" not in scenarios
+    assert plan_of(found, 2, source="prod.yaml").replay.replayed_share == 1.0  # type: ignore[union-attr]
+    # a kubelet's watch, as the nodes: their agents
+    found.traffic["watches"].append({"group": "", "resource": "pods", "client_class": "node", "product": "kubelet",
+                                     "mean_open": 3.0, "open_at_end": 3})
+    assert "node_agents" in plan_data(found, 2, source="prod.yaml")["load"]["scenarios"]
