@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -238,7 +238,7 @@ class ObjectsPart(_Part):
             control_plane_watching(ctx, replay.control_plane_watches)
 
 
-def control_plane_watching(ctx: StepContext, wanted: Iterable[HeldWatches],
+def control_plane_watching(ctx: StepContext, wanted: Sequence[HeldWatches],
                            timeout_s: float = CONTROL_PLANE_WATCH_TIMEOUT_S) -> None:
     """Wait until the apiserver shows, on each resource a replay installed, the watches the original's control
     plane held on it (its components open theirs once discovery shows them the new resource); when they do not
