@@ -1,14 +1,15 @@
 """How faithful a replay is, end to end: a cluster captured, then replayed at each scale k and judged by the replay's
 own `replay_fidelity` section (run/fidelity.py; the comparison is docs/profile.md's).
 
-Brings up a source cluster as a user does (`loadtest up --name src --nodes N`, under a clusters folder of its own),
-fills it with ConfigMaps and Secrets of a few sizes (SIZES) in a few namespaces (NAMESPACES; plain ones, not the
-harness's), and captures it (`loadtest capture --name src --window W --out profile.yaml`) while a small client loop
-sends GETs and LISTs of those ConfigMaps at a steady rate, so that request classes exist in the profile; then stops
-it (`loadtest down --name src`) and replays the profile at each k (`loadtest run --profile profile.yaml --scale K
---duration D --no-gate --out run-K`, which brings up and stops its own cluster).
+The source is the "production" cluster benchmarks/production.py builds (as the suite's end-to-end replay test
+does): a local control plane writing an audit log, its fake nodes, ConfigMaps, Secrets and a custom resource of a
+few sizes in namespaces of its own, and a steady traffic of a node, a service account and a user for --traffic
+seconds; it is captured as a user captures a cluster (`loadtest capture --kubeconfig K --context loadtest
+--allow-context loadtest --audit-log FILE --out profile.yaml`), stopped, and the profile replayed at each k
+(`loadtest run --profile profile.yaml --scale K --duration D --no-gate --out run-K`, which brings up and stops its
+own cluster).
 
-    .venv/bin/python benchmarks/replay_fidelity.py [--nodes 20] [--scale 1 2] [--duration 20] [--window 10]
+    .venv/bin/python benchmarks/replay_fidelity.py [--nodes 20] [--scale 1 2] [--duration 20] [--traffic 30]
 
 Writes benchmarks/results/replay_fidelity.md (per k: the tally of verdicts per section, and every row missed, not
 judged or not measured) and, gzip-compressed, the profile and each replay's results.json in
@@ -18,18 +19,14 @@ benchmarks/results/raw/replay_fidelity/.
 from __future__ import annotations
 
 import argparse
-import base64
-import itertools
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,45 +35,33 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.markdown import keep_raw, results_head, write_results  # noqa: E402
+from benchmarks.production import STREAMS, Sent, Shape, capture_args, production_cluster, send_traffic  # noqa: E402
+from loadtests.binaries import cache as binaries  # noqa: E402
 from loadtests.capture.compare import MET, MISSED, NOT_JUDGED, NOT_MEASURED  # noqa: E402
-from loadtests.controlplane.local import LocalControlPlane, LocalOptions  # noqa: E402
-from loadtests.kube.rest import RestClient  # noqa: E402
+from loadtests.config.versions import DEFAULT_KUBE_VERSION  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "replay_fidelity.md"
 RAW = "replay_fidelity"  # under benchmarks/results/raw/
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = "src"  # the source cluster's name
 NAMESPACES = ("team-a", "team-b", "team-c")
-SIZES = (256, 2048, 16384)  # bytes of data per object, in turn
 CONFIGMAPS = 15  # per namespace
-SECRETS = 6  # per namespace
-GET_PER_S = 5.0  # the client loop's GETs of one ConfigMap each, in turn
-LIST_PER_S = 2.0  # and its LISTs of one namespace's ConfigMaps, in turn
-TRAFFIC_AGENT = "replay-fidelity-bench"
+SECRETS = 6
+WIDGETS = 6
 SECTIONS = ("counts", "sizes", "rates", "watches", "replayable share")
 VERDICT_ORDER = (MET, MISSED, NOT_JUDGED, NOT_MEASURED)
 
 
 @dataclass
-class Traffic:
-    """What the client loop sent while the capture's window was open."""
-
-    gets: int = 0
-    lists: int = 0
-    errors: int = 0
-    seconds: float = 0.0
-
-
-@dataclass
 class Source:
-    """The source cluster: what it was filled with, what the capture cost, the traffic meanwhile."""
+    """The source cluster: what it was filled with, what the capture cost, the traffic sent before it."""
 
-    nodes: int
+    shape: Shape
     made: dict[str, int]
     data_bytes: int
     capture_wall_s: float
     capture: dict[str, Any]
-    traffic: Traffic = field(default_factory=Traffic)
+    sent: Sent
 
 
 @dataclass
@@ -100,83 +85,16 @@ def loadtest(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]
     return done
 
 
-@contextmanager
-def source_cluster(nodes: int) -> Iterator[RestClient]:
-    """`loadtest up --name src --nodes N`, stopped by `loadtest down` whatever happens."""
-    try:
-        loadtest("up", "--name", SOURCE, "--nodes", str(nodes))
-        client = RestClient(LocalControlPlane(LocalOptions(name=SOURCE)).access(), user_agent=TRAFFIC_AGENT)
-        try:
-            yield client
-        finally:
-            client.close()
-    finally:
-        loadtest("down", "--name", SOURCE, check=False)
-
-
-def body(kind: str, name: str, size: int) -> dict[str, Any]:
-    text = base64.b64encode(os.urandom(size))[:size].decode()
-    if kind == "ConfigMap":
-        return {"apiVersion": "v1", "kind": kind, "metadata": {"name": name}, "data": {"blob": text}}
-    return {"apiVersion": "v1", "kind": kind, "metadata": {"name": name}, "type": "Opaque",
-            "data": {"blob": base64.b64encode(text.encode()).decode()}}
-
-
-def fill(client: RestClient) -> tuple[dict[str, int], int]:
-    """The namespaces (plain: the harness's label would make the capture count them as its own) and their
-    ConfigMaps and Secrets, sizes in turn; the objects made per kind and their data's bytes."""
-    made, data = {"ConfigMap": 0, "Secret": 0}, 0
-    sizes = itertools.cycle(SIZES)
-    for ns in NAMESPACES:
-        client.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        for kind, count, plural in (("ConfigMap", CONFIGMAPS, "configmaps"), ("Secret", SECRETS, "secrets")):
-            for i in range(count):
-                size = next(sizes)
-                client.create(f"/api/v1/namespaces/{ns}/{plural}", body(kind, f"{kind.lower()}-{i}", size))
-                made[kind] += 1
-                data += size
-    return made, data
-
-
-def steady_traffic(client: RestClient, stop: threading.Event, sent: Traffic) -> None:
-    """GETs and LISTs of the ConfigMaps, each paced to its own steady rate until `stop` (the next one due is
-    waited for on the event, so the loop ends as soon as it is set)."""
-    started = time.monotonic()
-    due = {"get": started, "list": started}
-    period = {"get": 1 / GET_PER_S, "list": 1 / LIST_PER_S}
-    while not stop.is_set():
-        which = min(due, key=due.__getitem__)
-        if stop.wait(max(0.0, due[which] - time.monotonic())):
-            break
-        try:
-            if which == "get":
-                ns = NAMESPACES[sent.gets % len(NAMESPACES)]
-                client.request("GET", f"/api/v1/namespaces/{ns}/configmaps/configmap-{sent.gets % CONFIGMAPS}")
-                sent.gets += 1
-            else:
-                client.request("GET", f"/api/v1/namespaces/{NAMESPACES[sent.lists % len(NAMESPACES)]}/configmaps")
-                sent.lists += 1
-        except Exception:  # noqa: BLE001 - counted and said in the results; the capture goes on
-            sent.errors += 1
-        due[which] += period[which]
-    sent.seconds = time.monotonic() - started
-
-
-def capture_source(nodes: int, window: float, profile: Path) -> Source:
-    with source_cluster(nodes) as client:
-        made, data = fill(client)
-        sent, stop = Traffic(), threading.Event()
-        loop = threading.Thread(target=steady_traffic, args=(client, stop, sent), daemon=True)
-        loop.start()
-        try:
-            started = time.monotonic()
-            loadtest("capture", "--name", SOURCE, "--window", f"{window:g}", "--out", str(profile))
-            wall = time.monotonic() - started
-        finally:
-            stop.set()
-            loop.join()
+def capture_source(shape: Shape, traffic_s: float, profile: Path, scratch: Path) -> Source:
+    """The production cluster built, its traffic sent, then captured from its audit log; stopped afterwards."""
+    with production_cluster(binaries.find(DEFAULT_KUBE_VERSION), scratch, SOURCE, shape) as cluster:
+        sent = send_traffic(cluster, traffic_s)
+        started = time.monotonic()
+        loadtest(*capture_args(cluster, profile))
+        wall = time.monotonic() - started
+        made, data = dict(cluster.made), cluster.data_bytes
     captured = yaml.safe_load(profile.read_text())
-    return Source(nodes, made, data, wall, captured.get("capture") or {}, sent)
+    return Source(shape, made, data, wall, captured.get("capture") or {}, sent)
 
 
 def replay(profile: Path, scale: float, duration: float, out: Path) -> Replay:
@@ -244,15 +162,17 @@ def shortfall_lines(k: float, compared: dict[str, Any], notes: dict[str, int]) -
     return lines
 
 
-def report(source: Source, replays: list[Replay], command: str, duration: float, window: float) -> list[str]:
+def report(source: Source, replays: list[Replay], command: str, duration: float, traffic: float) -> list[str]:
+    shape, sent = source.shape, source.sent
+    streams = ", ".join(f"{s.per_s:g}/s {s.what} as a {s.identity}" for s in STREAMS)
     lines = results_head(
         "How faithful a replay is, end to end",
-        f"a source cluster (`loadtest up --nodes {source.nodes}`) holding "
-        f"{', '.join(f'{n} {kind}s' for kind, n in source.made.items())} of {'/'.join(map(str, SIZES))} B of data "
-        f"in turn in {len(NAMESPACES)} namespaces, captured with a {window:g} s window while a client loop sent "
-        f"{GET_PER_S:g} GETs/s and {LIST_PER_S:g} LISTs/s of those ConfigMaps, then replayed for {duration:g} s at "
-        f"each k; each step's `replay_fidelity` tallied per section (rows judged: counts per kind, size p50/p99, "
-        "request rates per class, watches per resource, the replayable share)",
+        f"the production cluster of benchmarks/production.py ({shape.nodes} fake nodes; "
+        f"{', '.join(f'{n} {kind}s' for kind, n in source.made.items())} of {'/'.join(map(str, shape.sizes))} B "
+        f"of data in turn in {len(shape.namespaces)} namespaces) sending {streams} for {traffic:g} s, captured "
+        f"from its audit log, then replayed for {duration:g} s at each k; each step's `replay_fidelity` tallied "
+        "per section (rows judged: counts per kind, size p50/p99, request rates per class, watches per resource, "
+        "the replayable share)",
         command, ["k", "section", *VERDICT_ORDER])
     shortfalls: list[str] = []
     notes: list[str] = []
@@ -276,12 +196,11 @@ def report(source: Source, replays: list[Replay], command: str, duration: float,
               "| k | section | row | original × k | replay | verdict | note |", "|---" * 7 + "|", *shortfalls, "",
               *[f"[{n}] {text}  " for text, n in row_notes.items()]]
     capture = source.capture
-    traffic = source.traffic
-    lines += ["", f"The source's capture: `loadtest capture --window {window:g}` took {source.capture_wall_s:.1f} s "
-              f"as a process (its window included); the profile's own `seconds` (its objects read) "
-              f"{number(capture.get('seconds'))} s for {capture.get('objects_read', 0):,} objects. The client loop "
-              f"sent {traffic.gets:,} GETs and {traffic.lists:,} LISTs in {traffic.seconds:.1f} s "
-              f"({traffic.errors} failed).", "", *[f"- {note}" for note in notes], "",
+    lines += ["", f"The source's capture: `loadtest capture --audit-log` took {source.capture_wall_s:.1f} s as a "
+              f"process; the profile's own `seconds` (its objects read) {number(capture.get('seconds'))} s for "
+              f"{capture.get('objects_read', 0):,} objects. The traffic sent "
+              f"{', '.join(f'{n:,} {what}' for what, n in sent.requests.items())} in {sent.seconds:.1f} s "
+              f"({sent.errors} failed).", "", *[f"- {note}" for note in notes], "",
               f"Raw: benchmarks/results/raw/{RAW}/ (profile.yaml.gz, the source's profile; results-k<K>.json.gz, "
               "each replay's results.json)."]
     return lines
@@ -292,17 +211,18 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=20)
     parser.add_argument("--scale", type=float, nargs="+", default=[1.0, 2.0])
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of each replay's window")
-    parser.add_argument("--window", type=float, default=10.0, help="seconds of the capture's traffic window")
+    parser.add_argument("--traffic", type=float, default=30.0, help="seconds of the source's traffic")
     args = parser.parse_args()
     command = (f".venv/bin/python benchmarks/replay_fidelity.py --nodes {args.nodes} --scale "
-               f"{' '.join(f'{k:g}' for k in args.scale)} --duration {args.duration:g} --window {args.window:g}")
+               f"{' '.join(f'{k:g}' for k in args.scale)} --duration {args.duration:g} --traffic {args.traffic:g}")
+    shape = Shape(nodes=args.nodes, namespaces=NAMESPACES, configmaps=CONFIGMAPS, secrets=SECRETS, widgets=WIDGETS)
     with tempfile.TemporaryDirectory(prefix="replay-fidelity-") as tmp:
         os.environ["LOADTEST_CLUSTERS"] = str(Path(tmp) / "clusters")  # this benchmark's clusters, no one else's
         profile = Path(tmp) / "profile.yaml"
-        source = capture_source(args.nodes, args.window, profile)
+        source = capture_source(shape, args.traffic, profile, Path(tmp) / "source")
         keep_raw(f"{RAW}/profile.yaml.gz", profile.read_bytes())
         replays = [replay(profile, k, args.duration, Path(tmp) / f"run-{k:g}") for k in args.scale]
-    write_results(RESULTS, report(source, replays, command, args.duration, args.window))
+    write_results(RESULTS, report(source, replays, command, args.duration, args.traffic))
     return 0
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from loadtests.capture.audit_tally import SOURCE as AUDIT_SOURCE
 from loadtests.capture.bootstrap import RBAC
-from loadtests.capture.clients import runs_once
+from loadtests.capture.clients import CONTROL_PLANE_PRODUCTS, CONTROLLER, runs_once
 from loadtests.capture.profile import KindProfile, Profile, Quantiles
 from loadtests.capture.scale import check_scale, expected_count
 
@@ -31,6 +31,20 @@ UNCONTROLLED = {
                    "after the apiserver's --event-ttl (1 h by default): their count at an instant is no target a "
                    "replay can meet",
 }
+# kinds one of which stands for a kind of object, whatever the cluster's size: a replay installs each captured
+# CustomResourceDefinition once, and the apiserver makes its group's APIService with it (the built-in groups' at
+# bootstrap, an aggregated API's with the server behind it): their count is the original's at any k
+ONCE_KINDS = {
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): "one per custom resource kind, whatever the cluster's "
+                                                          "size: the original's count at any scale",
+    ("apiregistration.k8s.io", "APIService"): "one per API group and version (the built-in ones', a custom "
+                                              "resource's, an aggregated API's), whatever the cluster's size: the "
+                                              "original's count at any scale",
+}
+# the control plane's own requests (kube-controller-manager's, kube-scheduler's, the apiserver's): sent as its
+# components need them, most at the cluster's bootstrap, so no rate of theirs is a target a replay controls
+CONTROL_PLANE_RATES = ("the control plane's own requests (its components', most at its bootstrap): the replaying "
+                       "cluster's send theirs as they need them, no target a replay controls")
 SIZE_WITHIN = 0.10  # size p50 and p99, either side
 # kinds a replay makes from a padded body of its own (capture/replay.py's GENERIC), custom resources besides: the
 # sizes of the objects it makes are its to meet, compared over those objects only (made_size_bytes) on both sides
@@ -251,11 +265,22 @@ def _sizes(kind: KindProfile, replay: KindProfile | None) -> tuple[Judged | None
         note = "" if made is None else (f"sizes of the objects a replay makes: {made.count:,} of the original's "
                                         f"{kind.count:,} (without an owner, made by neither the control plane nor "
                                         f"the load tester)")
-        return judged[0], judged[1], note
+        return judged[0], judged[1], "; ".join(n for n in (note, labels_note(replay)) if n)
     found = replay.size_bytes if replay is not None and replay.count else None
     judged = [not_judged(within(getattr(kind.size_bytes, q), getattr(found, q) if found else None, SIZE_WITHIN))
               for q in ("p50", "p99")]
     return judged[0], judged[1], SIZES_ALL_OTHERS if padded else SIZES_NOT_MADE
+
+
+def labels_note(replay: KindProfile | None) -> str:
+    """What the load tester's labels add to the replay's objects, left out of the sizes compared (the original's
+    objects do not carry them), said with its bytes; "" where none carries them."""
+    added = replay.harness_label_bytes if replay is not None else None
+    if added is None or not added.count:
+        return ""
+    return (f"{added.count:,} of the replay's objects are sized without the load tester's labels (its run, scenario, "
+            f"template and managed-by), which add {added.p50:,} bytes to each at p50 ({added.max:,} at most), their "
+            "managedFields entries included; the original's objects do not carry them")
 
 
 def _kind(kind: KindProfile, replay: Profile, scale: float) -> KindFidelity:
@@ -267,8 +292,11 @@ def _kind(kind: KindProfile, replay: Profile, scale: float) -> KindFidelity:
         notes.append(f"the replay's capture skipped it: {skipped.reason}" if skipped else
                      "the replay's cluster does not serve it")
     p50, p99, size_note = _sizes(kind, other)
-    count = exact(expected_count(judged_count(kind), kind.control_plane, scale),
-                  judged_count(other) if other else None)
+    once = ONCE_KINDS.get((kind.group, kind.kind))
+    expected = judged_count(kind) if once else expected_count(judged_count(kind), kind.control_plane, scale)
+    if once:
+        notes[1] = once  # in place of the bootstrap note: every object once
+    count = exact(expected, judged_count(other) if other else None)
     return KindFidelity(kind.group, kind.kind, kind.resource, _uncontrolled(count, kind), p50, p99,
                         note="; ".join(n for n in notes if n), control_plane=kind.control_plane, size_note=size_note)
 
@@ -313,7 +341,13 @@ def class_rates(traffic: dict[str, Any] | None, by_class: bool,
         return None
     return _summed(((str(r.get("verb", "")), str(r.get("group", "")), str(r.get("resource", "")),
                      str(r.get("subresource", "")), str(r.get("scope", "")),
-                     str(r.get("client_class")) if by_class else ANY_CLASS), r.get(figure)) for r in rows)
+                     _client(r) if by_class else ANY_CLASS), r.get(figure)) for r in rows)
+
+
+def _client(row: dict[str, Any]) -> str:
+    """A rate row's client class, the control plane's components one class whichever credential they send with
+    (kube-controller-manager's controllers each use a ServiceAccount of their own), as a replay compiles them."""
+    return CONTROLLER if row.get("product") in CONTROL_PLANE_PRODUCTS else str(row.get("client_class"))
 
 
 def _classes(original: dict[str, Any], replay: dict[str, Any] | None, scale: float,
@@ -328,7 +362,8 @@ def _classes(original: dict[str, Any], replay: dict[str, Any] | None, scale: flo
         if expected is not None and expected < RATE_FLOOR:
             continue
         seen = None if found is None else found.get(key, 0.0)
-        rows.append(ClassFidelity(*key, per_second=within(expected, seen, RATE_WITHIN)))
+        judged = within(expected, seen, RATE_WITHIN)
+        rows.append(ClassFidelity(*key, per_second=not_judged(judged) if key[-1] == CONTROLLER else judged))
     return sorted(rows, key=lambda row: (row.per_second.original is None, -(row.per_second.original or 0)))
 
 
@@ -418,6 +453,8 @@ def compare(original: Profile, replay: Profile, scale: float) -> Fidelity:
     by_class = knows_classes(wanted) and (found is None or knows_classes(found))
     fidelity.classes = _classes(wanted, found, scale, by_class)
     fidelity.watches = _watches(wanted, found, scale)
+    if any(c.client_class == CONTROLLER for c in fidelity.classes):
+        fidelity.notes.append(CONTROL_PLANE_RATES)
     if any(w.note == UNKNOWN_WATCHER for w in fidelity.watches):
         fidelity.notes.append(UNKNOWN_WATCHERS)
     fidelity.replayed = _replayed(wanted, found, by_class)

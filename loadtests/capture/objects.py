@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from loadtests.capture.bootstrap import NAMESPACE_DEFAULTS, made_at_bootstrap, namespace_default
-from loadtests.capture.harness import made_by_harness
+from loadtests.capture.harness import made_by_harness, without_harness_labels
 from loadtests.capture.profile import CrdFigures, KindProfile, NodeShape, PodFigures, Quantiles, Skipped
 from loadtests.errors import TargetError
 from loadtests.kube import discovery
@@ -82,6 +82,7 @@ class KindTally:
     per_namespace: collections.Counter[int] = field(default_factory=collections.Counter)
     sizes: array[int] = field(default_factory=lambda: array("q"))
     made_sizes: array[int] = field(default_factory=lambda: array("q"))  # of those without an owner, made by no one else
+    harness_label_bytes: array[int] = field(default_factory=lambda: array("q"))  # of those, what the harness's add
     labels: array[int] = field(default_factory=lambda: array("q"))
     label_bytes: array[int] = field(default_factory=lambda: array("q"))
     annotations: array[int] = field(default_factory=lambda: array("q"))
@@ -113,7 +114,11 @@ class KindTally:
         self.control_plane += once
         self.namespace_defaults += default
         if not (owners or once or default):  # one a replay makes (capture/replay.py): its size is the replay's
-            self.made_sizes.append(self.sizes[-1])
+            # sized as the original's it stands for: without the labels the harness adds to what it makes
+            made = served_size(without_harness_labels(obj), self.kind.kind, self.kind.api_version)
+            self.made_sizes.append(made)
+            if made < self.sizes[-1]:
+                self.harness_label_bytes.append(self.sizes[-1] - made)
 
     def owner_name(self, ref: dict[str, Any]) -> str:
         """"ReplicaSet.apps", "Node": an owner's kind when the cluster serves it, else "other" (an owner
@@ -137,6 +142,7 @@ class KindTally:
             found.per_namespace = Quantiles.of(self.per_namespace.values())
         found.size_bytes, found.labels = Quantiles.of(self.sizes), Quantiles.of(self.labels)
         found.made_size_bytes = Quantiles.of(self.made_sizes)
+        found.harness_label_bytes = Quantiles.of(self.harness_label_bytes) if self.harness_label_bytes else None
         found.label_bytes, found.annotations = Quantiles.of(self.label_bytes), Quantiles.of(self.annotations)
         found.annotation_bytes = Quantiles.of(self.annotation_bytes)
         return found

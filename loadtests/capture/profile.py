@@ -87,6 +87,10 @@ class KindProfile:
     # or with a namespace, nor by the load tester): its target, and its fidelity's, at any k (their count 0 where
     # the kind has none); None: captured before this figure was
     made_size_bytes: Quantiles | None = None
+    # of those objects, the ones carrying the load tester's labels (a replay's: config/templates.py): the bytes
+    # those labels and their managedFields entries add, which made_size_bytes leaves out so that a replay's objects
+    # are sized as the original's they stand for; None: no object carries them
+    harness_label_bytes: Quantiles | None = None
     labels: Quantiles | None = None  # labels per object
     label_bytes: Quantiles | None = None  # UTF-8 bytes of an object's label keys and values together
     annotations: Quantiles | None = None

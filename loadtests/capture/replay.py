@@ -32,8 +32,9 @@ import yaml
 
 from loadtests.capture.bootstrap import NAMESPACE_DEFAULTS, RBAC
 from loadtests.capture.compare import PADDED_KINDS, judged_count
+from loadtests.capture.harness import without_harness_labels
 from loadtests.capture.profile import KindProfile, Profile, Quantiles, load
-from loadtests.capture.replay_traffic import compile_traffic
+from loadtests.capture.replay_traffic import compile_traffic, installed_watches
 from loadtests.capture.scale import check_scale, scaled_count
 from loadtests.config import plan as plan_mod
 from loadtests.config.plan import Plan
@@ -115,6 +116,8 @@ def plan_data(profile: Profile, scale: float, *, source: str, duration_s: float 
     if "requests" in traffic.summary:
         data["replay"]["requests"] = traffic.summary["requests"]
         data["replay"]["replayed_share"] = traffic.summary["replayed_share"]
+    if held := installed_watches(profile):  # the run waits for its control plane to watch what it installs
+        data["replay"]["control_plane_watches"] = held
     return data
 
 
@@ -242,15 +245,16 @@ def _literal(obj: dict[str, Any]) -> str:
 
 # The padding's length, computed as each object renders (config/templates.py gives `index`, `name`,
 # `namespace`, `run`): the object of rank index + 1 gets the size interpolated linearly between the `knots`
-# (rank, bytes) around its rank, less the bytes the rest of it serves (`fixed`, plus its name, namespace and run
-# label, whose lengths vary) and the padding's field (`field`: its key, quotes, its managedFields entry); none at
-# all, the field left out, where that leaves nothing to pad (the object as small as it can be).
+# (rank, bytes) around its rank, less the bytes the rest of it serves (`fixed`, plus its name and namespace, whose
+# lengths vary; the harness's labels not at all, as a capture sizes the objects a replay makes without them) and
+# the padding's field (`field`: its key, quotes, its managedFields entry); none at all, the field left out, where
+# that leaves nothing to pad (the object as small as it can be).
 _SIZE = (
     "{%- set r = index + 1 -%}{%- set pad -%}"
     "{%- for i in range(1, knots|length) if (i == 1 or knots[i - 1][0] < r) and r <= knots[i][0] -%}"
     "{%- set a = knots[i - 1] -%}{%- set b = knots[i] -%}"
     "{%- set size = a[1] + (b[1] - a[1]) * (r - a[0]) / (b[0] - a[0]) -%}"
-    "{%- set n = [0, (size|int) - fixed - field - name|length - namespace|length - run|length]|max -%}"
+    "{%- set n = [0, (size|int) - fixed - field - name|length - namespace|length]|max -%}"
     "{{ ('A' * (n // 4 * 4)) if base64 else ('x' * n) }}"
     "{%- endfor -%}{%- endset -%}\n")
 
@@ -327,17 +331,19 @@ def made_sizes(kind: KindProfile) -> Quantiles | None:
 
 
 def _fixed(template: ObjectTemplate, namespaced: bool, custom: bool) -> tuple[int, int]:
-    """The bytes an object of the template serves without its padding, less its name's, namespace's and run
-    label's (which vary): its JSON as rendered, and what the apiserver adds (uid, resourceVersion, creation
-    time, a managedFields entry of the fields set; a custom resource's generation), estimated; and the bytes the
-    padding's field adds beside the padding itself."""
+    """The bytes an object of the template serves without its padding and without the harness's labels (a
+    capture sizes the objects a replay makes without them: capture/harness.without_harness_labels), less its
+    name's and namespace's (which vary): its JSON as rendered, and what the apiserver adds (uid, resourceVersion,
+    creation time, a managedFields entry of the fields set; a custom resource's generation), estimated; and the
+    bytes the padding's field adds beside the padding itself."""
     namespace = SAMPLE["namespace"] if namespaced else ""
-    varying = len(SAMPLE["name"]) + len(namespace) + len(SAMPLE["run"])
+    varying = len(SAMPLE["name"]) + len(namespace)
 
     def served(padding: int) -> int:
         found = ObjectTemplate(template.template, template.text, 1, {
             **template.input_vars, "fixed": 0, "knots": [[0, varying + padding], [1, varying + padding]]})
-        obj = found.render(name=SAMPLE["name"], namespace=namespace, index=0, run=SAMPLE["run"])
+        obj = without_harness_labels(found.render(name=SAMPLE["name"], namespace=namespace, index=0,
+                                                  run=SAMPLE["run"]))
         return len(json.dumps(obj, separators=(",", ":"))) + served_extra(obj, custom)
 
     fixed = served(0)
@@ -347,8 +353,9 @@ def _fixed(template: ObjectTemplate, namespaced: bool, custom: bool) -> tuple[in
 def served_extra(obj: dict[str, Any], custom: bool) -> int:
     """What the apiserver adds to an object it serves (uid, resourceVersion, creation time, a managedFields entry of
     the fields set; a custom resource's generation), estimated."""
-    fields: dict[str, Any] = {"f:metadata": {f"f:{part}": {".": {}, **{f"f:{key}": {} for key in obj["metadata"][part]}}
-                                             for part in ("labels", "annotations") if obj["metadata"].get(part)}}
+    meta = {f"f:{part}": {".": {}, **{f"f:{key}": {} for key in obj["metadata"][part]}}
+            for part in ("labels", "annotations") if obj["metadata"].get(part)}
+    fields: dict[str, Any] = {"f:metadata": meta} if meta else {}
     for key, value in obj.items():
         if key not in ("apiVersion", "kind", "metadata"):
             fields[f"f:{key}"] = {".": {}, **{f"f:{k}": {} for k in value}} if isinstance(value, dict) else {}
@@ -385,6 +392,7 @@ def load_plan(path: str | Path, *, duration_s: float | None = None) -> Plan:
     compiled = plan_data(load(profile_path), scale, source=str(profile_path),
                          duration_s=duration_s or workload.get("duration_s", DEFAULT_DURATION_S),
                          warmup_s=workload.get("warmup_s", DEFAULT_WARMUP_S))
+    compiled["replay"]["profile"] = str(workload["profile"])  # as the plan names it: beside it, or absolute
     theirs = ((data.pop("load", None) or {}).get("scenarios") or {})
     if "objects" in theirs and "objects" in compiled["load"]["scenarios"]:
         raise PlanError(f"{found}: load.scenarios.objects: the workload's objects are that scenario; drop it")

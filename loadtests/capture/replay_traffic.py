@@ -10,7 +10,8 @@
   open count × k; a profile from /metrics does not say whose a watch is: its counts are every client's
   together, topped up as the load starts (`topped_up`), the watches the replaying cluster holds then counting
   toward them;
-- a node's Leases, Node status and pod status are the fleet's (kwok's heartbeats), not sent twice;
+- a node's Leases, Node status and pod status are the fleet's (kwok's heartbeats), not sent twice, nor anything
+  kwok sends as the nodes (a cluster of fake nodes captured: its kwok is no node, and holds no node's watches);
 - the control plane's own requests (kube-controller-manager's, kube-scheduler's, by their class or their user
   agent) are not load: the replaying cluster's components send theirs;
 - what is not replayed (streams, aggregated APIs, requests to no resource, verbs and resources the replay cannot
@@ -92,7 +93,9 @@ def compile_traffic(profile: Profile, scale: float, prefill: list[dict[str, Any]
     namespaces = max([len(e.get("per_namespace") or []) for e in prefill] + [1])
     if rows or watches:
         out.scenarios["requests"] = {"rows": rows, "watches": watches, "namespaces": namespaces}
-    if node_watch or any(w.get("client_class") == NODE for w in _list(traffic.get("watches"))):
+    # the nodes' agents where nodes watch; the fake fleet's one controller (kwok) sending as the nodes is no node
+    if node_watch or any(w.get("client_class") == NODE and not runs_once(NODE, w.get("product"))
+                         for w in _list(traffic.get("watches"))):
         out.scenarios["node_agents"] = {"per_node": 1.0}
     out.not_replayed = [{"what": what, "requests": n, "share": round(n / total, 4) if total else None,
                          "reason": reason} for (what, reason), n in sorted(left.items(), key=lambda i: -i[1])]
@@ -161,15 +164,17 @@ def _rate_rows(traffic: dict[str, Any], scale: float, resources: Mapping[tuple[s
         verb, group, resource, subresource, scope, client = key
         count = sum(int(r.get("count") or 0) for r in found)
         reason = why_not(key, resources)
-        if reason == "fleet":
-            continue  # replayed by the fleet: neither a row nor left out
+        # replayed by the fleet (its heartbeats; anything its one controller, kwok, sends as the nodes): neither a
+        # row nor left out
+        if reason == "fleet" or (client == NODE and all(runs_once(client, r.get("product")) for r in found)):
+            continue
         if reason is not None:
             what = f"{verb} {resource}{'/' + subresource if subresource else ''}" if resource else \
                 f"{verb} {found[0].get('path') or '(other)'}"
             left[(what, reason)] = left.get((what, reason), 0) + count
             continue
         if verb == "watch":  # held watches (below), not a rate of watch requests
-            node_watch = node_watch or client == NODE
+            node_watch = node_watch or (client == NODE and not all(runs_once(client, r.get("product")) for r in found))
             continue
         per_second = sum(float(r["per_second"]) for r in found if r.get("per_second") is not None) \
             or (count / seconds if seconds else 0.0)
@@ -262,3 +267,25 @@ def topped_up(scenarios: Mapping[str, Any],
         if row["count"] > 0:
             rows.append(row)
     return {**scenarios, "requests": {**requests, "watches": rows}}
+
+
+def installed_watches(profile: Profile) -> list[dict[str, Any]]:
+    """Per custom resource the replay installs, the watches the original's control plane held on it as its capture
+    ended ({group, resource, open}; none where it held none): the replaying cluster's components open theirs once
+    they find the new resource in discovery (kube-controller-manager's garbage collector and quota controller poll
+    it every 30 s), and the run waits for them before its window (config/workload.HeldWatches). From /metrics,
+    which does not say whose a watch is, one: the control plane's first watch of it says it found the resource."""
+    traffic = profile.traffic if isinstance(profile.traffic, dict) else {}
+    rows = _list(traffic.get("watches"))
+    classes = isinstance(traffic.get("client_classes"), list)
+    found = []
+    for kind in profile.kinds:
+        if kind.crd is None:
+            continue
+        held = [w for w in rows if (str(w.get("group") or ""), str(w.get("resource") or "")) == (kind.group,
+                                                                                               kind.resource)]
+        counts = [int(w["open_at_end"]) for w in held if isinstance(w.get("open_at_end"), int | float) and (
+            not classes or runs_once(w.get("client_class"), w.get("product")))]
+        if (count := sum(counts) if classes else min(1, sum(counts))) > 0:
+            found.append({"group": kind.group, "resource": kind.resource, "open": count})
+    return found

@@ -244,6 +244,15 @@ REQUESTS_USER_RATE = 20.0
 REQUEST_TYPES = {"get": "GET", "list": "LIST", "create": "POST", "update": "PUT", "patch": "PATCH",
                  "delete": "DELETE", "watch": "WATCH"}
 NODE_CLASS = "node"  # rows of this client class send as the fake nodes (kube/node_identity.py)
+SERVICE_ACCOUNT_CLASS = "serviceaccount"  # rows of this class send as a ServiceAccount (node_identity.py)
+# the requests scenario's users by the client class whose rows they send (any other class: the load's identity)
+REQUESTS_USERS = {NODE_CLASS: "ReplayNodeRequests", SERVICE_ACCOUNT_CLASS: "ReplayServiceAccountRequests"}
+LOAD_REQUESTS_USER = "ReplayRequests"
+
+
+def requests_user(row: dict[str, Any]) -> str:
+    """The requests scenario's user class that sends a row: one under an identity of the row's client class."""
+    return REQUESTS_USERS.get(row["client_class"], LOAD_REQUESTS_USER)
 
 
 def requests_row_name(row: dict[str, Any]) -> str:
@@ -260,10 +269,9 @@ def requests_users(params: dict[str, Any]) -> dict[str, int]:
         return -(-int(rate * 1000) // int(REQUESTS_USER_RATE * 1000)) if rate > 0 else 0
 
     rows = params.get("rows") or []
-    node = sum(float(r["rate"]) for r in rows if r["client_class"] == NODE_CLASS)
-    other = sum(float(r["rate"]) for r in rows if r["client_class"] != NODE_CLASS)
-    return {"ReplayRequests": users(other), "ReplayNodeRequests": users(node),
-            "ReplayWatcher": sum(int(w["count"]) for w in params.get("watches") or [])}
+    found = {name: users(sum(float(r["rate"]) for r in rows if requests_user(r) == name))
+             for name in (LOAD_REQUESTS_USER, *REQUESTS_USERS.values())}
+    return {**found, "ReplayWatcher": sum(int(w["count"]) for w in params.get("watches") or [])}
 
 
 def _requests(params: dict[str, Any], nodes: int) -> Demand:

@@ -31,6 +31,17 @@ class TrafficNotReplayed:
 
 
 @dataclass(frozen=True)
+class HeldWatches:
+    """Watches the original's control plane held on a resource the replay installs (a custom resource's): the
+    replaying cluster's components open theirs only once they find the new resource in discovery, and the run
+    waits until they have, so the window sees them as the original's did."""
+
+    group: str
+    resource: str
+    open: int
+
+
+@dataclass(frozen=True)
 class ReplaySettings:
     """A plan compiled from a profile: the profile (its file name), the scale, and the objects left out."""
 
@@ -41,12 +52,15 @@ class ReplaySettings:
     traffic: str = "not replayed"
     requests: int | None = None  # captured requests in the profile's window
     replayed_share: float | None = None  # of them, in classes the replay sends (the fleet's heartbeats included)
+    control_plane_watches: tuple[HeldWatches, ...] = ()  # on the resources it installs, waited for before a window
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"profile": self.profile, "scale": self.scale, "traffic": self.traffic,
                                "not_replayed": [asdict(n) for n in self.not_replayed]}
         if self.requests is not None:
             out.update(requests=self.requests, replayed_share=self.replayed_share)
+        if self.control_plane_watches:
+            out["control_plane_watches"] = [asdict(w) for w in self.control_plane_watches]
         return out
 
 
@@ -55,9 +69,9 @@ def parse(source: str, value: Any) -> ReplaySettings | None:
     if value is None:
         return None
     if not isinstance(value, dict) or set(value) - {"profile", "scale", "not_replayed", "traffic", "requests",
-                                                    "replayed_share"}:
+                                                    "replayed_share", "control_plane_watches"}:
         raise PlanError(f"{source}: replay: must be a mapping of profile, scale, not_replayed, traffic, requests, "
-                        f"replayed_share (got {value!r:.80})")
+                        f"replayed_share, control_plane_watches (got {value!r:.80})")
     scale = value.get("scale")
     if isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale) or scale <= 0:
         raise PlanError(f"{source}: replay.scale: must be a positive finite number (got {scale!r})")
@@ -70,11 +84,22 @@ def parse(source: str, value: Any) -> ReplaySettings | None:
     return ReplaySettings(str(value.get("profile", "")), float(scale), tuple(_not_replayed(r) for r in rows),
                           str(value.get("traffic", "not replayed")),
                           None if value.get("requests") is None else int(value["requests"]),
-                          None if share is None else float(share))
+                          None if share is None else float(share),
+                          _held(source, value.get("control_plane_watches") or []))
+
+
+def _held(source: str, rows: Any) -> tuple[HeldWatches, ...]:
+    if not isinstance(rows, list) or not all(
+            isinstance(r, dict) and set(r) == HELD_ROW and isinstance(r["open"], int) and not isinstance(
+                r["open"], bool) and r["open"] >= 0 for r in rows):
+        raise PlanError(f"{source}: replay.control_plane_watches: must be a list of {{group, resource, open}}, open a "
+                        "whole number of watches")
+    return tuple(HeldWatches(str(r["group"]), str(r["resource"]), r["open"]) for r in rows)
 
 
 OBJECT_ROW = {"kind", "group", "count", "reason"}
 TRAFFIC_ROW = {"what", "requests", "share", "reason"}
+HELD_ROW = {"group", "resource", "open"}
 
 
 def _not_replayed(row: dict[str, Any]) -> NotReplayed | TrafficNotReplayed:

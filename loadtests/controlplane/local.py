@@ -45,6 +45,7 @@ from loadtests.controlplane.pki import (
     LOAD_USER,
     NODES_FOLDER,
     PROXY_STEM,
+    SERVICE_ACCOUNT_STEM,
     ClusterPki,
     create_cluster_pki,
     issue_node_certificates,
@@ -64,7 +65,7 @@ from loadtests.controlplane.processes import (
 )
 from loadtests.errors import ComponentFailed, TargetError, os_reason
 from loadtests.kube.access import ClusterAccess, unverified_context
-from loadtests.kube.node_identity import NODE_KEY, NodeIdentities
+from loadtests.kube.node_identity import NODE_KEY, SERVICE_ACCOUNT_USER, NodeIdentities
 from loadtests.kube.objects import HARNESS_RBAC_PREFIX
 from loadtests.kube.private import write_private
 from loadtests.kube.rest import KeptConnection
@@ -129,6 +130,7 @@ def apiserver_port_key(topology: Topology, instance: str) -> str:
 
 
 PROXY_BINDING = f"{HARNESS_RBAC_PREFIX}node-proxier"  # kubeadm names its own "kubeadm:node-proxier"
+SERVICE_ACCOUNT_BINDING = f"{HARNESS_RBAC_PREFIX}replay-serviceaccount"
 
 
 def cluster_role_binding(name: str, role: str, subject: dict[str, str]) -> dict[str, Any]:
@@ -139,10 +141,14 @@ def cluster_role_binding(name: str, role: str, subject: dict[str, str]) -> dict[
 
 def grants(identities: str) -> list[dict[str, Any]]:
     """The rights of the harness's users that their groups do not give them: every node's kube-proxy gets the
-    bootstrap role system:node-proxier as kubeadm grants kube-proxy's ServiceAccount; with identities
-    "production", kwok and the load get cluster-admin."""
+    bootstrap role system:node-proxier as kubeadm grants kube-proxy's ServiceAccount, a replay's service-account
+    class (SERVICE_ACCOUNT_USER) cluster-admin, as the load has; with identities "production", kwok and the load
+    get cluster-admin."""
+    namespace, name = SERVICE_ACCOUNT_USER.split(":")[2:]
     found = [cluster_role_binding(PROXY_BINDING, "system:node-proxier",
-                                  {"kind": "ServiceAccount", "name": "kube-proxy", "namespace": "kube-system"})]
+                                  {"kind": "ServiceAccount", "name": "kube-proxy", "namespace": "kube-system"}),
+             cluster_role_binding(SERVICE_ACCOUNT_BINDING, "cluster-admin",
+                                  {"kind": "ServiceAccount", "name": name, "namespace": namespace})]
     if identities == "production":
         found += [cluster_role_binding(f"{HARNESS_RBAC_PREFIX}{user}", "cluster-admin",
                                        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user})
@@ -614,7 +620,9 @@ class LocalControlPlane:
         return NodeIdentities(server=state.server, kubeconfig=state.kubeconfig, ca_file=str(pki / "ca.crt"),
                               folder=str(folder), key_file=str(folder / NODE_KEY),
                               proxy_cert_file=str(pki / f"{PROXY_STEM}.crt"),
-                              proxy_key_file=str(pki / f"{PROXY_STEM}.key"))
+                              proxy_key_file=str(pki / f"{PROXY_STEM}.key"),
+                              service_account_cert_file=str(pki / f"{SERVICE_ACCOUNT_STEM}.crt"),
+                              service_account_key_file=str(pki / f"{SERVICE_ACCOUNT_STEM}.key"))
 
     def info(self) -> TargetInfo:
         state = self._loaded_state()

@@ -18,7 +18,16 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from loadtests.kube import kubeconfig
-from loadtests.kube.node_identity import NODE_KEY, NODES_GROUP, PROXY_GROUPS, PROXY_USER, node_cert_file, node_user
+from loadtests.kube.node_identity import (
+    NODE_KEY,
+    NODES_GROUP,
+    PROXY_GROUPS,
+    PROXY_USER,
+    SERVICE_ACCOUNT_GROUPS,
+    SERVICE_ACCOUNT_USER,
+    node_cert_file,
+    node_user,
+)
 from loadtests.kube.private import write_private
 
 SERVICE_IP = "10.96.0.1"  # first address of the service range; only ever a name in a certificate
@@ -133,6 +142,7 @@ class ClusterPki:
     # the load balancer's health checks of each apiserver's /readyz (an authenticated user, no other rights)
     health_checker: CertPair | None = None
     kube_proxy: CertPair | None = None  # every node's kube-proxy (PROXY_USER), bound to system:node-proxier
+    service_account: CertPair | None = None  # a replay's service-account class (SERVICE_ACCOUNT_USER)
 
 
 # Who the harness's clients are to the apiserver. "admin": kwok and the load in system:masters, which API
@@ -144,6 +154,7 @@ KWOK_USER = "kwok-controller"
 LOAD_USER = "loadtest-load"
 HEALTH_CHECK_USER = "k8s-loadtest-health-checker"
 PROXY_STEM = "kube-proxy"  # kube_proxy's files in the pki folder
+SERVICE_ACCOUNT_STEM = "replay-serviceaccount"  # service_account's files in the pki folder
 NODES_FOLDER = "nodes"  # the node certificates' folder in the pki folder
 
 
@@ -176,6 +187,7 @@ def create_cluster_pki(directory: Path, identities: str = "admin") -> ClusterPki
         load=ca.issue("load", LOAD_USER) if identities == "production" else None,
         health_checker=ca.issue("health-checker", HEALTH_CHECK_USER),
         kube_proxy=ca.issue(PROXY_STEM, PROXY_USER, organization=PROXY_GROUPS),
+        service_account=ca.issue(SERVICE_ACCOUNT_STEM, SERVICE_ACCOUNT_USER, organization=SERVICE_ACCOUNT_GROUPS),
     )
 
 

@@ -27,6 +27,10 @@ NODE_KEY = "node.key"
 # kube-proxy as kubeadm runs it: its ServiceAccount's user and groups, bound to the ClusterRole system:node-proxier
 PROXY_USER = "system:serviceaccount:kube-system:kube-proxy"
 PROXY_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:kube-system")
+# a replay's requests of the service-account class (capture/clients.py): a ServiceAccount's user of the harness's
+# fleet namespace, in the groups the apiserver gives every ServiceAccount (flow control's `service-accounts`)
+SERVICE_ACCOUNT_USER = "system:serviceaccount:loadtest-fleet:k8s-loadtest-replay"
+SERVICE_ACCOUNT_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:loadtest-fleet")
 _NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _NODE_NUMBER = re.compile(r"(\d+)$")  # node_name(i) ends in i: kwok-node-00007
 
@@ -55,6 +59,9 @@ class NodeIdentities:
     proxy_cert_file: str
     proxy_key_file: str
     servers: tuple[str, ...] = ()  # the apiservers' own addresses the nodes spread over; none: all to `server`
+    # SERVICE_ACCOUNT_USER's credentials (a replay's service-account class); "": the target has none to give
+    service_account_cert_file: str = ""
+    service_account_key_file: str = ""
 
     def server_for(self, node: str | None) -> str:
         """The apiserver a node's agents reach: `server`, or with `servers` the one of the node's number (the
@@ -74,6 +81,13 @@ class NodeIdentities:
         """kube-proxy (every node's: they share kubeadm's ServiceAccount identity), to the apiserver of `node`."""
         return ClusterAccess(server=self.server_for(node), kubeconfig=self.kubeconfig, ca_file=self.ca_file,
                              cert_file=self.proxy_cert_file, key_file=self.proxy_key_file)
+
+    def service_account_access(self) -> ClusterAccess | None:
+        """SERVICE_ACCOUNT_USER, where the target issued it (None: the load's own identity sends instead)."""
+        if not self.service_account_cert_file:
+            return None
+        return ClusterAccess(server=self.server, kubeconfig=self.kubeconfig, ca_file=self.ca_file,
+                             cert_file=self.service_account_cert_file, key_file=self.service_account_key_file)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -19,14 +19,19 @@ SOURCE = "LIST limit=1: items + remainingItemCount, at the window's close"
 
 
 def count_objects(client: RestClient, resources: tuple[str, ...] = COUNTED,
-                  more: Mapping[str, str] | None = None) -> dict[str, int]:
+                  more: Mapping[str, str] | None = None, *, one_instant: bool = False) -> dict[str, int]:
     """Objects per resource, cluster-wide, now; `more` adds collections by name and path (the kinds the load
-    made from templates, custom resources among them)."""
+    made from templates, custom resources among them). `one_instant`: every count after the first read at the
+    first's resourceVersion (resourceVersionMatch=Exact), so counts meant to be subtracted (a collection and its
+    namespaces) agree even while a controller makes objects between the reads."""
     paths = {resource: resource_path(resource) for resource in resources}
     paths.update({name: path for name, path in (more or {}).items() if name not in paths})
-    counts = {}
+    counts: dict[str, int] = {}
+    at: dict[str, str] = {}
     for name, path in paths.items():
-        answer = client.get(path, limit=1)
-        remaining = (answer.get("metadata") or {}).get("remainingItemCount") or 0
-        counts[name] = len(answer.get("items") or []) + int(remaining)
+        answer = client.get(path, limit=1, **at)
+        meta = answer.get("metadata") or {}
+        counts[name] = len(answer.get("items") or []) + int(meta.get("remainingItemCount") or 0)
+        if one_instant and not at and meta.get("resourceVersion"):
+            at = {"resourceVersion": str(meta["resourceVersion"]), "resourceVersionMatch": "Exact"}
     return counts

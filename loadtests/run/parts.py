@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,6 +27,7 @@ from loadtests.capture.replay_traffic import topped_up
 from loadtests.capture.traffic import LONGRUNNING, open_by_resource
 from loadtests.config.plan import Plan, Roll, Step
 from loadtests.config.scenarios import needs_node_identities, scenario_params
+from loadtests.config.workload import HeldWatches
 from loadtests.controlplane.base import Target, TargetInfo
 from loadtests.controlplane.health import HealthWatch
 from loadtests.controlplane.prometheus import RunPrometheus
@@ -57,6 +58,9 @@ from loadtests.run.roll import RollingUpgrade, RollRequest, restart_request
 from loadtests.shutdown import SHUTDOWN
 
 ABORT_STOP_TIMEOUT_S = 3.0
+# kube-controller-manager's garbage collector and quota controller find a new resource by polling discovery every
+# 30 s: a replay's installed custom resources are watched within two of its polls, or something is wrong
+CONTROL_PLANE_WATCH_TIMEOUT_S = 75.0
 
 
 @dataclass
@@ -124,6 +128,7 @@ class StepContext:
     # what the apiserver counted of one verb, resource and subresource in the window (the probes' own taken off)
     count_requests: Callable[[str, str, str], int | None] = lambda verb, resource, subresource: None
     measured: StepProbes | None = None  # the window's probes, once started: its scrapes and times
+    notes: list[str] = field(default_factory=list)  # what a part noted before the window, for the step's results
 
     @property
     def prefix(self) -> str:
@@ -230,6 +235,37 @@ class ObjectsPart(_Part):
         made.prepare(ctx.step.nodes)  # a template the apiserver refuses stops the run here, before the window
         ctx.probes.counted.update(made.counted())
         ctx.probes.controlled, ctx.probes.selector = list(made.controlled()), made.selector
+        replay = ctx.run.plan.replay
+        if replay is not None and replay.control_plane_watches:
+            ctx.at("control plane watching what the replay installed")
+            control_plane_watching(ctx, replay.control_plane_watches)
+
+
+def control_plane_watching(ctx: StepContext, wanted: Sequence[HeldWatches],
+                           timeout_s: float = CONTROL_PLANE_WATCH_TIMEOUT_S) -> None:
+    """Wait until the apiserver shows, on each resource a replay installed, the watches the original's control
+    plane held on it (its components open theirs once discovery shows them the new resource); when they do not
+    within `timeout_s`, the step says so in a note and goes on (the fidelity then judges those watches short)."""
+    short: list[str] = []
+
+    def held() -> bool:
+        now = _open_watches(ctx.run.info, lambda _line: None)
+        short[:] = [f"{w.resource}.{w.group or 'core'} {now.get((w.group, w.resource), 0)} of {w.open}"
+                    for w in wanted if now.get((w.group, w.resource), 0) < w.open]
+        return not short
+
+    if held():
+        return
+    ctx.say(f"waiting for the control plane to watch what the replay installed ({'; '.join(short)})")
+    started = time.monotonic()
+    if poll_until(held, timeout_s, interval_s=1.0):
+        ctx.say(f"the control plane watches what the replay installed, after {time.monotonic() - started:.0f} s")
+        return
+    note = (f"the control plane did not watch what the replay installed within {timeout_s:.0f} s (open watches, "
+            f"apiserver {LONGRUNNING}: {'; '.join(short)}): the window's watches of those resources may fall short "
+            "of the original's")
+    ctx.say(note)
+    ctx.notes.append(note)
 
 
 class Cl2Phase(_Part):

@@ -365,6 +365,7 @@ class Runner:
                               saturation={"condition": saturated.condition, "evidence": saturated.detail})
         result = StepResult(index=index, name=step.name, nodes=step.nodes, pods_per_node=step.pods_per_node,
                             started_at=results.utc_now(), duration_s=step.duration_s, ramp=ctx.ramp)
+        result.notes.extend(ctx.notes)
         # components restarted since up() have new pids; the run's Prometheus is measured like them
         shared.info.pids = {**self.target.info().pids, **(self._prometheus.pids() if self._prometheus else {})}
         self._window(walk, ctx, result)

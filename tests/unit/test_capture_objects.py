@@ -449,3 +449,31 @@ def test_the_sizes_of_the_objects_a_replay_makes_are_counted_apart() -> None:
     assert found.count == 7 and found.made_size_bytes == Quantiles.of(tally.sizes[:3])
     assert found.made_size_bytes.max < found.size_bytes.max  # the root CA's, bigger, left out
     assert tally_of(Kind("v1", "ConfigMap", "configmaps", True), others).profile().made_size_bytes == Quantiles(0)
+
+
+def test_the_objects_a_replay_makes_are_sized_without_the_harnesss_labels() -> None:
+    """A replay's object carries the harness's labels (and their managedFields entry), which the original's it
+    stands for does not: its made size leaves them out, so small objects are compared as they were made; the bytes
+    they add are kept apart (harness_label_bytes). A cluster's own managed-by label (Helm's) is the cluster's."""
+    fields = {"f:data": {".": {}, "f:blob": {}}}
+    bare = {**meta("cm-0", "team-a"), "data": {"blob": "x" * 100},
+            "managedFields": [{"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1",
+                               "fieldsV1": fields}]}
+    bare["metadata"]["managedFields"] = bare.pop("managedFields")
+    ours = {"app.kubernetes.io/managed-by": "k8s-loadtest", "k8s-loadtest/run": "run-x1",
+            "k8s-loadtest/scenario": "objects", "k8s-loadtest/template": "replay-0-configmaps.yaml"}
+    labelled = json.loads(json.dumps(bare))
+    labelled["metadata"]["labels"] = dict(ours)
+    labelled["metadata"]["managedFields"][0]["fieldsV1"]["f:metadata"] = {
+        "f:labels": {".": {}, **{f"f:{key}": {} for key in ours}}}
+    helm = json.loads(json.dumps(bare))
+    helm["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "Helm"}
+    kind = Kind("v1", "ConfigMap", "configmaps", True)
+    tally = tally_of(kind, [bare, labelled, helm])
+    assert tally.made_sizes[0] == tally.made_sizes[1] == tally.sizes[0]  # the replay's as the original's
+    assert tally.sizes[1] - tally.sizes[0] > 250  # what the labels and their managedFields entry add
+    assert tally.made_sizes[2] == tally.sizes[2]  # Helm's label stays
+    found = tally.profile()
+    assert found.harness_label_bytes == Quantiles.of([tally.sizes[1] - tally.sizes[0]])
+    assert labelled["metadata"]["labels"] == ours  # the object read is not changed
+    assert tally_of(kind, [bare]).profile().harness_label_bytes is None

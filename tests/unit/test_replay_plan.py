@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from loadtests.capture.harness import without_harness_labels
 from loadtests.capture.profile import (
     CaptureFigures,
     CrdFigures,
@@ -26,6 +27,7 @@ from loadtests.config.scenarios import user_plan
 from loadtests.config.templates import ObjectTemplate
 from loadtests.errors import LoadTestError, PlanError
 from loadtests.results.distribution import Distribution
+from loadtests.run import fidelity
 
 
 def figures() -> CaptureFigures:
@@ -121,8 +123,10 @@ def test_crds_are_installed_permissive_from_the_captured_definitions() -> None:
 
 
 def served(objects: list[dict], custom: bool = False) -> Distribution:
-    """The objects' sizes as the apiserver would serve them: their JSON and what it adds, estimated."""
-    return Distribution.of([len(json.dumps(o, separators=(",", ":"))) + served_extra(o, custom) for o in objects], "")
+    """The objects' sizes as the apiserver would serve them and a capture sizes the objects a replay makes: their
+    JSON and what the apiserver adds, estimated, without the harness's labels."""
+    return Distribution.of([len(json.dumps(o, separators=(",", ":"))) + served_extra(o, custom)
+                            for o in map(without_harness_labels, objects)], "")
 
 
 @pytest.mark.parametrize(("name", "count"), [("ConfigMap", 60), ("Widget", 40), ("Secret", 10)])
@@ -157,9 +161,25 @@ def test_objects_as_small_as_the_captured_ones_carry_no_padding_nor_its_field(na
     assert len(bare) > len(made) // 2  # p50 and below: no padding, no field for it
     for obj in bare:  # each as small as the replay can make it: its fixed bytes and its name's and namespace's
         floor = entry["input_vars"]["fixed"] + len(obj["metadata"]["name"]) + len(obj["metadata"].get(
-            "namespace", "")) + len("replay-run")
+            "namespace", ""))
         assert served([obj], name == "Widget").p50 == floor
     assert abs(served(made, name == "Widget").max - 3000) <= 4  # the largest padded to the captured p99
+
+
+def test_small_objects_are_padded_to_their_size_without_the_harnesss_labels() -> None:
+    """A small captured object (a ConfigMap of under 500 bytes): the replay's, its labels left out as a capture
+    sizes it, is the captured size; the labels (some 270 bytes with their managedFields entry) come on top."""
+    found = profile()
+    configmaps = found.kind("ConfigMap")
+    assert configmaps is not None
+    configmaps.made_size_bytes = Quantiles(60, 480, 500, 3000, 3000)
+    entry = next(e for e in plan_of(found, 1, source="prod.yaml").load["objects"]["prefill"]
+                 if e["kind"] == "ConfigMap")
+    homes = [f"loadtest-objects-{n}" for n, c in enumerate(entry["per_namespace"]) for _ in range(c)]
+    made = rendered(entry, homes)
+    assert abs(served(made).p50 - 480) <= 4
+    labelled = Distribution.of([len(json.dumps(o, separators=(",", ":"))) + served_extra(o, False) for o in made], "")
+    assert labelled.p50 - served(made).p50 > 200  # what the labels add, which the original's objects lack
 
 
 def test_the_sizes_followed_are_those_of_the_objects_a_replay_makes() -> None:
@@ -204,6 +224,12 @@ def test_a_plan_names_a_profile_relative_to_itself(tmp_path: Path) -> None:
     with pytest.raises(LoadTestError, match="a profile of no schema line"):
         load_plan(tmp_path / "other.yaml")
     assert Counter(load_plan(tmp_path / "replay.yaml").to_dict()) == Counter(plan.to_dict())
+    # a profile elsewhere, named by its absolute path: the replay's fidelity finds it there
+    (tmp_path / "profiles").mkdir()
+    profile().write(tmp_path / "profiles" / "prod.yaml")
+    (tmp_path / "away.yaml").write_text(yaml.safe_dump({"workload": {"profile": str(tmp_path / "profiles" /
+                                                                                  "prod.yaml")}}))
+    assert fidelity.profile_path(load_plan(tmp_path / "away.yaml")) == tmp_path / "profiles" / "prod.yaml"
 
 
 def test_top_up_is_true_or_false() -> None:

@@ -9,7 +9,7 @@ from loadtests.capture.profile import Profile
 from loadtests.capture.replay import plan_data, plan_of
 from loadtests.capture.replay_traffic import topped_up
 from loadtests.config import sizing
-from loadtests.config.scenarios import demands, requests_users
+from loadtests.config.scenarios import demands, requests_user, requests_users
 from tests.unit.test_replay_plan import profile
 
 WINDOW_S = 100.0
@@ -104,12 +104,15 @@ def test_what_is_not_replayed_is_listed_with_its_share_and_the_rest_is_the_repla
     assert {n.what for n in plan.replay.not_replayed if hasattr(n, "what")} == set(left)
 
 
-def test_node_rows_go_to_node_users_and_a_users_rate_is_bounded() -> None:
+def test_each_class_goes_to_users_of_its_identity_and_a_users_rate_is_bounded() -> None:
     params = plan_data(with_traffic(), 100, source="prod.yaml")["load"]["scenarios"]["requests"]
     users = requests_users(params)
-    other = sum(r["rate"] for r in params["rows"] if r["client_class"] != "node")
     assert users["ReplayNodeRequests"] == 2  # 40 node LISTs per 100 s × 100 = 40/s, at most 20/s a user
-    assert users["ReplayRequests"] * 20 >= other > (users["ReplayRequests"] - 1) * 20
+    for name in ("ReplayRequests", "ReplayServiceAccountRequests"):
+        rate = sum(r["rate"] for r in params["rows"] if requests_user(r) == name)
+        assert users[name] * 20 >= rate > (users[name] - 1) * 20, name
+    assert {requests_user(r) for r in params["rows"] if r["client_class"] == "serviceaccount"} == {
+        "ReplayServiceAccountRequests"}
     demand = demands({"requests": params}, 10)["requests"]
     assert demand.asked == pytest.approx(sum(r["rate"] for r in params["rows"]))
 
@@ -156,3 +159,43 @@ def test_watches_from_metrics_are_topped_up_by_those_the_replaying_cluster_holds
     assert asked == [1] and scenarios["requests"]["watches"][0]["count"] == 18  # the plan's own left as it was
     plain = plan_data(with_traffic(), 2, source="prod.yaml")["load"]["scenarios"]
     assert topped_up(plain, open_now) == plain and asked == [1]  # no row to top up: the gauge not read
+
+
+def test_the_run_waits_for_the_control_planes_watches_on_what_it_installs() -> None:
+    found = with_traffic()
+    assert found.traffic is not None
+    found.traffic["client_classes"] = []  # an audit log's: whose each watch is, known
+    found.traffic["watches"] += [
+        {"group": "example.com", "resource": "widgets", "client_class": "controller",
+         "product": "kube-controller-manager", "open_at_end": 2},
+        {"group": "example.com", "resource": "widgets", "client_class": "serviceaccount", "product": "op",
+         "open_at_end": 4}]  # an operator's: not the control plane's, not waited for
+    data = plan_data(found, 2, source="prod.yaml")
+    assert data["replay"]["control_plane_watches"] == [{"group": "example.com", "resource": "widgets", "open": 2}]
+    settings = plan_of(found, 2, source="prod.yaml").replay
+    assert settings is not None and [(w.resource, w.open) for w in settings.control_plane_watches] == [("widgets", 2)]
+    # from /metrics, whose a watch is unknown: the control plane's first watch says it found the resource
+    del found.traffic["client_classes"]
+    assert plan_data(found, 2, source="prod.yaml")["replay"]["control_plane_watches"] == [
+        {"group": "example.com", "resource": "widgets", "open": 1}]
+    # no watch of an installed resource in the original: nothing to wait for, and the section says nothing of it
+    assert "control_plane_watches" not in plan_data(with_traffic(), 2, source="prod.yaml")["replay"]
+
+
+def test_a_fake_fleets_controller_sending_as_the_nodes_is_the_fleet_not_node_agents() -> None:
+    """A cluster of fake nodes captured (kwok in system:nodes): kwok's watches and requests are the replaying
+    fleet's own, held once by its kwok, neither node agents for every node nor rows of the load."""
+    found = profile()
+    found.traffic = {"source": "audit", "window": {"seconds": WINDOW_S}, "requests": 230, "client_classes": [],
+                     "rates": [rate("update", "leases", "node", 200, group="coordination.k8s.io", product="kwok"),
+                               rate("list", "nodes", "node", 10, scope="cluster", product="kwok"),
+                               rate("watch", "pods", "node", 20, scope="cluster", product="kwok")],
+                     "watches": [{"group": "", "resource": "pods", "client_class": "node", "product": "kwok",
+                                  "mean_open": 1.0, "open_at_end": 1}]}
+    scenarios = plan_data(found, 2, source="prod.yaml")["load"]["scenarios"]
+    assert "node_agents" not in scenarios and "requests" not in scenarios
+    assert plan_of(found, 2, source="prod.yaml").replay.replayed_share == 1.0  # type: ignore[union-attr]
+    # a kubelet's watch, as the nodes: their agents
+    found.traffic["watches"].append({"group": "", "resource": "pods", "client_class": "node", "product": "kubelet",
+                                     "mean_open": 3.0, "open_at_end": 3})
+    assert "node_agents" in plan_data(found, 2, source="prod.yaml")["load"]["scenarios"]

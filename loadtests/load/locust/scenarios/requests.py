@@ -3,8 +3,11 @@ class of requests at its rate, on the replay's own objects.
 
 Each row's requests are due at fixed times of the wall clock (the j-th at (j + ½) / rate), and the users of an
 identity take turns (user i of n the j-th where j ≡ i mod n): the rate is kept whichever user starts first, and
-a user that falls behind sends at once until it is on time again. Node rows go out as the fake nodes (each user
-as the node of its number, as node agents are); the others as the load's identity (or its tenant's).
+a user that falls behind sends at once until it is on time again. Each class under an identity of its kind, so
+flow control sees what it saw: node rows go out as the fake nodes (each user as the node of its number, as node
+agents are), service-account rows as a ServiceAccount (node_identity.SERVICE_ACCOUNT_USER), where the target
+issues them (a local control plane); the others, and every row elsewhere, as the load's identity (or its
+tenant's).
 
 What each verb acts on, never an object the harness did not make:
 - get, update, patch: the harness's objects of the kind (labelled app.kubernetes.io/managed-by=k8s-loadtest: the
@@ -31,8 +34,17 @@ import gevent
 from locust import task
 from locust.exception import StopUser
 
-from loadtests.config.scenarios import NODE_CLASS, objects_namespace, requests_users
+from loadtests.config.scenarios import (
+    LOAD_REQUESTS_USER,
+    NODE_CLASS,
+    REQUESTS_USERS,
+    SERVICE_ACCOUNT_CLASS,
+    objects_namespace,
+    requests_user,
+    requests_users,
+)
 from loadtests.config.templates import RUN_LABEL, ObjectTemplate
+from loadtests.kube.access import ClusterAccess
 from loadtests.kube.discovery import Kind
 from loadtests.kube.names import WatchNames, request_name
 from loadtests.kube.objects import MANAGED_BY, MANAGED_BY_SELECTOR, NS_FLEET, pod_manifest
@@ -63,26 +75,37 @@ class RequestsUser(KubeUser):
 
     abstract = True
     scenario = "requests"
-    node_rows = False
+    sends = LOAD_REQUESTS_USER  # the user class: whose rows it sends (config/scenarios.py requests_user)
     _slots: itertools.count[int]
 
     def __init__(self, environment: Any) -> None:
         worker = max(0, getattr(environment.runner, "worker_index", 0) or 0)
-        users = requests_users(self.params)["ReplayNodeRequests" if self.node_rows else "ReplayRequests"]
+        users = requests_users(self.params)[self.sends]
         self.turn, self.turns = worker + next(self._slots) * max(1, self.config.workers), max(1, users)
-        self.node = self.config.node(self.turn) if self.node_rows else None
-        identities = self.config.node_identities
-        if self.node is not None and identities is not None:  # a local control plane: sent as the node of its turn
-            self.access = identities.node_access(self.node)
+        self.node = self.config.node(self.turn) if self.sends == REQUESTS_USERS[NODE_CLASS] else None
+        access = self.identity()
+        if access is not None:  # a local control plane: sent as the node of its turn, or as a ServiceAccount
+            self.access = access
             self.host = self.access.server.rstrip("/")
             self.ssl_context_factory = ssl_contexts(self.access)
         super().__init__(environment)
-        self.rows = [r for r in self.params["rows"] if (r["client_class"] == NODE_CLASS) == self.node_rows]
+        self.rows = [r for r in self.params["rows"] if requests_user(r) == self.sends]
         self.owned: dict[str, list[tuple[str, str]]] = {}  # resource -> (namespace, name) this user created
         self.pool: dict[str, list[dict[str, Any]]] = {}  # resource -> the harness's objects read once
         self.last_rv: dict[str, str] = {}
         self.numbers = itertools.count()
         self.token = uuid.uuid4().hex[:6]
+
+    def identity(self) -> ClusterAccess | None:
+        """The identity of this user's client class the target issued (None: the load's own sends)."""
+        identities = self.config.node_identities
+        if identities is None:
+            return None
+        if self.node is not None:
+            return identities.node_access(self.node)
+        if self.sends == REQUESTS_USERS[SERVICE_ACCOUNT_CLASS]:
+            return identities.service_account_access()
+        return None
 
     def namespace(self, row: dict[str, Any], reading: bool = False) -> str:
         if not row["namespaced"]:
@@ -269,10 +292,10 @@ class ReplayWatcherUser(KubeUser):
 
 def build(config: LoadConfig, params: dict[str, Any], counts: dict[str, int]) -> list[type[KubeUser]]:
     classes = []
-    for cls, node in (("ReplayRequests", False), ("ReplayNodeRequests", True)):
+    for cls in (LOAD_REQUESTS_USER, *REQUESTS_USERS.values()):
         if counts.get(cls):
             headers = {"Accept": "application/json", "User-Agent": f"k8s-loadtest/requests/{cls}"}
-            classes.append(user_class(RequestsUser, cls, config, params, counts[cls], node_rows=node,
+            classes.append(user_class(RequestsUser, cls, config, params, counts[cls], sends=cls,
                                       default_headers=headers, _slots=itertools.count()))
     if counts.get("ReplayWatcher"):
         classes.append(user_class(ReplayWatcherUser, "ReplayWatcher", config, params, counts["ReplayWatcher"],
