@@ -1,9 +1,10 @@
 """The harness's own heap held still through a measured window.
 
-Python's cyclic garbage collector walks every object it tracks whenever enough new ones were made; a harness
-holding a 1,000-node step's nodes, pods and scrapes spent 200 ms in each full walk, and 0.3-0.5 % of a core
-over the window in all of them, in whichever thread happened to allocate: a watch thread stalled that long takes
-its events late, and the pod startup and watch delay it times grow by the pause. The objects alive as a window
+Python's cyclic garbage collector walks every object it tracks whenever enough new ones were made; with a 500- or
+1,000-node step's nodes, pods and scrapes held, one full walk of 80-289 ms landed in every such window of the
+default plan (`benchmarks/results/harness_cost_gc_window.md`), in whichever thread happened to allocate, with the
+GIL held: every watch thread stalled that long takes its events late, and the pod startup and watch delay it times
+grow by the pause. The objects alive as a window
 opens are the run's own (views, plans, earlier steps' results); they do not become garbage inside the window. So
 they are collected once before it opens and then frozen (gc.freeze: moved where no collection walks them), and
 thawed when it closes, when the work after the window may walk them again. Refcounting frees what it always
