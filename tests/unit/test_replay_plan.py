@@ -7,6 +7,7 @@ import json
 import math
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -166,17 +167,22 @@ def test_objects_as_small_as_the_captured_ones_carry_no_padding_nor_its_field(na
     assert abs(served(made, name == "Widget").max - 3000) <= 4  # the largest padded to the captured p99
 
 
-def test_small_objects_are_padded_to_their_size_without_the_harnesss_labels() -> None:
-    """A small captured object (a ConfigMap of under 500 bytes): the replay's, its labels left out as a capture
-    sizes it, is the captured size; the labels (some 270 bytes with their managedFields entry) come on top."""
+def made_configmaps(sizes: Quantiles) -> list[dict[str, Any]]:
+    """The ConfigMaps a replay makes of a profile whose made ConfigMaps were of `sizes`."""
     found = profile()
     configmaps = found.kind("ConfigMap")
     assert configmaps is not None
-    configmaps.made_size_bytes = Quantiles(60, 480, 500, 3000, 3000)
+    configmaps.made_size_bytes = sizes
     entry = next(e for e in plan_of(found, 1, source="prod.yaml").load["objects"]["prefill"]
                  if e["kind"] == "ConfigMap")
     homes = [f"loadtest-objects-{n}" for n, c in enumerate(entry["per_namespace"]) for _ in range(c)]
-    made = rendered(entry, homes)
+    return rendered(entry, homes)
+
+
+def test_small_objects_are_padded_to_their_size_without_the_harnesss_labels() -> None:
+    """A small captured object (a ConfigMap of under 500 bytes): the replay's, its labels left out as a capture
+    sizes it, is the captured size; the labels (some 270 bytes with their managedFields entry) come on top."""
+    made = made_configmaps(Quantiles(60, 480, 500, 3000, 3000))
     assert abs(served(made).p50 - 480) <= 4
     labelled = Distribution.of([len(json.dumps(o, separators=(",", ":"))) + served_extra(o, False) for o in made], "")
     assert labelled.p50 - served(made).p50 > 200  # what the labels add, which the original's objects lack
@@ -185,14 +191,7 @@ def test_small_objects_are_padded_to_their_size_without_the_harnesss_labels() ->
 def test_the_sizes_followed_are_those_of_the_objects_a_replay_makes() -> None:
     """The profile's made_size_bytes (the objects without an owner made by neither the control plane nor the
     harness), not every object's, which the control plane's own (kube-root-ca.crt, bigger) count in."""
-    found = profile()
-    configmaps = found.kind("ConfigMap")
-    assert configmaps is not None
-    configmaps.made_size_bytes = Quantiles(60, 1500, 1600, 1700, 1700)
-    entry = next(e for e in plan_of(found, 1, source="prod.yaml").load["objects"]["prefill"]
-                 if e["kind"] == "ConfigMap")
-    homes = [f"loadtest-objects-{n}" for n, c in enumerate(entry["per_namespace"]) for _ in range(c)]
-    sizes = served(rendered(entry, homes))
+    sizes = served(made_configmaps(Quantiles(60, 1500, 1600, 1700, 1700)))
     assert abs(sizes.p50 - 1500) <= 4 and abs(sizes.max - 1700) <= 4
 
 
