@@ -195,10 +195,12 @@ def check_promql(run: results.RunResult, out: Path) -> None:
         assert found["postPodsP99"].value is not None, found["postPodsP99"]
         assert found["requestRate"].value and found["requestRate"].value > 0
         assert found["absent"].value is None and found["absent"].error.startswith("no series")
-        # the part of the window Prometheus's scrapes cover lies inside the harness's, within a scrape of its edges
+        # the part of the window Prometheus's scrapes cover lies inside the harness's, near its edges
         window = step.promql_window
         assert window is not None and window.targets >= 5, window
-        assert 0 <= window.first_scrape_s <= 2.5 and window.range_s - 2.5 <= window.last_scrape_s <= window.range_s
+        # every target scraped within two intervals of each edge (one scrape may come late on a busy machine)
+        edge = 2 * window.interval_s
+        assert 0 <= window.first_scrape_s <= edge and window.range_s - edge <= window.last_scrape_s <= window.range_s
         # Prometheus is a component of the run: its CPU and memory measured like the others'
         prometheus = [p for p in step.processes if p.component == "prometheus"]
         assert len(prometheus) == 1 and prometheus[0].cpu_percent > 0 and prometheus[0].rss_max_bytes, prometheus
