@@ -22,6 +22,7 @@ interrupt is caught on its way to `sys.unraisablehook` and raised again a step l
 from __future__ import annotations
 
 import _thread
+import atexit
 import contextlib
 import os
 import signal
@@ -82,6 +83,15 @@ class FaultInterrupt(BaseException):
     with `take_fault()`."""
 
 
+def _ignore_late_signals() -> None:
+    """As the process exits, its teardown done and its exit code decided: a stop request now (a CI runner's second
+    SIGTERM a second after the first) is ignored. Python's finalization puts a handled signal back to its default
+    action, which would kill the process and replace the exit code with the signal's."""
+    for signum in TERMINATING:
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(signum, signal.SIG_IGN)
+
+
 class Shutdown:
     def __init__(self) -> None:
         self.signals = 0
@@ -104,6 +114,8 @@ class Shutdown:
         if self._unraisable_before is None:
             self._unraisable_before = sys.unraisablehook
             sys.unraisablehook = self._on_unraisable
+            atexit.register(_ignore_late_signals)
+
 
     def _on_unraisable(self, unraisable: object) -> None:
         """An interrupt raised where it could not propagate comes here instead of being lost, and is raised again
