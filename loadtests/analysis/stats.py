@@ -197,6 +197,13 @@ def slope_interval(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, tup
     return float(fitted.slope), (float(fitted.slope - t * fitted.stderr), float(fitted.slope + t * fitted.stderr))
 
 
+def theil_sen(xs: Sequence[float], ys: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float, float]:
+    """Theil-Sen slope (the median of the pairwise slopes: a few outliers move it little), its intercept and Sen's
+    `confidence` interval of the slope (from Kendall's tau; it assumes independent points)."""
+    slope, intercept, low, high = _scipy_stats().theilslopes(ys, xs, alpha=confidence)
+    return float(slope), float(intercept), float(low), float(high)
+
+
 # The single-run noise floor's level: a second run of one build rises above (or falls below) a first beyond its
 # prediction interval 1 % of the time, if the figure's run-to-run values are log-normal.
 PREDICTION_ALPHA = 0.01

@@ -86,6 +86,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as error:
         raise LoadTestError(f"{folder}: {error}") from None
     say(f"{'repeats report' if repeats else 'report'}: {path}")
+    if (folder / "soak.html").is_file() and not repeats:
+        say(f"soak report: {folder / 'soak.html'}")
     say(f"junit: {folder / 'junit.xml'}")
     return 0
 

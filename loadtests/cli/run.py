@@ -36,6 +36,8 @@ from loadtests.load.remote import MasterBind
 
 if TYPE_CHECKING:
     from loadtests.analysis.samples import Side
+    from loadtests.analysis.soak import SoakJudgement
+    from loadtests.config.soak import SoakSettings
     from loadtests.run.capacity import StepChooser
     from loadtests.run.roll import RollRequest
 
@@ -56,6 +58,7 @@ class RunRequest:
     ui: bool = False  # serve Locust's web UI (read-only) on 127.0.0.1
     gate: bool = True  # False (--no-gate, lessons): failed SLOs do not fail the command
     roll: RollRequest | None = None  # `rehearse --rolling`: the upgrade rolled through one step
+    soak: SoakSettings | None = None  # `loadtest soak`: the one step's window sampled for its trends
 
 
 def new_run_id(plan: Plan) -> str:
@@ -74,7 +77,7 @@ def execute(plan: Plan, out_dir: Path, request: RunRequest, chooser: StepChooser
     prepare_out_dir(out_dir)
     options = RunOptions(out_dir=out_dir, workers=request.workers, progress=say, master=request.master,
                          ui_port=free_ports(1)[0] if request.ui else None, runs_follow=runs_follow,
-                         roll=request.roll)
+                         roll=request.roll, soak=request.soak)
     runner = Runner(plan, options, make_target(plan, out_dir.name, out_dir, request.target, say), chooser)
     failure: LoadTestError | None = None
     try:
@@ -105,10 +108,10 @@ def run_plan(plan: Plan, out_dir: Path, request: RunRequest, runs_follow: int = 
     return verdict_code(run, plan.gate and request.gate)
 
 
-def verdict_code(run: results.RunResult, gate: bool) -> int:
+def verdict_code(run: results.RunResult, gate: bool, soak: SoakJudgement | None = None) -> int:
     """A finished run's verdicts, each failed check said in a line, then its last line; the exit code they call
     for: 1 when anything failed and the gate is on (the plan's `gate` and no --no-gate), else 0. From the
-    results alone, so recorded results give the code the run gave."""
+    results alone (and a soak's series on disk), so recorded results give the code the run gave."""
     from loadtests.analysis.fidelity import run_verdicts as fidelity_verdicts
     from loadtests.analysis.promql import run_verdicts as promql_verdicts
     from loadtests.analysis.roll import run_verdicts as roll_verdicts
@@ -137,20 +140,29 @@ def verdict_code(run: results.RunResult, gate: bool) -> int:
         if check.passed is False:
             say(f"FAILED      step {step.name}: PromQL check {check.check}: {check.value} (needed {check.threshold}); "
                 f"query: {check.query}")
-    say(final_line(run))
-    return EXIT_PASSED if run_passed(run) or not gate else EXIT_SLO_FAILED
+    if soak is not None:
+        from loadtests.analysis.soak import trend_text
+
+        for trend in soak.grown:
+            say(f"GROWS       {trend_text(trend)}")
+    say(final_line(run, soak))
+    passed = run_passed(run) and (soak is None or soak.passed)
+    return EXIT_PASSED if passed or not gate else EXIT_SLO_FAILED
 
 
-def final_line(run: results.RunResult) -> str:
+def final_line(run: results.RunResult, soak: SoakJudgement | None = None) -> str:
     """The run's last line: PASS or FAIL, how many SLO checks passed, and every check that failed by name
     (SLOs, saturation, scheduler throughput, a rolling upgrade's checks), the first few and how many more."""
     from loadtests.analysis.slo import failed_checks, verdicts
 
     judged = [v for v in verdicts(run) if v.passed is not None]
-    failed = failed_checks(run)
+    failed = failed_checks(run) + ([f"{t.series} grows" for t in soak.grown] if soak is not None else [])
     steps = f"{len(run.steps)} step{'s' if len(run.steps) != 1 else ''}"
     held = sum(1 for v in judged if v.passed)
     line = f"{'FAIL' if failed else 'PASS'}: {held}/{len(judged)} SLO checks passed over {steps}"
+    if soak is not None:
+        flat = sum(t.verdict != "grows" and t.verdict != "not measured" for t in soak.trends)
+        line += f"; soak: {flat}/{flat + len(soak.grown)} series not growing over {soak.hours_measured:.2f} h"
     return line + (f"; failed: {named_failures(failed)}" if failed else "")
 
 
@@ -410,6 +422,58 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
     return compare_runs(folders[0], folders[1], base / "compare", threshold_pairs(args.threshold), False)
 
 
+def cmd_soak(args: argparse.Namespace) -> int:
+    """One step of a plan, its load held for --hours and sampled every --interval-s; each series' trend judged
+    (analysis/soak.py); exit 1 when a series grows (or an SLO failed) and the gate is on."""
+    from dataclasses import replace
+
+    from loadtests.analysis.soak import judge_folder
+    from loadtests.capture.replay import load_plan
+    from loadtests.config.soak import settings, soak_plan
+
+    soak = settings(args.hours, args.interval_s, args.step or "")
+    plan = load_plan(args.plan or "default")
+    if args.kube_version:
+        plan = plan.on_kube_version(args.kube_version)
+    plan = soak_plan(plan, soak)
+    request = replace(check_runnable(plan, args), soak=soak)  # the machine holds it, before anything starts
+    out_dir = (Path(args.out) if args.out else REPORTS_DIR / f"soak-{new_run_id(plan)}").resolve()
+    say(f"=== soak: {plan.name}, step {plan.steps[0].name}, {soak.hours:g} h sampled every {soak.interval_s:g} s ===")
+    run, failure = execute(plan, out_dir, request)
+    judgement = judge_folder(out_dir)
+    if judgement is not None:
+        say(f"soak report: {out_dir / 'soak.html'} (raw series: {out_dir / 'soak'})")
+    if failure is not None or run is None:
+        return failure.exit_code if failure else EXIT_ABORTED
+    return verdict_code(run, plan.gate and request.gate, judgement)
+
+
+def positive_hours(text: str) -> float:
+    """--hours: a positive finite number, refused in one line otherwise."""
+    from loadtests.config.soak import hours_problem
+
+    try:
+        hours = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of hours, e.g. 2 or 0.5 (got {text!r})") from None
+    if problem := hours_problem(hours):
+        raise argparse.ArgumentTypeError(problem)
+    return hours
+
+
+def sampling_interval(text: str) -> float:
+    """--interval-s: at least a second, refused in one line otherwise."""
+    from loadtests.config.soak import interval_problem
+
+    try:
+        interval = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds (got {text!r})") from None
+    if problem := interval_problem(interval):
+        raise argparse.ArgumentTypeError(problem)
+    return interval
+
+
 ROLLING_TOPOLOGY = Topology(etcd_members=3, apiservers=2)  # a plan without a topology of its own is rolled on this
 
 
@@ -497,6 +561,23 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--rollback", action="store_true", help="with --rolling: roll back to --from afterwards")
     run_options(p, repeat=True)
     p.set_defaults(func=cmd_rehearse)
+    add_soak_command(sub)
+
+
+def add_soak_command(sub: Any) -> None:
+    from loadtests.config.soak import DEFAULT_INTERVAL_S
+
+    p = sub.add_parser("soak", help="hold one step's load for hours, sample it, and judge every series' trend "
+                                    "(grows, flat, falls, inconclusive): leaks and drifts (docs/soak.md)")
+    p.add_argument("--plan", default=None, help="plan file, or the name of a bundled plan (default: default)")
+    p.add_argument("--hours", type=positive_hours, required=True, help="how long the load is held, in hours")
+    p.add_argument("--interval-s", type=sampling_interval, default=DEFAULT_INTERVAL_S, metavar="SECONDS",
+                   help=f"seconds between samples, at least 1 (default: {DEFAULT_INTERVAL_S:g})")
+    p.add_argument("--step", default=None, help="the plan's step to hold, by name (default: its first)")
+    p.add_argument("--out", help="results folder (default: reports/soak-<plan>-<time>)")
+    p.add_argument("--kube-version", help="override the plan's Kubernetes version")
+    run_options(p)
+    p.set_defaults(func=cmd_soak)
 
 
 def run_options(p: argparse.ArgumentParser, *, repeat: bool = False, baseline: bool = False,

@@ -4,6 +4,7 @@ requests and API Priority and Fairness, etcd's slow applies, leader changes and 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -242,9 +243,9 @@ class MetricsSource:
     """One /metrics page scraped once per sample over a kept-alive connection; remembers the first and the
     previous scrape, for figures over each interval and over the whole window."""
 
-    def __init__(self, name: str, page: MetricsPage | MergedPage) -> None:
+    def __init__(self, name: str, page: MetricsPage | MergedPage, families: frozenset[str] | None = None) -> None:
         self.name, self.page = name, page
-        self.families = _families(name)
+        self.families = _families(name) if families is None else families
         self.first: Snapshot | None = None
         self.previous: Snapshot | None = None
         self.latest: Snapshot | None = None
@@ -288,24 +289,27 @@ def _client_context(access: ClusterAccess) -> Any:
     return context
 
 
-def metrics_sources(info: TargetInfo, timeout_s: float) -> tuple[list[MetricsSource], list[str]]:
+def metrics_sources(info: TargetInfo, timeout_s: float, families: Mapping[str, frozenset[str]] | None = None,
+                    ) -> tuple[list[MetricsSource], list[str]]:
     """A source per /metrics page the target exposes (a component's replicas merged into one: the one that
     leads does the work, and a page per replica would say nothing of the cluster), and a note per page it
-    does not."""
+    does not; `families`: the metric families each component's scrapes keep (default: the health figures')."""
     access = info.access
+    kept = families or {}
 
     timeouts = {"timeout_s": timeout_s, "user_agent": USER_AGENT}
-    sources = [MetricsSource("kube-apiserver", apiserver_page(access, info.apiservers, **timeouts))]
+    sources = [MetricsSource("kube-apiserver", apiserver_page(access, info.apiservers, **timeouts),
+                             kept.get("kube-apiserver"))]
     notes = []
     for component in (SCHEDULER, CONTROLLER_MANAGER):
         urls = {instance: url for instance, url in info.metrics_urls.items() if component_of(instance) == component}
         pages = {instance: page(url, access, tls=_client_context(access), **timeouts) for instance, url in urls.items()}
         if pages:
-            sources.append(MetricsSource(component, one_page(pages)))
+            sources.append(MetricsSource(component, one_page(pages), kept.get(component)))
         else:
             notes.append(f"{component} /metrics: not reachable on this target, its figures are missing")
     if info.etcd_metrics_url:
-        sources.append(MetricsSource("etcd", page(info.etcd_metrics_url, **timeouts)))
+        sources.append(MetricsSource("etcd", page(info.etcd_metrics_url, **timeouts), kept.get("etcd")))
     else:
         notes.append("etcd /metrics: not reachable on this target, its figures are missing")
     return sources, notes

@@ -175,6 +175,11 @@ class ProcessSampler:
         with self._lock:
             return list(self._components)
 
+    def rss_now(self) -> dict[str, int]:
+        """Each component's resident memory at the last sample (its live processes together)."""
+        with self._lock:
+            return {name: entry.rss_end for name, entry in self._components.items() if entry.tracked}
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             self.sample()
@@ -255,6 +260,10 @@ class CpuMeter:
         wall = now - previous[0]
         return {f"cpu.{name}": round(max(0.0, value - previous[1].get(name, value)) / wall * 100.0, 1)
                 for name, value in totals.items()}
+
+    def rss(self) -> dict[str, int]:
+        """Each component's resident memory as of the last read()."""
+        return self._sampler.rss_now()
 
     def average(self) -> float | None:
         """The machine's CPU over the whole window, in % of one core."""

@@ -393,3 +393,18 @@ def history_figure(chart: Chart, lines: list[HistoryLine], ticks: list[str],
     layout["margin"] = {**layout["margin"], "t": 28}
     layout["height"] = 360
     return {"data": data, "layout": layout, "config": _CONFIG}
+
+
+SOAK_UNITS = {"bytes": "bytes", "s": "s", "%": "%", "count": "count"}  # a soak series' unit -> its DISPLAY
+
+
+def soak_figure(unit: str, hours: list[float], values: list[float | None], colour: str = PALETTE[0]) -> dict[str, Any]:
+    """A soak series against the hours since its window opened (downsampled for the page: analysis/soak.py)."""
+    factor, axis_label, hover = DISPLAY[SOAK_UNITS.get(unit, "")]
+    trace = {"type": "scattergl", "mode": "lines", "x": hours, "line": {"color": colour, "width": 1.5},
+             "y": [None if v is None else v * factor for v in values], "hovertemplate": hover + "<extra></extra>",
+             "connectgaps": False}
+    return {"data": [trace], "config": _CONFIG,
+            "layout": {**_page_style(), "margin": {"l": 64, "r": 16, "t": 12, "b": 36}, "height": 260,
+                       "showlegend": False, "xaxis": {"title": {"text": "hours"}, "zeroline": False, **_AXIS},
+                       "yaxis": _y_axis(axis_label, False)}}

@@ -318,9 +318,14 @@ def render(run: RunResult) -> str:
 
 
 def write_report(run_folder: Path) -> Path:
-    """Write run_folder/report.html and run_folder/junit.xml from run_folder/results.json; return the HTML path."""
+    """Write run_folder/report.html and run_folder/junit.xml from run_folder/results.json (and a soak's
+    soak.html from its series on disk, its series as JUnit cases); return the HTML path."""
+    from loadtests.report.soak import write_soak_report
+    from loadtests.results.soak import has_soak
+
     run_folder = Path(run_folder)
     run = load(run_folder)
     target = page.write(run_folder / REPORT_FILE, render(run))
-    junit.write_run(run, run_folder / junit.JUNIT_FILE)
+    soak = write_soak_report(run_folder)[1] if has_soak(run_folder) else []  # its series judged, one case each
+    junit.write(run_folder / junit.JUNIT_FILE, f"loadtest {run.run_id}", junit.run_suites(run) + soak)
     return target

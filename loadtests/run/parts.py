@@ -27,6 +27,7 @@ from loadtests.capture.replay_traffic import topped_up
 from loadtests.capture.traffic import LONGRUNNING, open_by_resource
 from loadtests.config.plan import Plan, Roll, Step
 from loadtests.config.scenarios import needs_node_identities, scenario_params
+from loadtests.config.soak import SoakSettings
 from loadtests.config.workload import HeldWatches
 from loadtests.controlplane.base import Target, TargetInfo
 from loadtests.controlplane.health import HealthWatch
@@ -43,11 +44,13 @@ from loadtests.measure.processes import HARNESS
 from loadtests.measure.profiles import PROFILES_DIR, ProfileSettings
 from loadtests.measure.prometheus import scrape_apiserver
 from loadtests.measure.saturation import RampWitness
+from loadtests.measure.soak import SoakSampler
 from loadtests.polling import poll_until
 from loadtests.results import StepResult
 from loadtests.results.fidelity import FidelitySection
 from loadtests.results.loadgen import ClientStat, LoadgenSection
 from loadtests.results.scheduling import SchedulingSection
+from loadtests.results.soak import SOAK_DIR, SoakMeta
 from loadtests.run import fidelity
 from loadtests.run.cl2 import Cl2Load, PhaseOutcome
 from loadtests.run.fleet import Fleet
@@ -88,6 +91,7 @@ class RunParts:
     steps_total: int | None = None  # a plan's own steps; None: a capacity search, which does not know
     view: ClusterView | None = None  # the nodes and pods watched for every window (None: each window its own)
     prometheus: RunPrometheus | None = None  # the run's own (`prometheus: {enabled: true}`), for the PromQL figures
+    soak: SoakSettings | None = None  # `loadtest soak`: the one step's window is sampled for its trends
 
 
 @dataclass
@@ -483,6 +487,36 @@ class Probes(_Part):
             self.probes.stop()
 
 
+class SoakSampling(_Part):
+    """A soak's sampler (measure/soak.py) through the window: started once the probes have opened it, stopped
+    before they close it. Its samples are on disk as they are taken (results/soak.py), so a soak cut short keeps
+    every one, and the step's results carry none of them twice."""
+
+    phase = "measuring"
+    closing = "soak sampling"
+
+    def __init__(self, soak: SoakSettings) -> None:
+        self.soak = soak
+        self.sampler: SoakSampler | None = None
+
+    def start(self, ctx: StepContext) -> None:
+        run = ctx.run
+        meta = SoakMeta(run_id=run.run_dir.name, step=ctx.step.name, nodes=ctx.step.nodes, hours=self.soak.hours,
+                        interval_s=self.soak.interval_s, memory_limit_bytes=float(psutil.virtual_memory().total))
+        pids = {**run.info.pids, **ctx.pids, HARNESS: [os.getpid()]}  # the load generator's and the harness's too
+        self.sampler = SoakSampler(run.info, pids, meta, run.run_dir, ctx.say)
+        ctx.say(f"soak: sampling every {self.soak.interval_s:g} s for {self.soak.hours:g} h into "
+                f"{run.run_dir / SOAK_DIR}")
+        self.sampler.start()
+
+    def finish(self, ctx: StepContext, result: StepResult) -> None:
+        self.abort()
+
+    def abort(self) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()
+
+
 class ReplayCheck(_Part):
     """A replay's fidelity (run/fidelity.py): once the probes have closed the window, the replaying cluster is
     captured and compared with the original profile × k, in the step's replay_fidelity section."""
@@ -607,6 +641,7 @@ PARTS: tuple[Callable[[StepContext], Part | None], ...] = (
     lambda ctx: ReplayCheck() if ctx.run.plan.replay is not None else None,  # finishes once the probes have
     lambda ctx: PromqlFigures() if ctx.run.prometheus is not None else None,  # so does this
     lambda ctx: Probes(),
+    lambda ctx: SoakSampling(ctx.run.soak) if ctx.run.soak is not None else None,  # once the probes opened it
     rolling_upgrade,
     apiserver_restart,
     lambda ctx: Join(ctx) if ctx.step.join.nodes > 0 else None,

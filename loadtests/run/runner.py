@@ -27,6 +27,7 @@ from loadtests.analysis.slo import thresholds
 from loadtests.binaries.prometheus import PrometheusBinaries, find_prometheus
 from loadtests.config.plan import Plan, Step
 from loadtests.config.scenarios import needs_node_identities
+from loadtests.config.soak import SoakSettings
 from loadtests.controlplane.base import Target, TargetInfo
 from loadtests.controlplane.health import ANSWER_INTERVAL_S, HealthWatch
 from loadtests.controlplane.prometheus import RunPrometheus, scrape_targets
@@ -72,6 +73,7 @@ class RunOptions:
     ui_port: int | None = None  # serve Locust's web UI (read-only) on 127.0.0.1 at this port
     runs_follow: int = 0  # runs of the same command after this one (--repeat): workers of other machines stay
     roll: RollRequest | None = None  # a rolling upgrade in one step's window (`loadtest rehearse --rolling`)
+    soak: SoakSettings | None = None  # `loadtest soak`: the plan's one step sampled for its trends
 
 
 def machine_info() -> dict[str, Any]:
@@ -294,7 +296,7 @@ class Runner:
                           self._workers(), self.say, self._check_alive, self._elapsed,
                           self._at, self._watch, self.options.roll, self.options.master, self.options.ui_port,
                           final_run=not self.options.runs_follow, steps_total=self._total,
-                          view=self._view(info), prometheus=self._prometheus)
+                          view=self._view(info), prometheus=self._prometheus, soak=self.options.soak)
         try:
             fleet.ensure_namespaces()
             if shared.view is not None:

@@ -1,0 +1,74 @@
+"""A soak: one step of a plan, its load held for hours and sampled every few seconds (`loadtest soak`).
+
+The soak is the plan made into one step (the plan's first, or the one named) whose window lasts the soak's hours:
+the run walks it as any step, with one more part that samples it (run/parts.py SoakSampling). Every check here
+refuses in one line, before anything starts."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+from loadtests.config.plan import Plan
+from loadtests.errors import PlanError
+
+DEFAULT_INTERVAL_S = 30.0
+MIN_INTERVAL_S = 1.0  # a sample of every page a second is already a load of its own
+HOUR_S = 3600.0
+
+
+@dataclass(frozen=True)
+class SoakSettings:
+    """What a soak asks: how long its load is held, how often it is sampled, and which of the plan's steps."""
+
+    hours: float
+    interval_s: float = DEFAULT_INTERVAL_S
+    step: str = ""  # the plan's step of this name; "": its first
+
+    @property
+    def seconds(self) -> float:
+        return self.hours * HOUR_S
+
+
+def hours_problem(hours: float) -> str | None:
+    """Why `hours` is no soak's length (None: it is one)."""
+    if not math.isfinite(hours) or hours <= 0:
+        return f"the soak's hours must be a positive finite number, e.g. 2 or 0.5 (got {hours!r})"
+    if hours * HOUR_S < 2 * MIN_INTERVAL_S:
+        return f"a soak of {hours:g} h is shorter than two samples: give at least {2 * MIN_INTERVAL_S / HOUR_S:.4f} h"
+    return None
+
+
+def interval_problem(interval_s: float) -> str | None:
+    """Why `interval_s` is no sampling interval (None: it is one)."""
+    if not math.isfinite(interval_s) or interval_s < MIN_INTERVAL_S:
+        return f"the sampling interval must be at least {MIN_INTERVAL_S:g} s (got {interval_s!r})"
+    return None
+
+
+def settings(hours: float, interval_s: float = DEFAULT_INTERVAL_S, step: str = "") -> SoakSettings:
+    """The soak's settings, checked: a PlanError in one line for what cannot be a soak."""
+    for problem in (hours_problem(hours), interval_problem(interval_s)):
+        if problem:
+            raise PlanError(problem)
+    if interval_s * 2 > hours * HOUR_S:
+        raise PlanError(f"a soak of {hours * HOUR_S:g} s sampled every {interval_s:g} s has fewer than two samples: "
+                        "sample more often or soak longer")
+    return SoakSettings(hours, interval_s, step)
+
+
+def soak_plan(plan: Plan, soak: SoakSettings) -> Plan:
+    """The plan as a soak: its one step (the named or the first), its window lasting the soak's hours."""
+    names = [s.name for s in plan.steps]
+    if soak.step and soak.step not in names:
+        raise PlanError(f"{plan.source or plan.name}: no step is named {soak.step!r} (the steps: {', '.join(names)})")
+    step = copy.deepcopy(plan.steps[names.index(soak.step) if soak.step else 0])
+    if step.phase:
+        raise PlanError(f"{plan.source or plan.name}: step {step.name!r} is a ClusterLoader2 phase, which ends when "
+                        "its work is done: a soak holds a steady load; name a step without `phase`")
+    step.duration_s = soak.seconds
+    step.restart_apiserver_at_s = None
+    soaked = copy.deepcopy(plan)
+    soaked.steps = [step]
+    return soaked
