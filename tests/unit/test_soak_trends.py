@@ -1,0 +1,127 @@
+"""The soak's trend rule on synthetic series: a planted growth is judged `grows`, a steady series is not, and how
+often the rule says `grows` of a steady series is measured here against the rate docs/soak.md states."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from loadtests.analysis.soak import (
+    ALPHA_ONE_SIDED,
+    ETCD_DEFAULT_QUOTA_BYTES,
+    FALLS,
+    FLAT,
+    GROWS,
+    INCONCLUSIVE,
+    NOT_MEASURED,
+    blocks,
+    downsample,
+    judge,
+    lag1,
+    trend,
+    verdict,
+)
+from loadtests.results.soak import SoakMeta, SoakSample
+
+SEEDS = range(300)
+SHORT_CORRELATED_RATE = 0.06  # what docs/soak.md states for 30-45 samples of an AR(1) series with phi >= 0.8
+
+
+def steady(seed: int, n: int, phi: float, level: float = 100.0, sd: float = 1.0) -> list[float]:
+    """A steady series: its level plus AR(1) noise of coefficient phi (0: independent samples)."""
+    rng = np.random.default_rng(seed)
+    out, x = [], 0.0
+    for _ in range(n):
+        x = phi * x + rng.normal(0, sd)
+        out.append(level + x)
+    return out
+
+
+def times(n: int, interval_s: float = 30.0) -> list[float]:
+    return [i * interval_s for i in range(n)]
+
+
+def alarm_rate(n: int, phi: float) -> float:
+    judged = [trend("x.rss_bytes", "bytes", times(n), steady(seed, n, phi)).verdict for seed in SEEDS]
+    return judged.count(GROWS) / len(judged)
+
+
+@pytest.mark.parametrize(("n", "phi"), [(30, 0.0), (240, 0.0), (240, 0.8)])
+def test_steady_series_are_judged_to_grow_at_most_at_the_stated_rate(n: int, phi: float) -> None:
+    assert alarm_rate(n, phi) <= ALPHA_ONE_SIDED
+
+
+@pytest.mark.parametrize(("n", "phi"), [(30, 0.8), (45, 0.9)])
+def test_short_correlated_steady_series_stay_within_their_stated_rate(n: int, phi: float) -> None:
+    assert alarm_rate(n, phi) <= SHORT_CORRELATED_RATE
+
+
+def test_a_planted_growth_in_noise_is_judged_to_grow() -> None:
+    covered = 0
+    for seed in range(40):  # 20 % of the level per hour over 2 h at 30 s, noise 1 % of the level, correlated
+        ys = [y + 0.2 * 100 * t / 3600 for y, t in zip(steady(seed, 240, 0.8), times(240), strict=True)]
+        found = trend("apiserver.rss_bytes", "bytes", times(240), ys, limit=1000.0)
+        assert found.verdict == GROWS
+        covered += (found.low_per_h or 0) < 20 < (found.high_per_h or 0)
+        assert found.hours_to_limit is not None and 20 < found.hours_to_limit < 60
+    assert covered >= 34  # a 95 % interval holds the planted slope about 38 times in 40
+
+
+def test_a_tiny_significant_slope_on_a_flat_series_is_no_alarm() -> None:
+    ys = [100 + 0.1 * t / 3600 + 0.001 * math.sin(t) for t in times(240)]  # 0.1 % per hour, near no noise
+    found = trend("etcd.keys", "count", times(240), ys)
+    assert found.low_per_h is not None and found.low_per_h > 0  # significant...
+    assert found.verdict == FLAT  # ...but below the practical floor
+
+
+def test_the_rule_reads_the_interval_against_the_floor() -> None:
+    assert verdict(1.0, 3.0, 2.0, 1.0) == GROWS
+    assert verdict(1.0, 3.0, 0.5, 1.0) == INCONCLUSIVE  # significant, below the floor, interval past it
+    assert verdict(-3.0, -1.0, -2.0, 1.0) == FALLS
+    assert verdict(-0.5, 0.5, 0.0, 1.0) == FLAT
+    assert verdict(-2.0, 2.0, 0.0, 1.0) == INCONCLUSIVE
+
+
+def test_a_constant_series_is_flat_and_an_unmeasured_one_is_not_measured() -> None:
+    assert trend("kwok.open_fds", "count", times(60), [12.0] * 60).verdict == FLAT
+    unmeasured = trend("kube-apiserver.watch_cache_capacity", "count", times(60), [None] * 60)
+    assert unmeasured.verdict == NOT_MEASURED and unmeasured.samples == 0
+
+
+def test_too_few_samples_are_inconclusive() -> None:
+    assert trend("x.goroutines", "count", times(4), [1.0, 2.0, 3.0, 4.0]).verdict == INCONCLUSIVE
+
+
+def test_blocks_are_medians_of_at_most_the_cap() -> None:
+    ts, ys = blocks(times(240), list(range(240)), most=24)
+    assert len(ts) == 24 and ys[0] == 4.5 and ts[0] == 135.0
+
+
+def test_lag1_reads_independent_and_correlated_noise_apart() -> None:
+    assert lag1(steady(1, 2000, 0.0)) < 0.1
+    assert 0.7 < lag1(steady(1, 2000, 0.8)) < 0.9
+    assert lag1([float(i) for i in range(100)]) == 0.0  # a trend alone is no correlation
+
+
+def test_what_grew_first_comes_first_and_limits_follow_the_series() -> None:
+    n = 120
+    ts = times(n)
+    noise = steady(7, n, 0.0, level=0.0, sd=2.0)
+    late = [(100.0 if t < 1800 else 100.0 + (t - 1800) / 10) + e for t, e in zip(ts, noise, strict=True)]
+    early = [50.0 + t / 20 + e for t, e in zip(ts, noise, strict=True)]
+    samples = [SoakSample(t, "", {"etcd.db_size_bytes": a, "kube-apiserver.rss_bytes": b, "x.open_fds": 3.0})
+               for t, a, b in zip(ts, early, late, strict=True)]
+    meta = SoakMeta("r", "s", 3, 1.0, 30.0, memory_limit_bytes=1e6, units={"etcd.db_size_bytes": "bytes"})
+    found = judge(samples, meta)
+    assert [t.series for t in found.grown] == ["etcd.db_size_bytes", "kube-apiserver.rss_bytes"]
+    by_name = {t.series: t for t in found.trends}
+    assert by_name["etcd.db_size_bytes"].limit == ETCD_DEFAULT_QUOTA_BYTES
+    assert by_name["kube-apiserver.rss_bytes"].limit == 1e6
+    assert by_name["x.open_fds"].verdict == FLAT and not found.passed
+
+
+def test_downsampling_keeps_the_shape_and_what_was_not_measured() -> None:
+    xs, ys = downsample(list(range(10)), [1.0, 1.0, None, None, 3.0, 3.0, 5.0, 5.0, 7.0, 7.0], 5)
+    assert xs == [0.5, 2.5, 4.5, 6.5, 8.5] and ys == [1.0, None, 3.0, 5.0, 7.0]
