@@ -246,3 +246,60 @@ def trend_text(t: Trend) -> str:
     if t.hours_to_limit is not None:
         line += f"; {t.hours_to_limit:,.1f} h to {amount(t.limit, t.unit)} at this slope"
     return line
+
+
+FASTER, SLOWER, SAME = "B grows faster", "B grows slower", "same"
+Z_95 = 1.959964  # the normal quantile of a two-sided 95 % interval
+
+
+@dataclass(frozen=True)
+class SlopeDifference:
+    """One series in two soaks (A, then B): B's slope less A's per hour, its 95 % interval, and the verdict."""
+
+    series: str
+    unit: str
+    a: Trend
+    b: Trend
+    difference_per_h: float | None = None
+    low_per_h: float | None = None
+    high_per_h: float | None = None
+    floor_per_h: float = 0.0
+    verdict: str = NOT_MEASURED  # "B grows faster", "B grows slower", "same", or inconclusive / not measured
+
+
+def _standard_error(t: Trend) -> float | None:
+    """A slope's standard error per hour, from its (widened) 95 % interval's width."""
+    if t.low_per_h is None or t.high_per_h is None:
+        return None
+    return (t.high_per_h - t.low_per_h) / (2 * Z_95)
+
+
+def slope_difference(a: Trend, b: Trend, floor_pct: float = FLOOR_PCT_PER_HOUR) -> SlopeDifference:
+    """Whether B's slope differs from A's: the difference of the two Theil-Sen slopes with a 95 % interval from
+    their standard errors (each read off its interval, normal approximation, the soaks independent); it differs
+    when that interval excludes 0 and the difference exceeds the practical floor of the larger level, is the
+    same when the interval lies within ± that floor."""
+    se_a, se_b = _standard_error(a), _standard_error(b)
+    if a.slope_per_h is None or b.slope_per_h is None or se_a is None or se_b is None:
+        either = NOT_MEASURED if NOT_MEASURED in (a.verdict, b.verdict) else INCONCLUSIVE
+        return SlopeDifference(a.series, a.unit or b.unit, a, b, verdict=either)
+    difference = b.slope_per_h - a.slope_per_h
+    half = Z_95 * math.hypot(se_a, se_b)
+    floor = floor_pct / 100 * max(abs(a.level or 0.0), abs(b.level or 0.0))
+    found = verdict(difference - half, difference + half, difference, floor)
+    named = {GROWS: FASTER, FALLS: SLOWER, FLAT: SAME}.get(found, INCONCLUSIVE)
+    return SlopeDifference(a.series, a.unit or b.unit, a, b, difference, difference - half, difference + half, floor,
+                           named)
+
+
+def compare_soaks(a: SoakJudgement, b: SoakJudgement) -> list[SlopeDifference]:
+    """Every series both soaks recorded, B's slope against A's."""
+    by_name = {t.series: t for t in b.trends}
+    return [slope_difference(t, by_name[t.series]) for t in a.trends if t.series in by_name]
+
+
+def difference_text(d: SlopeDifference) -> str:
+    if d.difference_per_h is None or d.low_per_h is None or d.high_per_h is None:
+        return f"{d.series}: {d.verdict}"
+    return (f"{d.series}: {d.verdict}: B - A {amount(d.difference_per_h, d.unit)}/h "
+            f"[{amount(d.low_per_h, d.unit)}, {amount(d.high_per_h, d.unit)}] (A {d.a.verdict}, B {d.b.verdict})")

@@ -400,8 +400,12 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
     if not args.rolling and args.no_gate:
         raise LoadTestError("--no-gate goes with --rolling: a rehearsal of two versions exits on their comparison, "
                             "not on their SLOs")
+    if (args.hours is not None or args.interval_s is not None) and not args.soak:
+        raise LoadTestError("--hours and --interval-s go with --soak (two soaks, one on each version, compared)")
     plan_from = run_plan_of(args)  # a plan, or a captured cluster's replay (--profile)
     base = Path(args.out) if args.out else REPORTS_DIR / f"rehearsal-{new_run_id(plan_from)}"
+    if args.soak:
+        return rehearse_soak(plan_from, args, base.resolve())
     if args.rolling:
         return rehearse_rolling(plan_from, args, base.resolve())
     codes = []
@@ -446,6 +450,42 @@ def cmd_soak(args: argparse.Namespace) -> int:
     if failure is not None or run is None:
         return failure.exit_code if failure else EXIT_ABORTED
     return verdict_code(run, plan.gate and request.gate, judgement)
+
+
+def rehearse_soak(plan: Plan, args: argparse.Namespace, base: Path) -> int:
+    """The plan soaked on --from, then on --to, and their slopes compared series by series (analysis/soak.py);
+    exit 1 when a series grows faster on --to."""
+    from dataclasses import replace
+
+    from loadtests.analysis.soak import FASTER, compare_soaks, difference_text, judge_folder
+    from loadtests.config.soak import DEFAULT_INTERVAL_S, settings, soak_plan
+
+    if args.rolling or (args.repeat or 1) > 1 or args.threshold:
+        raise LoadTestError("--soak goes without --rolling, --repeat and --threshold: two soaks are compared by "
+                            "their slopes")
+    if args.hours is None:
+        raise LoadTestError("--soak needs --hours H: how long each version's load is held")
+    soak = settings(args.hours, args.interval_s or DEFAULT_INTERVAL_S, args.step or "")
+    plans = [soak_plan(plan.on_kube_version(v), soak) for v in (args.from_version, args.to_version)]
+    requests = [replace(check_runnable(p, args, orphans=n == 0), soak=soak) for n, p in enumerate(plans)]
+    found = []
+    for soaked, request in zip(plans, requests, strict=True):
+        version = soaked.target.kube_version
+        say(f"=== soak rehearsal: {soaked.name} on Kubernetes {version}, {soak.hours:g} h ===")
+        _, failure = execute(soaked, base / version, request)
+        judged = judge_folder(base / version)
+        if failure is not None or judged is None:
+            say("loadtest: a soak of the rehearsal was aborted; compare skipped")
+            return failure.exit_code if failure else EXIT_ABORTED
+        found.append(judged)
+    lines = [difference_text(d) for d in compare_soaks(*found)]
+    (base / "soak-compare.txt").write_text("\n".join(lines) + "\n")
+    faster = [line for line in lines if FASTER in line]
+    for line in faster:
+        say(f"REGRESSION  {line}")
+    say(f"{'FAIL' if faster else 'PASS'}: {len(faster)} of {len(lines)} series grow faster on {args.to_version} "
+        f"than on {args.from_version} (every series: {base / 'soak-compare.txt'})")
+    return EXIT_SLO_FAILED if faster else EXIT_PASSED
 
 
 def positive_hours(text: str) -> float:
@@ -559,6 +599,12 @@ def add_commands(sub: Any) -> None:
                    help="rehearse the upgrade itself: start on --from (highly available) and replace each component "
                         "with --to's, one at a time, while the plan's roll step measures (plan section `roll`)")
     p.add_argument("--rollback", action="store_true", help="with --rolling: roll back to --from afterwards")
+    p.add_argument("--soak", action="store_true",
+                   help="soak the plan's step on each version for --hours and compare their slopes (docs/soak.md)")
+    p.add_argument("--hours", type=positive_hours, default=None, help="with --soak: each soak's hours")
+    p.add_argument("--interval-s", type=sampling_interval, default=None, metavar="SECONDS",
+                   help="with --soak: seconds between samples (default: 30)")
+    p.add_argument("--step", default=None, help="with --soak: the plan's step to hold, by name (default: its first)")
     run_options(p, repeat=True)
     p.set_defaults(func=cmd_rehearse)
     add_soak_command(sub)

@@ -146,3 +146,16 @@ def test_the_apiserver_page_gives_gauges_and_each_intervals_figures() -> None:
     opening = page_figures("kube-apiserver", None, first, {})
     assert "kube-apiserver.p99_read_s" not in opening  # the first page has no interval before it
     assert json.dumps(found)  # every figure is plain JSON for the samples file
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--hours", "1"], "go with --soak"),
+    (["--soak"], "--soak needs --hours"),
+    (["--soak", "--hours", "1", "--rolling"], "--soak goes without --rolling"),
+    (["--soak", "--hours", "nan"], "positive finite number"),
+])
+def test_a_soak_rehearsal_refuses_bad_input_in_one_line(flags: list[str], said: str, nothing_starts: None,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["rehearse", "--plan", "smoke", "--from", "v1.36.3", "--to", "v1.37.2", *flags])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_BAD_INPUT and len(err) == 1 and said in err[0], err

@@ -12,14 +12,18 @@ from loadtests.analysis.soak import (
     ALPHA_ONE_SIDED,
     ETCD_DEFAULT_QUOTA_BYTES,
     FALLS,
+    FASTER,
     FLAT,
     GROWS,
     INCONCLUSIVE,
     NOT_MEASURED,
+    SAME,
+    Trend,
     blocks,
     downsample,
     judge,
     lag1,
+    slope_difference,
     trend,
     verdict,
 )
@@ -125,3 +129,22 @@ def test_what_grew_first_comes_first_and_limits_follow_the_series() -> None:
 def test_downsampling_keeps_the_shape_and_what_was_not_measured() -> None:
     xs, ys = downsample(list(range(10)), [1.0, 1.0, None, None, 3.0, 3.0, 5.0, 5.0, 7.0, 7.0], 5)
     assert xs == [0.5, 2.5, 4.5, 6.5, 8.5] and ys == [1.0, None, 3.0, 5.0, 7.0]
+
+
+def judged_series(seed: int, growth_pct_per_h: float) -> Trend:
+    ys = [y + growth_pct_per_h * t / 3600 for y, t in zip(steady(seed, 240, 0.5), times(240), strict=True)]
+    return trend("kube-apiserver.rss_bytes", "bytes", times(240), ys)
+
+
+def test_two_soaks_whose_slopes_differ_are_told_apart() -> None:
+    for seed in range(20):  # A flat, B growing 20 % of the level an hour
+        found = slope_difference(judged_series(seed, 0.0), judged_series(seed + 1000, 20.0))
+        assert found.verdict == FASTER, found
+        assert found.low_per_h is not None and found.low_per_h > 0
+
+
+def test_two_soaks_of_the_same_slope_are_never_told_apart_more_than_stated() -> None:
+    found = [slope_difference(judged_series(seed, 10.0), judged_series(seed + 1000, 10.0)).verdict
+             for seed in SEEDS]
+    assert found.count(FASTER) / len(found) <= ALPHA_ONE_SIDED
+    assert found.count(SAME) > len(found) / 2  # and most are said to be the same
