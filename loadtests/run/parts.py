@@ -368,12 +368,13 @@ class Load(_Part):
         log gives."""
         load, started = self._load(), ctx.opened or time.monotonic()
         end, last_said = started + ctx.step.duration_s, started
+        every_s = max(10.0, ctx.step.duration_s / 60)  # a soak of hours says where it is a minute or two apart
         while (left := end - time.monotonic()) > 0:
             if not self.quiet and not load.running():
                 load.wait(timeout=5)  # raises saying how Locust ended and the cause its log gives
                 raise TargetError(f"the load generator exited during the measured window ({ctx.prefix})")
             time.sleep(min(1.0, left))
-            if time.monotonic() - last_said >= 10 and time.monotonic() < end:
+            if time.monotonic() - last_said >= every_s and time.monotonic() < end:
                 last_said = time.monotonic()
                 ctx.say(f"measuring {last_said - started:.0f}/{ctx.step.duration_s:.0f} s "
                         f"[elapsed {ctx.run.elapsed()}]")
