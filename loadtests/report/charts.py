@@ -401,7 +401,7 @@ SOAK_UNITS = {"bytes": "bytes", "s": "s", "%": "%", "count": "count"}  # a soak 
 def soak_figure(unit: str, hours: list[float], values: list[float | None], colour: str = PALETTE[0]) -> dict[str, Any]:
     """A soak series against the hours since its window opened (downsampled for the page: analysis/soak.py)."""
     factor, axis_label, hover = DISPLAY[SOAK_UNITS.get(unit, "")]
-    trace = {"type": "scattergl", "mode": "lines", "x": hours, "line": {"color": colour, "width": 1.5},
+    trace = {"type": "scatter", "mode": "lines", "x": hours, "line": {"color": colour, "width": 1.5},
              "y": [None if v is None else v * factor for v in values], "hovertemplate": hover + "<extra></extra>",
              "connectgaps": False}
     return {"data": [trace], "config": _CONFIG,

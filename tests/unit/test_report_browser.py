@@ -278,3 +278,14 @@ def test_flow_control_per_priority_level_has_its_table(browser: Chromium, tmp_pa
     assert "exempt: never queued" in clients[0][4] and clients[0][5] == "not kept per flow schema", clients
     assert clients[2][5] == "none in this window", clients  # its level dispatched nothing in this step
     assert_clean(page)
+
+
+def test_a_soak_page_draws_a_chart_per_measured_series(browser: Chromium, tmp_path: Path) -> None:
+    from tests.unit.test_soak import leak_rows, write_soak
+
+    write_soak(tmp_path, leak_rows())
+    write_report(tmp_path)
+    page = open_page(browser, tmp_path / "soak.html")
+    assert assert_charts_drawn(page) == 2  # the series never measured has no chart
+    assert page.evaluate("document.querySelector('.banner .label').textContent") == "GROWS"
+    assert_clean(page)
