@@ -10,7 +10,7 @@ medians are close to independent, and a block median is robust to a spike within
 
 The verdict (RULE):
 - `grows`: the interval lies wholly above zero and the growth per hour exceeds FLOOR_PCT_PER_HOUR of the series'
-  level (its median): a significant but tiny slope on a flat series is no alarm;
+  level (its median), and FLOOR_ABSOLUTE_PER_HOUR of its unit: a significant but tiny slope is no alarm;
 - `falls`: the mirror image;
 - `flat`: the interval lies within ± the floor;
 - `inconclusive`: anything else (too short or too noisy a soak to say), and fewer than MIN_BLOCKS points.
@@ -33,14 +33,17 @@ from loadtests.results.soak import SoakMeta, SoakSample, has_soak, load_meta, lo
 CONFIDENCE = 0.95
 ALPHA_ONE_SIDED = (1 - CONFIDENCE) / 2  # the stated false-alarm rate of `grows` per steady series
 FLOOR_PCT_PER_HOUR = 5.0  # growth below this share of the level per hour is no alarm, however significant
+# ...nor growth below this per hour whatever the level, per unit: a CPU share of a few % creeping up by a tenth of a
+# point an hour, or a process's memory by less than a MiB an hour, is no finding
+FLOOR_ABSOLUTE_PER_HOUR = {"%": 1.0, "bytes": float(2**20)}
 MAX_BLOCKS = 24
 MIN_BLOCKS = 6
 HOUR_S = 3600.0
 ETCD_DEFAULT_QUOTA_BYTES = 2 * 2**30  # etcd's quota where --quota-backend-bytes is not set
 GROWS, FLAT, FALLS, INCONCLUSIVE, NOT_MEASURED = "grows", "flat", "falls", "inconclusive", "not measured"
 RULE = (f"Theil-Sen slope of at most {MAX_BLOCKS} block medians, {CONFIDENCE:.0%} interval; grows: interval above 0 "
-        f"and growth > {FLOOR_PCT_PER_HOUR:g} % of the level per hour; flat: interval within ± that floor; falls: the "
-        "mirror of grows; else inconclusive")
+        f"and growth > {FLOOR_PCT_PER_HOUR:g} % of the level per hour (and > 1 % of a core or 1 MiB per hour); flat: "
+        "interval within ± that floor; falls: the mirror of grows; else inconclusive")
 # figure (the part of a series' name after its component) -> the limit it grows toward
 MEMORY_FIGURES = frozenset({"rss_bytes", "heap_inuse_bytes", "process_rss_bytes"})
 ETCD_SIZE_FIGURES = frozenset({"db_size_bytes", "db_in_use_bytes"})
@@ -127,7 +130,7 @@ def trend(series: str, unit: str, ts: Sequence[float], ys: Sequence[float | None
     if math.isinf(widen):  # too few independent values among the samples to say
         return Trend(series, unit, len(values), len(bt), level, last, slope, verdict=INCONCLUSIVE, limit=limit)
     low, high = slope - (slope - low) * widen, slope + (high - slope) * widen
-    floor = floor_pct / 100 * abs(level)
+    floor = max(floor_pct / 100 * abs(level), FLOOR_ABSOLUTE_PER_HOUR.get(unit, 0.0))
     found = verdict(low, high, slope, floor)
     to_limit = (limit - last) / slope if limit is not None and slope > 0 and limit > last else None
     return Trend(series, unit, len(values), len(bt), level, last, slope, low, high, floor, found, limit, to_limit,

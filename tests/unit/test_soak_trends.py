@@ -48,7 +48,7 @@ def times(n: int, interval_s: float = 30.0) -> list[float]:
 
 
 def alarm_rate(n: int, phi: float) -> float:
-    judged = [trend("x.rss_bytes", "bytes", times(n), steady(seed, n, phi)).verdict for seed in SEEDS]
+    judged = [trend("x.goroutines", "count", times(n), steady(seed, n, phi)).verdict for seed in SEEDS]
     return judged.count(GROWS) / len(judged)
 
 
@@ -66,7 +66,7 @@ def test_a_planted_growth_in_noise_is_judged_to_grow() -> None:
     covered = 0
     for seed in range(40):  # 20 % of the level per hour over 2 h at 30 s, noise 1 % of the level, correlated
         ys = [y + 0.2 * 100 * t / 3600 for y, t in zip(steady(seed, 240, 0.8), times(240), strict=True)]
-        found = trend("apiserver.rss_bytes", "bytes", times(240), ys, limit=1000.0)
+        found = trend("apiserver.objects", "count", times(240), ys, limit=1000.0)
         assert found.verdict == GROWS
         covered += (found.low_per_h or 0) < 20 < (found.high_per_h or 0)
         assert found.hours_to_limit is not None and 20 < found.hours_to_limit < 60
@@ -117,7 +117,7 @@ def test_what_grew_first_comes_first_and_limits_follow_the_series() -> None:
     early = [50.0 + t / 20 + e for t, e in zip(ts, noise, strict=True)]
     samples = [SoakSample(t, "", {"etcd.db_size_bytes": a, "kube-apiserver.rss_bytes": b, "x.open_fds": 3.0})
                for t, a, b in zip(ts, early, late, strict=True)]
-    meta = SoakMeta("r", "s", 3, 1.0, 30.0, memory_limit_bytes=1e6, units={"etcd.db_size_bytes": "bytes"})
+    meta = SoakMeta("r", "s", 3, 1.0, 30.0, memory_limit_bytes=1e6, units={"etcd.db_size_bytes": "count"})
     found = judge(samples, meta)
     assert [t.series for t in found.grown] == ["etcd.db_size_bytes", "kube-apiserver.rss_bytes"]
     by_name = {t.series: t for t in found.trends}
@@ -133,7 +133,7 @@ def test_downsampling_keeps_the_shape_and_what_was_not_measured() -> None:
 
 def judged_series(seed: int, growth_pct_per_h: float) -> Trend:
     ys = [y + growth_pct_per_h * t / 3600 for y, t in zip(steady(seed, 240, 0.5), times(240), strict=True)]
-    return trend("kube-apiserver.rss_bytes", "bytes", times(240), ys)
+    return trend("kube-apiserver.goroutines", "count", times(240), ys)
 
 
 def test_two_soaks_whose_slopes_differ_are_told_apart() -> None:
@@ -148,3 +148,10 @@ def test_two_soaks_of_the_same_slope_are_never_told_apart_more_than_stated() -> 
              for seed in SEEDS]
     assert found.count(FASTER) / len(found) <= ALPHA_ONE_SIDED
     assert found.count(SAME) > len(found) / 2  # and most are said to be the same
+
+
+def test_a_cpu_share_or_memory_creeping_below_its_absolute_floor_is_no_alarm() -> None:
+    cpu = [2.5 + 0.5 * t / 3600 + 0.01 * math.sin(t) for t in times(240)]  # 20 % of its level, 0.5 % of a core an hour
+    assert trend("harness.cpu_pct", "%", times(240), cpu).verdict == FLAT
+    rss = [1e7 + 2**19 * t / 3600 + 1e3 * math.sin(t) for t in times(240)]  # half a MiB an hour
+    assert trend("harness.rss_bytes", "bytes", times(240), rss).verdict == FLAT
