@@ -502,8 +502,10 @@ class SoakSampling(_Part):
 
     def start(self, ctx: StepContext) -> None:
         run = ctx.run
+        here = run.info.kind == "local"  # an existing cluster's components run on machines of their own
         meta = SoakMeta(run_id=run.run_dir.name, step=ctx.step.name, nodes=ctx.step.nodes, hours=self.soak.hours,
-                        interval_s=self.soak.interval_s, memory_limit_bytes=float(psutil.virtual_memory().total))
+                        interval_s=self.soak.interval_s,
+                        memory_limit_bytes=float(psutil.virtual_memory().total) if here else None)
         pids = {**run.info.pids, **ctx.pids, HARNESS: [os.getpid()]}  # the load generator's and the harness's too
         self.sampler = SoakSampler(run.info, pids, meta, run.run_dir, ctx.say)
         ctx.say(f"soak: sampling every {self.soak.interval_s:g} s for {self.soak.hours:g} h into "
