@@ -23,7 +23,7 @@ from tests.cli import loadtest
 
 pytestmark = pytest.mark.integration
 
-TRAFFIC_S = 15  # the source's steady traffic; its audit log's rates are over the whole log, start-up included
+TRAFFIC_S = 15  # the source's steady traffic; its audit log's rates are from its first node's Lease on
 WINDOW_S = 10  # each replay's measured window
 WARMUP_S = 3
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,10 +15,12 @@ import pytest
 import yaml
 
 from loadtests.analysis.metrics import Snapshot
+from loadtests.capture.audit_tally import iso
 from loadtests.capture.clients import hashed
 from loadtests.capture.request_shapes import field_keys
 from loadtests.capture.sketch import EXACT, Quantiles, Sketch
-from loadtests.capture.traffic import audit_verb, traffic_from_audit, traffic_from_metrics
+from loadtests.capture.traffic import NO_START, audit_verb, traffic_from_audit, traffic_from_metrics
+from loadtests.capture.traffic_types import StartUp
 from loadtests.errors import LoadTestError, UnreadableFile
 
 DATA = Path(__file__).parent / "data"
@@ -334,6 +337,57 @@ def test_files_are_read_oldest_first_in_whatever_order_they_are_named(tmp_path: 
     (watches,) = traffic_from_audit([live, rotated], SALT).watches
     assert (watches.opened, watches.open_at_start, watches.open_at_end, watches.max_open) == (1, 0, 0, 1)
     assert watches.lifetime_s is not None and watches.lifetime_s.max == 49.0
+
+
+
+def test_a_clusters_start_at_the_head_of_its_log_is_left_out_of_the_window() -> None:
+    """kube-apiserver v1.37.2's audit log of benchmarks/production.py's cluster (20 fake nodes, a traffic of a
+    node, a service account and a user for 30 s) from its first request: the window begins at the first node's
+    Lease, so the nodes' renewals (none before it) are over the time they were renewing; the traffic, which
+    began later, is over the same window and not its own span; a watch opened in the start-up and still open is
+    open at the window's start."""
+    path = DATA / "kube-apiserver_v1.37.2_audit_start.log.gz"
+    events = [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines()]
+    at = {e["auditID"] + e["stage"]: _seconds(e["stageTimestamp"]) for e in events}
+    cut = min(at[e["auditID"] + e["stage"]] for e in events if e["verb"] == "create" and e["stage"] ==
+              "ResponseComplete" and (e.get("objectRef") or {}).get("namespace") == "kube-node-lease")
+    end = max(at.values())
+    whole, traffic = traffic_from_audit([path], SALT, between=(0, math.inf)), traffic_from_audit([path], SALT)
+    assert traffic.start_up is not None and "first node made its Lease 2.0 s into the log" in traffic.start_up.why
+    assert traffic.window.seconds == pytest.approx(end - cut, abs=1e-3) and traffic.window.start == iso(cut)
+    early = sum(at[e["auditID"] + e["stage"]] < cut and (e["stage"] == "ResponseStarted" if e["verb"] == "watch"
+                                                         else e["stage"] == "ResponseComplete") for e in events)
+    assert traffic.start_up.requests == early and traffic.requests == whole.requests - early > 0
+    rates = {(r.verb, r.resource, r.client_class): r for r in traffic.rates}
+    renewals = rates[("update", "leases", "node")]
+    assert renewals.per_second == pytest.approx(renewals.count / (end - cut))
+    assert renewals.per_second > {(r.verb, r.resource, r.client_class): r for r in whole.rates}[
+        ("update", "leases", "node")].per_second * 1.05  # the start-up's 2 s of 36 no longer counted
+    reads = rates[("get", "configmaps", "user")]  # its first request 4 s after the cut: counted over the window
+    assert reads.count == 240 and reads.per_second == pytest.approx(240 / (end - cut))
+    assert sum(w.open_at_end or 0 for w in traffic.watches) == sum(w.open_at_end or 0 for w in whole.watches)
+    opened = {e["auditID"] for e in events if e["verb"] == "watch" and e["stage"] == "ResponseStarted"
+              and at[e["auditID"] + e["stage"]] < cut}
+    ended = {e["auditID"] for e in events if e["stage"] == "ResponseComplete" and at[e["auditID"] + e["stage"]] < cut}
+    held = len(opened - ended)  # the control plane's, opened as it started
+    assert sum(w.open_at_start or 0 for w in traffic.watches) == held > 50
+
+
+def test_a_log_without_a_clusters_first_start_is_its_own_window(tmp_path: Path) -> None:
+    """Neither a log that begins mid-life nor a start whose nodes never joined moves the window."""
+    assert traffic_from_audit(write_log(tmp_path), SALT).start_up == StartUp(None, None, 0.0, 0, NO_START)
+    log = tmp_path / "nodeless.log"
+    apiserver = dict(user="system:apiserver", groups=("system:masters",), code=201)
+    log.write_text(event(0, "create", "namespaces", name="kube-system", **apiserver) +
+                   event(30, "create", "leases", group="coordination.k8s.io", namespace="kube-system", **apiserver)
+                   + event(60, "get", "pods", namespace=NS))
+    traffic = traffic_from_audit([log], SALT)
+    assert traffic.window.seconds == 60.0 and traffic.requests == 3
+    assert traffic.start_up is not None and traffic.start_up.why.startswith("none: the cluster started in the log")
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 # mappings keyed by the traffic's own words (verbs, field paths, hashes), not by field names
