@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from loadtests.config.node_agents import KUBE_PROXY, KUBELET, AgentWatch, node_watches, object_watch
+from loadtests.config.timeline import Timeline
 from loadtests.kube.names import ListNames, WatchNames, request_name
 from loadtests.kube.objects import NS_CHURN, NS_FLEET, NS_OBJECTS_PREFIX
 from loadtests.kube.watch import ENCODINGS
@@ -262,14 +263,20 @@ def requests_row_name(row: dict[str, Any]) -> str:
     return request_name(REQUEST_TYPES[row["verb"]], resource, "replay", row["client_class"], scope)
 
 
+def peak_rate(row: dict[str, Any]) -> float:
+    """A row's highest rate: its mean, or its timeline's peak minute (config/timeline.py)."""
+    timeline = row.get("timeline")
+    return float(row["rate"]) * (Timeline.from_dict(timeline, row.get("name", "row")).peak if timeline else 1.0)
+
+
 def requests_users(params: dict[str, Any]) -> dict[str, int]:
-    """Users per class: each identity's rows spread over users of at most REQUESTS_USER_RATE requests/s; one
-    user per held watch."""
+    """Users per class: each identity's rows spread over users of at most REQUESTS_USER_RATE requests/s at their
+    peak; one user per held watch."""
     def users(rate: float) -> int:
         return -(-int(rate * 1000) // int(REQUESTS_USER_RATE * 1000)) if rate > 0 else 0
 
     rows = params.get("rows") or []
-    found = {name: users(sum(float(r["rate"]) for r in rows if requests_user(r) == name))
+    found = {name: users(sum(peak_rate(r) for r in rows if requests_user(r) == name))
              for name in (LOAD_REQUESTS_USER, *REQUESTS_USERS.values())}
     return {**found, "ReplayWatcher": sum(int(w["count"]) for w in params.get("watches") or [])}
 

@@ -3,7 +3,10 @@ class of requests at its rate, on the replay's own objects.
 
 Each row's requests are due at fixed times of the wall clock (the j-th at (j + ½) / rate), and the users of an
 identity take turns (user i of n the j-th where j ≡ i mod n): the rate is kept whichever user starts first, and
-a user that falls behind sends at once until it is on time again. Each class under an identity of its kind, so
+a user that falls behind sends at once until it is on time again. A row with a `timeline` (the captured
+per-minute curve, config/timeline.py) has its j-th due when its count reaches j + ½, the count following the
+curve from the window's opening (window.WINDOW; the mean before it): a user that learns of the opening takes
+its turns from the curve from then on. Each class under an identity of its kind, so
 flow control sees what it saw: node rows go out as the fake nodes (each user as the node of its number, as node
 agents are), service-account rows as a ServiceAccount (node_identity.SERVICE_ACCOUNT_USER), where the target
 issues them (a local control plane); the others, and every row elsewhere, as the load's identity (or its
@@ -44,6 +47,7 @@ from loadtests.config.scenarios import (
     requests_users,
 )
 from loadtests.config.templates import RUN_LABEL, ObjectTemplate
+from loadtests.config.timeline import Timeline, due_at, requests_by
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.discovery import Kind
 from loadtests.kube.names import WatchNames, request_name
@@ -53,6 +57,7 @@ from loadtests.kube.watch import WATCH_READ_TIMEOUT_S
 from loadtests.load.contract import LoadConfig
 from loadtests.load.locust.scenarios.base import KubeUser, json_bytes, user_class
 from loadtests.load.locust.transport import MERGE_PATCH, ssl_contexts
+from loadtests.load.locust.window import WINDOW
 
 CLEANUP_S = 30.0
 POOL = 50  # the harness's objects a user reads once per kind, for its gets, updates and patches
@@ -90,6 +95,8 @@ class RequestsUser(KubeUser):
             self.ssl_context_factory = ssl_contexts(self.access)
         super().__init__(environment)
         self.rows = [r for r in self.params["rows"] if requests_user(r) == self.sends]
+        self.timelines = [Timeline.from_dict(r["timeline"]) if r.get("timeline") else None for r in self.rows]
+        self.anchored: float | None = None  # the window's opening the schedule's times were taken from
         self.owned: dict[str, list[tuple[str, str]]] = {}  # resource -> (namespace, name) this user created
         self.pool: dict[str, list[dict[str, Any]]] = {}  # resource -> the harness's objects read once
         self.last_rv: dict[str, str] = {}
@@ -117,16 +124,24 @@ class RequestsUser(KubeUser):
     def schedule(self) -> list[tuple[float, int, int]]:
         """(due, row, j) of each row's first turn of this user from now."""
         now = time.time()
+        self.anchored = WINDOW.opened_at
         heap = []
         for index, row in enumerate(self.rows):
-            rate = float(row["rate"])
-            if rate <= 0:
+            if float(row["rate"]) <= 0:
                 continue
-            j = int(now * rate)
+            j = int(self.count(index, now))
             j += (self.turn - j) % self.turns
-            heap.append(((j + 0.5) / rate, index, j))
+            heap.append((self.due(index, j), index, j))
         heapq.heapify(heap)
         return heap
+
+    def count(self, index: int, at: float) -> float:
+        """The row's requests due by `at`: its rate × the time, or its timeline's count."""
+        return requests_by(self.timelines[index], float(self.rows[index]["rate"]), self.anchored, at)
+
+    def due(self, index: int, j: int) -> float:
+        """When the row's j-th request is due."""
+        return due_at(self.timelines[index], float(self.rows[index]["rate"]), self.anchored, j)
 
     @task
     def replay(self) -> None:
@@ -141,8 +156,11 @@ class RequestsUser(KubeUser):
                 break
             row = self.rows[index]
             getattr(self, f"send_{row['verb']}")(row)
+            if self.anchored != WINDOW.opened_at:  # the window opened: the timelines' turns from now
+                heap = self.schedule()
+                continue
             j += self.turns
-            heapq.heappush(heap, ((j + 0.5) / float(row["rate"]), index, j))
+            heapq.heappush(heap, (self.due(index, j), index, j))
         raise StopUser()
 
     def send_get(self, row: dict[str, Any]) -> None:
