@@ -246,8 +246,10 @@ REQUEST_TYPES = {"get": "GET", "list": "LIST", "create": "POST", "update": "PUT"
                  "delete": "DELETE", "watch": "WATCH"}
 NODE_CLASS = "node"  # rows of this client class send as the fake nodes (kube/node_identity.py)
 SERVICE_ACCOUNT_CLASS = "serviceaccount"  # rows of this class send as a ServiceAccount (node_identity.py)
+USER_CLASS = "user"  # rows of this class send as a user of their own (node_identity.REPLAY_USER)
 # the requests scenario's users by the client class whose rows they send (any other class: the load's identity)
-REQUESTS_USERS = {NODE_CLASS: "ReplayNodeRequests", SERVICE_ACCOUNT_CLASS: "ReplayServiceAccountRequests"}
+REQUESTS_USERS = {NODE_CLASS: "ReplayNodeRequests", SERVICE_ACCOUNT_CLASS: "ReplayServiceAccountRequests",
+                  USER_CLASS: "ReplayUserRequests"}
 LOAD_REQUESTS_USER = "ReplayRequests"
 
 

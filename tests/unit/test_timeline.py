@@ -102,7 +102,7 @@ def test_a_plan_asked_for_the_timeline_gives_each_row_its_verbs_curve() -> None:
     assert rows[("get", "widgets")]["rate"] == pytest.approx(4.0)  # the mean × k, as without a timeline
     assert "per-minute curve (timeline) of 100 s, 1 pass(es) over the window's 20 s" in data["replay"]["traffic"]
     # the users a class needs are for its peak: 4/s × 10 (all in the first 30 % of the window)
-    assert requests_users(data["load"]["scenarios"]["requests"])["ReplayRequests"] == math.ceil(
+    assert requests_users(data["load"]["scenarios"]["requests"])["ReplayUserRequests"] == math.ceil(
         4.0 / 0.3 / REQUESTS_USER_RATE)
     assert plan_data(timed_profile(), 2, source="prod.yaml")["replay"]["traffic"] == MEAN_MIX
     assert "timeline" not in plan_data(timed_profile(), 2, source="prod.yaml")["load"]["scenarios"]["requests"][

@@ -8,9 +8,9 @@ per-minute curve, config/timeline.py) has its j-th due when its count reaches j 
 curve from the window's opening (window.WINDOW; the mean before it): a user that learns of the opening takes
 its turns from the curve from then on. Each class under an identity of its kind, so
 flow control sees what it saw: node rows go out as the fake nodes (each user as the node of its number, as node
-agents are), service-account rows as a ServiceAccount (node_identity.SERVICE_ACCOUNT_USER), where the target
-issues them (a local control plane); the others, and every row elsewhere, as the load's identity (or its
-tenant's).
+agents are), service-account rows as a ServiceAccount (node_identity.SERVICE_ACCOUNT_USER), user rows as a user
+of their own in no group (node_identity.REPLAY_USER), where the target issues them (a local control plane); the
+others, and every row elsewhere, as the load's identity (or its tenant's).
 
 What each verb acts on, never an object the harness did not make:
 - get, update, patch: the harness's objects of the kind (labelled app.kubernetes.io/managed-by=k8s-loadtest: the
@@ -42,6 +42,7 @@ from loadtests.config.scenarios import (
     NODE_CLASS,
     REQUESTS_USERS,
     SERVICE_ACCOUNT_CLASS,
+    USER_CLASS,
     objects_namespace,
     requests_user,
     requests_users,
@@ -112,6 +113,8 @@ class RequestsUser(KubeUser):
             return identities.node_access(self.node)
         if self.sends == REQUESTS_USERS[SERVICE_ACCOUNT_CLASS]:
             return identities.service_account_access()
+        if self.sends == REQUESTS_USERS[USER_CLASS]:
+            return identities.user_access()
         return None
 
     def namespace(self, row: dict[str, Any], reading: bool = False) -> str:
