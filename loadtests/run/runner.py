@@ -273,7 +273,8 @@ class Runner:
         step, so outside every measured window), and said."""
         agents = needs_node_identities(self.plan.load)
         identities = self.target.node_identities([node_name(0)]) if agents else None
-        found = client_classes(run_clients(info, identities, agents), info.access)
+        replay = "requests" in (self.plan.load.get("scenarios") or {})
+        found = client_classes(run_clients(info, identities, agents, replay), info.access)
         self.say("clients to flow control (flow schema / priority level): " + "; ".join(
             f"{c.client} {c.flow_schema or '?'} / {c.priority_level or '?'}" for c in found))
         return found
