@@ -14,7 +14,8 @@ Watches open at once are counted in the log's order (the order the apiserver wro
 
 A start-up left out (`counted_from`, traffic.start_up): the window begins there. Nothing before it is a request,
 a minute, a latency or an identity; a watch that opened before it and was still open then was open at the
-window's start, as one opened before the log began is.
+window's start, as one opened before the log began is. A window cut short (`counted_until`) ends there: nothing
+after it counts, and a watch that ended after it was open at the window's end.
 """
 
 from __future__ import annotations
@@ -99,11 +100,12 @@ class _Watches:
 class AuditTally:
     """Events in, one at a time (add); the traffic they make out (profile)."""
 
-    def __init__(self, salt: bytes, counted_from: float = -math.inf) -> None:
+    def __init__(self, salt: bytes, counted_from: float = -math.inf, counted_until: float = math.inf) -> None:
         self.salt = salt
-        self.counted_from = counted_from
+        self.counted_from, self.counted_until = counted_from, counted_until
         self.events = 0
         self.left_out = 0  # requests that ended before counted_from (the start-up's)
+        self.left_after = 0  # requests that ended after counted_until
         self.first, self.last = math.inf, -math.inf
         self.rates: Counter[_RateKey] = Counter()
         self.minutes: defaultdict[int, Counter[str]] = defaultdict(Counter)
@@ -120,6 +122,9 @@ class AuditTally:
         return max(self.first, self.counted_from)
 
     def add(self, event: AuditEvent) -> None:
+        if event.at > self.counted_until:
+            self.left_after += int(event.stage in ENDS if event.verb != "watch" else event.stage == STARTED)
+            return
         self.events += 1
         self.first, self.last = min(self.first, event.at), max(self.last, event.at)
         who = (clients.client_class(event.username, event.groups), clients.product(event.user_agent))
@@ -210,7 +215,8 @@ class AuditTally:
             return None
         if self.counted_from <= self.first:
             return StartUp(None, None, 0.0, 0, why)
-        return StartUp(iso(self.first), iso(self.start), self.start - self.first, self.left_out, why)
+        return StartUp(iso(self.first), iso(self.start), self.start - self.first, self.left_out, why,
+                       None if math.isinf(self.counted_until) else self.left_after)
 
     def _rates(self, seconds: float) -> list[RequestRate]:
         rows = [RequestRate(verb=k[0], group=k[1], resource=k[2], subresource=k[3], scope=k[4], client_class=k[5],

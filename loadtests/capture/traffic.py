@@ -9,6 +9,7 @@ latencies and the identities, which the metrics' profile says are "not measured"
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from contextlib import closing
 from pathlib import Path
@@ -64,12 +65,38 @@ def start_up(events: Iterable[AuditEvent]) -> tuple[float | None, str]:
             booted = True
         elif booted and (event.group, event.resource, event.namespace) == NODE_LEASES:
             return event.at, (f"the cluster's first start: its apiserver made its system namespaces, and its first "
-                              f"node made its Lease {event.at - first:.1f} s into the log; the window begins at "
-                              "that Lease")
+                              f"node made its Lease {event.at - first:.1f} s into the log")
     if booted:
         return None, (f"none: the cluster started in the log, but no node made its Lease within {START_UP_MAX_S:.0f}"
                       " s; the window is the whole log")
     return None, NO_START
+
+
+def renewal_window(events: Iterable[AuditEvent], joined: float) -> tuple[float, float, float] | None:
+    """The window of a log that holds the cluster's start, its first node's Lease made at `joined`: whole renewal
+    periods from half a period after it, as many as the log holds, and the period (start, end, period). Nodes
+    that join together renew in rounds, a round each period (from a Lease made to its first renewal, the median
+    over the nodes' Leases): a window of whole periods counts each round once wherever the log ends, and half a
+    period in, it begins after the nodes joined (their registration, part of the start). None where no node
+    renewed its Lease, or the log holds less than one period after that."""
+    made: dict[str, float] = {}
+    periods: dict[str, float] = {}
+    end = -math.inf
+    for event in events:
+        end = max(end, event.at)
+        if (event.stage not in ENDS or event.code is None or not 200 <= event.code < 300
+                or (event.group, event.resource, event.namespace) != NODE_LEASES):
+            continue
+        if event.verb == "create":
+            made.setdefault(event.name, event.at)
+        elif event.verb == "update" and event.name in made and event.name not in periods:
+            periods[event.name] = event.at - made[event.name]
+    if not periods:
+        return None
+    period = statistics.median(periods.values())
+    start = joined + period / 2
+    whole = math.floor((end - start) / period) if period > 0 else 0
+    return (start, start + whole * period, period) if whole > 0 else None
 
 
 def traffic_from_audit(paths: Sequence[Path], salt: bytes, *,
@@ -80,15 +107,23 @@ def traffic_from_audit(paths: Sequence[Path], salt: bytes, *,
     line naming the file and line, for a file that is not an audit log (a last line cut short is skipped).
     `between`: only the events written from the first to the second time (epoch seconds), e.g. a run's window
     in its control plane's log; without it, the cluster's start at the head of the log is left out (start_up),
-    read from the log's head first."""
+    read from the log's head first, and the window is whole renewal periods of its nodes (renewal_window: a log
+    that holds the cluster's start is read twice)."""
     if not paths:
         raise LoadTestError(f"no audit log given; {FIX}")
     notes: list[str] = []
-    cut, why = None, ""
+    cut, until, why = None, None, ""
     if between is None:
         with closing(read_events(paths, [])) as head:
             cut, why = start_up(head)
-    tally = AuditTally(salt, -math.inf if cut is None else cut)
+        window = None if cut is None else renewal_window(read_events(paths, []), cut)
+        if window is not None:
+            cut, until, period = window
+            why += (f"; its nodes renew their Leases every {period:.1f} s, in rounds as they joined together: the "
+                    f"window is {round((until - cut) / period)} whole periods from half of one after that Lease")
+        elif cut is not None:
+            why += "; the window begins at that Lease (no node renewed its Lease a period after it)"
+    tally = AuditTally(salt, -math.inf if cut is None else cut, math.inf if until is None else until)
     for event in read_events(paths, notes):
         if between is None or between[0] <= event.at <= between[1]:
             tally.add(event)

@@ -46,17 +46,19 @@ class Window:
 class StartUp:
     """The source cluster's own start at the head of its audit log, left out of the window so that a class's
     rate is the one it keeps (traffic.start_up says the rule): from the log's first event to its end, the
-    requests it held; start and end None where the log holds no start, `why` saying so."""
+    requests it held; start and end None where the log holds no start, `why` saying so. `requests_after`: those
+    after the window's end, where it ends at the nodes' last Lease renewal (None: it ends at the log's end)."""
 
     start: str | None
     end: str | None
     seconds: float
     requests: int
     why: str
+    requests_after: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"start": self.start, "end": self.end, "seconds": round(self.seconds, 3), "requests": self.requests,
-                "why": self.why}
+                "requests_after": self.requests_after, "why": self.why}
 
 
 @dataclass(frozen=True)
