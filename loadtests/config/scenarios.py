@@ -390,10 +390,14 @@ def scenario_params(load: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: {**SCENARIOS[name].defaults, **(params or {})} for name, params in scenarios.items()}
 
 
+def configured(load: dict[str, Any]) -> dict[str, Any]:
+    """A plan's scenarios by name, from its load as scenario_params takes it (the scenarios, or under `scenarios`)."""
+    return load["scenarios"] if isinstance(load.get("scenarios"), dict) else load
+
+
 def needs_node_identities(load: dict[str, Any]) -> bool:
     """Whether a plan's load (as scenario_params takes it) has a scenario that sends as the fake nodes."""
-    scenarios = load["scenarios"] if isinstance(load.get("scenarios"), dict) else load
-    return not NODE_IDENTITY_SCENARIOS.isdisjoint(scenarios)
+    return not NODE_IDENTITY_SCENARIOS.isdisjoint(configured(load))
 
 
 def demands(load: dict[str, Any], nodes: int) -> dict[str, Demand]:

@@ -116,3 +116,9 @@ def due_at(timeline: Timeline | None, rate: float, opened: float | None, j: int)
     if timeline is None or opened is None:
         return (j + 0.5) / rate
     return opened + timeline.time_of((j + 0.5) / rate - opened)
+
+
+def first_due(timeline: Timeline | None, rate: float, opened: float | None, now: float) -> int:
+    """The first of a class's requests due at or after `now`: a schedule taken anew (the window opening) sends
+    none that was already due, so none twice."""
+    return math.ceil(requests_by(timeline, rate, opened, now) - 0.5)

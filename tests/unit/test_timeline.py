@@ -11,7 +11,7 @@ import pytest
 from loadtests.capture.replay import load_plan, plan_data
 from loadtests.capture.replay_traffic import MEAN_MIX
 from loadtests.config.scenarios import REQUESTS_USER_RATE, requests_users
-from loadtests.config.timeline import Timeline, due_at, fit, requests_by
+from loadtests.config.timeline import Timeline, due_at, first_due, fit, requests_by
 from loadtests.errors import PlanError
 from tests.unit.test_replay_traffic import traffic, with_traffic
 
@@ -68,6 +68,15 @@ def test_the_count_and_the_time_are_each_others_inverse_and_the_mean_outside_the
 
 def flat(segments: tuple[tuple[float, float], ...]) -> list[float]:
     return [value for segment in segments for value in segment]
+
+
+@pytest.mark.parametrize("timeline", [None, fit(CURVE, 20.0)])
+def test_a_schedule_taken_anew_sends_nothing_already_due(timeline: Timeline | None) -> None:
+    """As the window opens a user takes its schedule anew: its first request is the first due from then, never
+    one it sent (a request sent twice as the window opened put a replayed class 14 % over at 2/s in 10 s)."""
+    for now in (1_000.01, 1_000.26, 1_000.49, 1_000.51, 1_000.74, 1_005.3, 1_013.9):
+        j = first_due(timeline, 2.0, 1_000.0, now)
+        assert due_at(timeline, 2.0, 1_000.0, j - 1) < now <= due_at(timeline, 2.0, 1_000.0, j), now
 
 
 @pytest.mark.parametrize("bad", [None, {"segments": [[1, 2]]}, {"segments": [], "passes": 1},

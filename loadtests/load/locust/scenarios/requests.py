@@ -48,7 +48,7 @@ from loadtests.config.scenarios import (
     requests_users,
 )
 from loadtests.config.templates import RUN_LABEL, ObjectTemplate
-from loadtests.config.timeline import Timeline, due_at, requests_by
+from loadtests.config.timeline import Timeline, due_at, first_due
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.discovery import Kind
 from loadtests.kube.names import WatchNames, request_name
@@ -125,22 +125,19 @@ class RequestsUser(KubeUser):
         return objects_namespace(next(self.numbers) % max(1, int(self.params["namespaces"])))
 
     def schedule(self) -> list[tuple[float, int, int]]:
-        """(due, row, j) of each row's first turn of this user from now."""
+        """(due, row, j) of each row's first turn of this user due from now: none sent again when the schedule is
+        taken anew as the window opens."""
         now = time.time()
         self.anchored = WINDOW.opened_at
         heap = []
         for index, row in enumerate(self.rows):
             if float(row["rate"]) <= 0:
                 continue
-            j = int(self.count(index, now))
+            j = first_due(self.timelines[index], float(row["rate"]), self.anchored, now)
             j += (self.turn - j) % self.turns
             heap.append((self.due(index, j), index, j))
         heapq.heapify(heap)
         return heap
-
-    def count(self, index: int, at: float) -> float:
-        """The row's requests due by `at`: its rate × the time, or its timeline's count."""
-        return requests_by(self.timelines[index], float(self.rows[index]["rate"]), self.anchored, at)
 
     def due(self, index: int, j: int) -> float:
         """When the row's j-th request is due."""
@@ -159,7 +156,7 @@ class RequestsUser(KubeUser):
                 break
             row = self.rows[index]
             getattr(self, f"send_{row['verb']}")(row)
-            if self.anchored != WINDOW.opened_at:  # the window opened: the timelines' turns from now
+            if self.anchored != WINDOW.opened_at and any(self.timelines):  # the timelines' turns from now on
                 heap = self.schedule()
                 continue
             j += self.turns
