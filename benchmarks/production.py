@@ -68,7 +68,7 @@ class Stream:
     per_s: float
 
 
-# a few per second each: an audit log's rates are over its whole span (the cluster's start and filling included),
+# a few per second each: an audit log's rates are over its span from the first node's Lease (its filling included),
 # and a replay's window of 10 s must hold enough of each class that one request more or less is within 10 %
 STREAMS = (Stream(NODE, "list pods", 6.0), Stream(SERVICE_ACCOUNT, "list configmaps", 6.0),
            Stream(USER, "get configmaps", 8.0), Stream(USER, "get widgets", 6.0))

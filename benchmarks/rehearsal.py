@@ -1,11 +1,13 @@
-"""An upgrade rehearsal as the README shows it: `loadtest rehearse` of a plan from one version to another, each
-side repeated, and the comparison's own verdict lines, with every run's results kept so the comparison can be
-made again from them (`--from-raw`).
+"""An upgrade rehearsal as the README shows it: `loadtest rehearse` of a plan (or of a captured cluster's profile,
+replayed at a scale) from one version to another, each side repeated, and the comparison's own verdict lines,
+with every run's results kept so the comparison can be made again from them (`--from-raw`).
 
     .venv/bin/python benchmarks/rehearsal.py [--plan smoke] [--from v1.36.3] [--to v1.37.2] [--repeat 4]
+    .venv/bin/python benchmarks/rehearsal.py --profile P.yaml[.gz] --scale K --duration S --repeat 1
     .venv/bin/python benchmarks/rehearsal.py --from-raw      # compare the kept runs again, run nothing
 
-Written: benchmarks/results/rehearsal_<plan>.md and benchmarks/results/raw/rehearsal_<plan>/<version>-<k>.json.gz.
+Written: benchmarks/results/rehearsal_<plan>.md and benchmarks/results/raw/rehearsal_<plan>/<version>-<k>.json.gz
+(a profile's: rehearsal_profile-<its name>).
 """
 
 from __future__ import annotations
@@ -83,23 +85,55 @@ def significant(sides: dict[str, list[Path]], versions: tuple[str, str], out: Pa
     return lines
 
 
+def fidelity_lines(sides: dict[str, list[Path]]) -> list[str]:
+    """Each run's replay fidelity (a profile's rehearsal): targets met, missed, not measured and not judged."""
+    lines = []
+    for version, folders in sides.items():
+        for k, folder in enumerate(folders, 1):
+            for step in json.loads((folder / RESULTS_FILE).read_text()).get("steps") or []:
+                compared = (step.get("replay_fidelity") or {}).get("compared")
+                if compared:
+                    verdicts = compared.get("targets") or {}
+                    lines.append(f"- {version} run {k}, step {step.get('name')}: replay fidelity passed "
+                                 f"{compared.get('passed')} ({', '.join(f'{n} {v}' for v, n in verdicts.items())})")
+    return lines
+
+
+def subject(args: argparse.Namespace, tmp: Path) -> tuple[str, list[str], str]:
+    """What is rehearsed: its name, `loadtest rehearse`'s arguments for it, and the command line said."""
+    if args.profile is None:
+        return args.plan, ["--plan", args.plan], f"--plan {args.plan}"
+    profile = Path(args.profile)
+    if profile.suffix == ".gz":  # a kept profile, as benchmarks/results/raw/ holds them
+        plain = tmp / profile.name.removesuffix(".gz")
+        plain.write_bytes(gzip.decompress(profile.read_bytes()))
+        profile = plain
+    name = f"profile-{profile.name.split('.')[0]}"
+    flags = ["--profile", str(profile), "--scale", f"{args.scale:g}", "--duration", f"{args.duration:g}"]
+    return name, flags, f"--profile {args.profile} --scale {args.scale:g} --duration {args.duration:g}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plan", default="smoke")
+    parser.add_argument("--profile", default=None, help="a captured cluster's profile to rehearse instead of a plan")
+    parser.add_argument("--scale", type=float, default=1.0, help="with --profile: the replay's scale")
+    parser.add_argument("--duration", type=float, default=60.0, help="with --profile: each replay's window (s)")
     parser.add_argument("--from", dest="a", default=PREVIOUS_KUBE_VERSION)
     parser.add_argument("--to", dest="b", default=DEFAULT_KUBE_VERSION)
     parser.add_argument("--repeat", type=int, default=4)
     parser.add_argument("--from-raw", action="store_true", help="compare the kept runs again")
     args = parser.parse_args()
     versions = (args.a, args.b)
-    raw = RAW_DIR / f"rehearsal_{args.plan}"
-    command = (f".venv/bin/python benchmarks/rehearsal.py --plan {args.plan} --from {args.a} --to {args.b} "
-               f"--repeat {args.repeat}")
     took = ""
     with tempfile.TemporaryDirectory(prefix="rehearsal-") as tmp:
+        name, flags, said = subject(args, Path(tmp))
+        raw = RAW_DIR / f"rehearsal_{name}"
+        command = (f".venv/bin/python benchmarks/rehearsal.py {said} --from {args.a} --to {args.b} "
+                   f"--repeat {args.repeat}")
         if not args.from_raw:
             base = Path(tmp) / "rehearsal"
-            code, output, seconds = loadtest("rehearse", "--plan", args.plan, "--from", args.a, "--to", args.b,
+            code, output, seconds = loadtest("rehearse", *flags, "--from", args.a, "--to", args.b,
                                              "--repeat", str(args.repeat), "--out", str(base))
             keep_runs(base, versions, raw)
             minutes, rest = divmod(round(seconds), 60)
@@ -112,13 +146,15 @@ def main() -> int:
         code, output, _ = loadtest("compare", "--a", *map(str, sides[args.a]), "--b", *map(str, sides[args.b]),
                                    "--out", str(Path(tmp) / "compare"))
         differ = significant(sides, versions, Path(tmp) / "significant")
-    lines = results_head(f"Upgrade rehearsal of the {args.plan} plan: {args.a} → {args.b}",
+        fidelity = fidelity_lines(sides)
+    what = f"the {args.plan} plan" if args.profile is None else f"a captured cluster ({said})"
+    lines = results_head(f"Upgrade rehearsal of {what}: {args.a} → {args.b}",
                          f"{len(sides[args.a])} runs of {args.a} and {len(sides[args.b])} of {args.b}, each on a "
                          "fresh control plane; below, what `loadtest compare --a ... --b ...` of the kept runs "
                          f"said (exit {code}).", command, ["comparison"])[:-3]
-    lines += ["", took, "", "```", *verdict_lines(output), "```", "", *differ, "",
-              f"Raw results (each run's results.json): benchmarks/results/raw/rehearsal_{args.plan}/."]
-    target = RESULTS / f"rehearsal_{args.plan}.md"
+    lines += ["", took, "", "```", *verdict_lines(output), "```", "", *fidelity, *([""] if fidelity else []),
+              *differ, "", f"Raw results (each run's results.json): benchmarks/results/raw/rehearsal_{name}/."]
+    target = RESULTS / f"rehearsal_{name}.md"
     write_results(target, lines)
     return 0
 

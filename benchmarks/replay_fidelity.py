@@ -62,6 +62,7 @@ class Source:
     capture_wall_s: float
     capture: dict[str, Any]
     sent: Sent
+    traffic: dict[str, Any]  # the profile's traffic section (its window and the start-up left out of it)
 
 
 @dataclass
@@ -94,7 +95,7 @@ def capture_source(shape: Shape, traffic_s: float, profile: Path, scratch: Path)
         wall = time.monotonic() - started
         made, data = dict(cluster.made), cluster.data_bytes
     captured = yaml.safe_load(profile.read_text())
-    return Source(shape, made, data, wall, captured.get("capture") or {}, sent)
+    return Source(shape, made, data, wall, captured.get("capture") or {}, sent, captured.get("traffic") or {})
 
 
 def replay(profile: Path, scale: float, duration: float, out: Path) -> Replay:
@@ -162,6 +163,16 @@ def shortfall_lines(k: float, compared: dict[str, Any], notes: dict[str, int]) -
     return lines
 
 
+def window_line(traffic: dict[str, Any]) -> str:
+    """Which span of the source's audit log its rates cover, and the cluster's start left out before it."""
+    window, start = traffic.get("window") or {}, traffic.get("start_up") or {}
+    span = f"The profile's rates cover {number(window.get('seconds'))} s of its audit log"
+    if not start.get("end"):
+        return f"{span}, the whole log ({start.get('why') or 'no start-up rule applied'})."
+    return (f"{span}, from {window.get('start')}: the cluster's start before it ({number(start.get('seconds'))} s, "
+            f"{start.get('requests', 0):,} requests) left out, as `traffic.start_up` says: {start.get('why')}.")
+
+
 def report(source: Source, replays: list[Replay], command: str, duration: float, traffic: float) -> list[str]:
     shape, sent = source.shape, source.sent
     streams = ", ".join(f"{s.per_s:g}/s {s.what} as a {s.identity}" for s in STREAMS)
@@ -200,7 +211,7 @@ def report(source: Source, replays: list[Replay], command: str, duration: float,
               f"process; the profile's own `seconds` (its objects read) {number(capture.get('seconds'))} s for "
               f"{capture.get('objects_read', 0):,} objects. The traffic sent "
               f"{', '.join(f'{n:,} {what}' for what, n in sent.requests.items())} in {sent.seconds:.1f} s "
-              f"({sent.errors} failed).", "", *[f"- {note}" for note in notes], "",
+              f"({sent.errors} failed). {window_line(source.traffic)}", "", *[f"- {note}" for note in notes], "",
               f"Raw: benchmarks/results/raw/{RAW}/ (profile.yaml.gz, the source's profile; results-k<K>.json.gz, "
               "each replay's results.json)."]
     return lines

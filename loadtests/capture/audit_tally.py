@@ -11,6 +11,11 @@ Which stage counts what (every event carries requestReceivedTimestamp and stageT
   open is missing though it started inside the window (a policy that omits ResponseStarted) is counted as a
   request at its end, and as open since the window's start in the maximum (so the maximum may be above the truth).
 Watches open at once are counted in the log's order (the order the apiserver wrote the stages).
+
+A start-up left out (`counted_from`, traffic.start_up): the window begins there. Nothing before it is a request,
+a minute, a latency or an identity; a watch that opened before it and was still open then was open at the
+window's start, as one opened before the log began is. A window cut short (`counted_until`) ends there: nothing
+after it counts, and a watch that ended after it was open at the window's end.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from loadtests.capture.traffic_types import (
     Minute,
     RequestRate,
     RequestShape,
+    StartUp,
     TrafficProfile,
     WatchLoad,
     Window,
@@ -94,9 +100,12 @@ class _Watches:
 class AuditTally:
     """Events in, one at a time (add); the traffic they make out (profile)."""
 
-    def __init__(self, salt: bytes) -> None:
+    def __init__(self, salt: bytes, counted_from: float = -math.inf, counted_until: float = math.inf) -> None:
         self.salt = salt
+        self.counted_from, self.counted_until = counted_from, counted_until
         self.events = 0
+        self.left_out = 0  # requests that ended before counted_from (the start-up's)
+        self.left_after = 0  # requests that ended after counted_until
         self.first, self.last = math.inf, -math.inf
         self.rates: Counter[_RateKey] = Counter()
         self.minutes: defaultdict[int, Counter[str]] = defaultdict(Counter)
@@ -107,11 +116,21 @@ class AuditTally:
         # (class, product) -> hashed user -> requests
         self.users: defaultdict[tuple[str, str], Counter[str]] = defaultdict(Counter)
 
+    @property
+    def start(self) -> float:
+        """The window's start: the log's first event, or the end of a start-up left out."""
+        return max(self.first, self.counted_from)
+
     def add(self, event: AuditEvent) -> None:
+        if event.at > self.counted_until:
+            self.left_after += int(event.stage in ENDS if event.verb != "watch" else event.stage == STARTED)
+            return
         self.events += 1
         self.first, self.last = min(self.first, event.at), max(self.last, event.at)
         who = (clients.client_class(event.username, event.groups), clients.product(event.user_agent))
-        if event.verb == "watch":
+        if event.at < self.counted_from:
+            self._early(event, who)
+        elif event.verb == "watch":
             self._watch(event, who)
         elif event.stage in ENDS:
             self._count(event, who)
@@ -130,6 +149,22 @@ class AuditTally:
             shape = (event.verb, who[0], event.group, event.resource)
             self.shapes[shape].add(event.uri)
 
+    def _early(self, event: AuditEvent, who: tuple[str, str]) -> None:
+        """An event of the start-up left out: a request not counted; a watch opened then is open at the window's
+        start until its end says otherwise."""
+        if event.verb != "watch":
+            self.left_out += int(event.stage in ENDS)
+            return
+        key = (event.group, event.resource, *who)
+        if event.stage == STARTED and event.audit_id not in self.open:
+            self.left_out += 1
+            self.open[event.audit_id] = (key, event.received)
+            self.watches[key].before += 1
+        elif event.stage in ENDS and (opened := self.open.pop(event.audit_id, None)) is not None:
+            self.watches[opened[0]].before -= 1  # ended inside the start-up: not open at the window's start
+        elif event.stage in ENDS and not _succeeded(event.code):
+            self.left_out += 1
+
     def _watch(self, event: AuditEvent, who: tuple[str, str]) -> None:
         key = (event.group, event.resource, *who)
         if event.stage == STARTED:
@@ -141,7 +176,7 @@ class AuditTally:
         if event.stage not in ENDS:
             return
         opened = self.open.pop(event.audit_id, None)
-        inside = event.received >= self.first
+        inside = event.received >= self.start
         if opened is None and not _succeeded(event.code):  # refused before it streamed: never open
             if inside:
                 self._count(event, who)
@@ -154,10 +189,12 @@ class AuditTally:
                 self._count(event, who)
             else:
                 watches.before += 1
-        watches.end(max(event.received, self.first), event.at, event.received)
+        watches.end(max(event.received, self.start), event.at, event.received)
 
-    def profile(self, notes: list[str], aggregated: frozenset[str] = AGGREGATED_GROUPS) -> TrafficProfile:
-        seconds = max(0.0, self.last - self.first)
+    def profile(self, notes: list[str], aggregated: frozenset[str] = AGGREGATED_GROUPS,
+                start_up: str = "") -> TrafficProfile:
+        """The traffic of the window; `start_up` says why a start-up was left out (counted_from), or why none was."""
+        seconds = max(0.0, self.last - self.start)
         rates = self._rates(seconds)
         late = sum(w.late for w in self.watches.values())
         more = [f"{late} watches ended in the log without their ResponseStarted though they began inside the "
@@ -166,11 +203,20 @@ class AuditTally:
         if seconds == 0:
             more.append("the log spans no time (one instant): no rate is measured")
         return TrafficProfile(
-            source=SOURCE, window=Window(iso(self.first), iso(self.last), seconds), requests=sum(self.rates.values()),
+            source=SOURCE, window=Window(iso(self.start), iso(self.last), seconds), requests=sum(self.rates.values()),
             rates=rates, watches=self._watch_loads(seconds), not_replayable=not_replayable(rates, aggregated),
             client_classes=sorted({key[5] for key in self.rates}), shapes=self._shapes(),
             per_minute=self._minutes(), latencies=self._latencies(), identities=self._identities(),
-            aggregated_groups=aggregated, notes=[COUNTED, UNSEEN_WATCHES, *notes, *more])
+            aggregated_groups=aggregated, notes=[COUNTED, UNSEEN_WATCHES, *notes, *more],
+            start_up=self._start_up(start_up))
+
+    def _start_up(self, why: str) -> StartUp | None:
+        if not why:
+            return None
+        if self.counted_from <= self.first:
+            return StartUp(None, None, 0.0, 0, why)
+        return StartUp(iso(self.first), iso(self.start), self.start - self.first, self.left_out, why,
+                       None if math.isinf(self.counted_until) else self.left_after)
 
     def _rates(self, seconds: float) -> list[RequestRate]:
         rows = [RequestRate(verb=k[0], group=k[1], resource=k[2], subresource=k[3], scope=k[4], client_class=k[5],
@@ -184,7 +230,7 @@ class AuditTally:
         held: dict[_WatchKey, float] = {}  # watch-seconds of those still open, to the window's end
         for key, received in self.open.values():
             still[key] += 1
-            held[key] = held.get(key, 0.0) + max(0.0, self.last - max(received, self.first))
+            held[key] = held.get(key, 0.0) + max(0.0, self.last - max(received, self.start))
         rows = [WatchLoad(group=k[0], resource=k[1], client_class=k[2], product=k[3],
                           max_open=w.before + w.late + max(0, w.peak), open_at_start=w.before,
                           mean_open=(w.seconds + held.get(k, 0.0)) / seconds if seconds else None,

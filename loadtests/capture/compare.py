@@ -55,6 +55,10 @@ SIZES_NOT_MADE = ("sizes not judged: a replay makes none of these from a body of
                   "target it can meet")
 SIZES_ALL_OTHERS = ("sizes not judged: every one of the original's is the control plane's (at bootstrap, with a "
                     "namespace) or its controllers', none one a replay makes")
+OTHER_VERSION = ("captured on {original}, replayed on {replay}: the control plane's own objects (its bootstrap RBAC, "
+                 "ServiceAccounts, APIServices) and the APIs it serves are its version's, so their counts, and "
+                 "the watches of resources the replay's version does not serve, are no target a replay on another "
+                 "version can meet: not judged (a rehearsal of an upgrade replays one capture on both versions)")
 RATE_WITHIN = 0.10  # requests per second of a class, either side
 RATE_FLOOR = 1.0  # per second, after scaling: a class below it is too rare to judge over a replay's window
 WATCH_WITHIN = 0.05
@@ -283,7 +287,20 @@ def labels_note(replay: KindProfile | None) -> str:
             "managedFields entries included; the original's objects do not carry them")
 
 
-def _kind(kind: KindProfile, replay: Profile, scale: float) -> KindFidelity:
+def minor(version: str) -> str:
+    """A gitVersion's major and minor ("v1.37.2" -> "v1.37"): what a control plane's own objects follow."""
+    return ".".join(version.split("+", 1)[0].split(".")[:2])
+
+
+def other_version(original: Profile, replay: Profile) -> str:
+    """OTHER_VERSION said, where the two captures are of control planes of different minor versions; else ""."""
+    found, made = original.capture.server_version, replay.capture.server_version
+    if not found or not made or minor(found) == minor(made):
+        return ""
+    return OTHER_VERSION.format(original=found, replay=made)
+
+
+def _kind(kind: KindProfile, replay: Profile, scale: float, versions: str = "") -> KindFidelity:
     other = replay.kind(kind.kind, kind.group)
     notes = [UNCONTROLLED.get((kind.group, kind.kind), ""), _bootstrap_note(kind, scale), _owner_note(kind),
              _harness_note(kind, "original"), _harness_note(other, "replay") if other is not None else ""]
@@ -297,6 +314,11 @@ def _kind(kind: KindProfile, replay: Profile, scale: float) -> KindFidelity:
     if once:
         notes[1] = once  # in place of the bootstrap note: every object once
     count = exact(expected, judged_count(other) if other else None)
+    if versions and (kind.control_plane or other is None):  # the control plane's own, or an API of another version
+        count = dataclasses.replace(count, target="none", verdict=NOT_JUDGED)
+        notes.append(versions)
+        if other is None:
+            p50, p99 = (dataclasses.replace(q, target="none", verdict=NOT_JUDGED) if q else q for q in (p50, p99))
     return KindFidelity(kind.group, kind.kind, kind.resource, _uncontrolled(count, kind), p50, p99,
                         note="; ".join(n for n in notes if n), control_plane=kind.control_plane, size_note=size_note)
 
@@ -305,7 +327,8 @@ def _kinds(original: Profile, replay: Profile, scale: float) -> tuple[list[KindF
     known = {(k.group, k.kind) for k in original.kinds}
     only = [ReplayOnly(k.group, k.kind, k.resource, judged_count(k)) for k in replay.kinds
             if (k.group, k.kind) not in known]
-    return [_kind(kind, replay, scale) for kind in original.kinds], only
+    versions = other_version(original, replay)
+    return [_kind(kind, replay, scale, versions) for kind in original.kinds], only
 
 
 def _rows(traffic: dict[str, Any] | None, section: str) -> list[dict[str, Any]] | None:
@@ -391,7 +414,10 @@ def _expected_watches(held: float | None, once: float | None, scale: float) -> f
     return once + (held - once) * scale
 
 
-def _watches(original: dict[str, Any], replay: dict[str, Any] | None, scale: float) -> list[WatchFidelity]:
+def _watches(original: dict[str, Any], replay: dict[str, Any] | None, scale: float,
+             unserved: frozenset[tuple[str, str]] = frozenset(), versions: str = "") -> list[WatchFidelity]:
+    """Each resource's watches against the original's × k; those of a resource the replay's control plane, of
+    another version (`versions`), does not serve (`unserved`) not judged."""
     found = open_watches(replay)
     once = once_watches(original)
     rows = []
@@ -405,8 +431,10 @@ def _watches(original: dict[str, Any], replay: dict[str, Any] | None, scale: flo
             continue
         own = once.get((group, resource)) or 0.0
         note = f"expected: {own:g} the control plane's own (once) + {(held or 0) - own:g} × {scale:g}" if own else ""
-        rows.append(WatchFidelity(group, resource, within(_expected_watches(held, own, scale), seen, WATCH_WITHIN),
-                                  own, note))
+        judged = within(_expected_watches(held, own, scale), seen, WATCH_WITHIN)
+        if versions and (group, resource) in unserved:
+            judged, note = not_judged(judged), versions
+        rows.append(WatchFidelity(group, resource, judged, own, note))
     return sorted(rows, key=lambda row: (-(row.open.original or 0), row.group, row.resource))
 
 
@@ -445,6 +473,9 @@ def compare(original: Profile, replay: Profile, scale: float) -> Fidelity:
     scale = check_scale(scale, "scale")
     kinds, only = _kinds(original, replay, scale)
     fidelity = Fidelity(scale, kinds, only)
+    versions = other_version(original, replay)
+    if versions:
+        fidelity.notes.append(versions)
     wanted = original.traffic if isinstance(original.traffic, dict) else None
     if wanted is None:
         fidelity.notes.append("the original holds no traffic: only its objects are compared")
@@ -452,7 +483,9 @@ def compare(original: Profile, replay: Profile, scale: float) -> Fidelity:
     found = replay.traffic if isinstance(replay.traffic, dict) else None
     by_class = knows_classes(wanted) and (found is None or knows_classes(found))
     fidelity.classes = _classes(wanted, found, scale, by_class)
-    fidelity.watches = _watches(wanted, found, scale)
+    served = {(k.group, k.resource) for k in replay.kinds} | {(s.group, s.resource) for s in replay.skipped}
+    fidelity.watches = _watches(wanted, found, scale, frozenset((k.group, k.resource) for k in original.kinds
+                                                                if (k.group, k.resource) not in served), versions)
     if any(c.client_class == CONTROLLER for c in fidelity.classes):
         fidelity.notes.append(CONTROL_PLANE_RATES)
     if any(w.note == UNKNOWN_WATCHER for w in fidelity.watches):

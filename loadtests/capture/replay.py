@@ -34,7 +34,7 @@ from loadtests.capture.bootstrap import NAMESPACE_DEFAULTS, RBAC
 from loadtests.capture.compare import PADDED_KINDS, judged_count
 from loadtests.capture.harness import without_harness_labels
 from loadtests.capture.profile import KindProfile, Profile, Quantiles, load
-from loadtests.capture.replay_traffic import compile_traffic, installed_watches
+from loadtests.capture.replay_traffic import SHAPES, compile_traffic, installed_watches
 from loadtests.capture.scale import check_scale, scaled_count
 from loadtests.config import plan as plan_mod
 from loadtests.config.plan import Plan
@@ -84,16 +84,19 @@ BOOTSTRAP = ("made by the control plane at bootstrap, once whatever the cluster'
 
 
 def plan_of(profile: Profile, scale: float, *, source: str, duration_s: float = DEFAULT_DURATION_S,
-            warmup_s: float = DEFAULT_WARMUP_S) -> Plan:
+            warmup_s: float = DEFAULT_WARMUP_S, shape: str = "mean") -> Plan:
     """The plan that replays `profile` at `scale`, checked as every plan is."""
-    return plan_mod.parse(plan_data(profile, scale, source=source, duration_s=duration_s, warmup_s=warmup_s),
-                          source=source)
+    return plan_mod.parse(plan_data(profile, scale, source=source, duration_s=duration_s, warmup_s=warmup_s,
+                                    shape=shape), source=source)
 
 
 def plan_data(profile: Profile, scale: float, *, source: str, duration_s: float = DEFAULT_DURATION_S,
-              warmup_s: float = DEFAULT_WARMUP_S) -> dict[str, Any]:
-    """The plan's mapping: one step, the fleet's shapes, the objects scenario, and the `replay:` section."""
+              warmup_s: float = DEFAULT_WARMUP_S, shape: str = "mean") -> dict[str, Any]:
+    """The plan's mapping: one step, the fleet's shapes, the objects scenario, and the `replay:` section; the
+    traffic over time as `shape` says (replay_traffic.SHAPES)."""
     scale = check_scale(scale)
+    if shape not in SHAPES:
+        raise PlanError(f"{source}: shape {shape!r}: the traffic over time is one of {', '.join(SHAPES)}")
     nodes = _nodes(profile, scale)
     pods = profile.kind("Pod")
     pods_per_node = min(MAX_PODS_PER_NODE, round((pods.count if pods else 0) * scale / nodes))
@@ -109,7 +112,7 @@ def plan_data(profile: Profile, scale: float, *, source: str, duration_s: float 
         data["load"]["scenarios"]["objects"] = {"rate": 0, "users": 0, "nodes_per_namespace": 1_000_000_000,
                                                 "namespaces": max(1, namespaces or 0), "install": install,
                                                 "prefill": prefill}
-    traffic = compile_traffic(profile, scale, prefill)
+    traffic = compile_traffic(profile, scale, prefill, shape, duration_s)
     data["load"]["scenarios"].update(traffic.scenarios)
     data["replay"] = {"profile": Path(source).name, "scale": scale, "traffic": traffic.summary["traffic"],
                       "not_replayed": left_out + traffic.not_replayed}
@@ -380,10 +383,10 @@ def load_plan(path: str | Path, *, duration_s: float | None = None) -> Plan:
     if not isinstance(data, dict) or "workload" not in data:
         return plan_mod.load(path)
     workload = data.pop("workload")
-    if not isinstance(workload, dict) or set(workload) - {"profile", "scale", "duration_s", "warmup_s"} \
+    if not isinstance(workload, dict) or set(workload) - {"profile", "scale", "duration_s", "warmup_s", "shape"} \
             or "profile" not in workload:
         raise PlanError(f"{found}: workload: must be a mapping of profile (a file), scale, and optionally "
-                        f"duration_s and warmup_s (got {workload!r:.80})")
+                        f"duration_s, warmup_s and shape ({' or '.join(SHAPES)}) (got {workload!r:.80})")
     for taken in ("steps", "fleet", "replay"):
         if taken in data:
             raise PlanError(f"{found}: {taken}: set by the workload's profile; drop it (or drop `workload`)")
@@ -391,7 +394,8 @@ def load_plan(path: str | Path, *, duration_s: float | None = None) -> Plan:
     scale = check_scale(workload.get("scale", 1), f"{found}: workload.scale")
     compiled = plan_data(load(profile_path), scale, source=str(profile_path),
                          duration_s=duration_s or workload.get("duration_s", DEFAULT_DURATION_S),
-                         warmup_s=workload.get("warmup_s", DEFAULT_WARMUP_S))
+                         warmup_s=workload.get("warmup_s", DEFAULT_WARMUP_S),
+                         shape=str(workload.get("shape", "mean")))
     compiled["replay"]["profile"] = str(workload["profile"])  # as the plan names it: beside it, or absolute
     theirs = ((data.pop("load", None) or {}).get("scenarios") or {})
     if "objects" in theirs and "objects" in compiled["load"]["scenarios"]:

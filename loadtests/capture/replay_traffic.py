@@ -15,7 +15,10 @@
 - the control plane's own requests (kube-controller-manager's, kube-scheduler's, by their class or their user
   agent) are not load: the replaying cluster's components send theirs;
 - what is not replayed (streams, aggregated APIs, requests to no resource, verbs and resources the replay cannot
-  make, the control plane's own) is listed with its share of the captured requests.
+  make, the control plane's own) is listed with its share of the captured requests;
+- the shape over time: the window's mean mix (`mean`, each row at its mean rate), or the captured per-minute
+  curve (`timeline`): each row follows its verb's curve (the profile's `per_minute` counts per verb), fitted to
+  the step's window as config/timeline.py says, its mean over the window its captured rate × k.
 """
 
 from __future__ import annotations
@@ -28,7 +31,10 @@ from loadtests.capture.clients import CONTROL_PLANE_PRODUCTS, CONTROLLER, NODE, 
 from loadtests.capture.profile import Profile
 from loadtests.capture.traffic_types import AGGREGATED_GROUPS, STREAMS
 from loadtests.config.scenarios import requests_row_name
+from loadtests.config.timeline import fit
+from loadtests.errors import PlanError
 from loadtests.kube.paths import resource_key
+from loadtests.measure.audit import event_time
 
 UNKNOWN_CLIENT = "unknown"  # a watch row's class where the profile does not say whose its watches are
 REPLAYABLE_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
@@ -39,6 +45,8 @@ FLEET_MADE = frozenset({("coordination.k8s.io", "leases", ""), ("", "nodes", "st
 # resources the fleet makes whatever the profile: (group, resource) -> (version, kind, namespaced)
 FLEET_RESOURCES = {("", "pods"): ("v1", "Pod", True), ("", "nodes"): ("v1", "Node", False),
                    ("", "namespaces"): ("v1", "Namespace", False)}
+SHAPES = ("mean", "timeline")  # the traffic over time: the window's mean mix, or its per-minute curve
+MEAN_MIX = "replayed: the window's mean mix"
 READ_ONLY = {("", "nodes"): "the fleet's nodes: the replay writes none of its own",
              ("", "namespaces"): "the replay's namespaces are made for its objects, not by its load"}
 
@@ -79,8 +87,10 @@ def replayed_resources(profile: Profile, prefill: Iterable[Mapping[str, Any]]) -
     return found
 
 
-def compile_traffic(profile: Profile, scale: float, prefill: list[dict[str, Any]]) -> Traffic:
-    """The `requests` and `node_agents` scenarios of the profile's traffic at `scale`, and what is left out."""
+def compile_traffic(profile: Profile, scale: float, prefill: list[dict[str, Any]], shape: str = "mean",
+                    window_s: float = 60.0) -> Traffic:
+    """The `requests` and `node_agents` scenarios of the profile's traffic at `scale` (over time as `shape` says,
+    fitted to a step's window of `window_s`), and what is left out."""
     traffic = profile.traffic
     out = Traffic()
     if not traffic or not isinstance(traffic.get("rates"), list):
@@ -89,6 +99,7 @@ def compile_traffic(profile: Profile, scale: float, prefill: list[dict[str, Any]
     resources = replayed_resources(profile, prefill)
     total = int(traffic.get("requests") or sum(int(r.get("count") or 0) for r in traffic["rates"]))
     rows, left, node_watch = _rate_rows(traffic, scale, resources)
+    followed = MEAN_MIX if shape == "mean" else timelines(traffic, rows, window_s)
     watches = _watch_rows(traffic, scale, resources)
     namespaces = max([len(e.get("per_namespace") or []) for e in prefill] + [1])
     if rows or watches:
@@ -100,9 +111,39 @@ def compile_traffic(profile: Profile, scale: float, prefill: list[dict[str, Any]
     out.not_replayed = [{"what": what, "requests": n, "share": round(n / total, 4) if total else None,
                          "reason": reason} for (what, reason), n in sorted(left.items(), key=lambda i: -i[1])]
     replayed = total - sum(n for n in left.values())
-    out.summary = {"traffic": "replayed: the window's mean mix", "requests": total,
+    out.summary = {"traffic": followed, "requests": total,
                    "replayed_share": round(replayed / total, 4) if total else None}
     return out
+
+
+def minute_curves(traffic: Mapping[str, Any]) -> dict[str, list[tuple[float, float]]]:
+    """Per verb, (seconds of the window in it, requests) of each captured minute in order, a minute without the
+    verb at 0; PlanError where the profile has no per-minute curve (one from /metrics)."""
+    minutes, window = traffic.get("per_minute"), traffic.get("window") or {}
+    if not isinstance(minutes, list) or not minutes or not window.get("start") or not window.get("end"):
+        raise PlanError("shape timeline follows the profile's per-minute curve, which only a capture from an audit "
+                        "log has (`traffic.per_minute`); replay this profile's mean mix (shape: mean)")
+    start, end = event_time(window["start"]), event_time(window["end"])
+    covered = [max(0.0, min(event_time(m["start"]) + 60.0, end) - max(event_time(m["start"]), start))
+               for m in minutes]
+    verbs = {verb for m in minutes for verb in m.get("verbs") or {}}
+    return {verb: [(seconds, float((m.get("verbs") or {}).get(verb, 0))) for seconds, m in zip(covered, minutes,
+                                                                                             strict=True)]
+            for verb in verbs}
+
+
+def timelines(traffic: Mapping[str, Any], rows: list[dict[str, Any]], window_s: float) -> str:
+    """Each row's timeline (its verb's curve fitted to the window, set on the row); what the replay follows, said."""
+    curves = minute_curves(traffic)
+    passes = set()
+    for row in rows:
+        found = fit(curves.get(row["verb"], []), window_s)
+        if found is not None:
+            row["timeline"] = found.to_dict()
+            passes.add(found.passes)
+    span = sum(seconds for seconds, _ in next(iter(curves.values()), []))
+    return (f"replayed: the captured per-minute curve (timeline) of {span:.0f} s, "
+            f"{'/'.join(map(str, sorted(passes))) or 1} pass(es) over the window's {window_s:.0f} s")
 
 
 def _list(value: Any) -> list[dict[str, Any]]:

@@ -9,13 +9,15 @@ latencies and the identities, which the metrics' profile says are "not measured"
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Iterable, Sequence
+from contextlib import closing
 from pathlib import Path
 
 from loadtests.analysis.metrics import Snapshot, counter_deltas
 from loadtests.analysis.server import REQUESTS
-from loadtests.capture.audit_events import FIX, read_events
-from loadtests.capture.audit_tally import AuditTally
+from loadtests.capture.audit_events import FIX, AuditEvent, read_events
+from loadtests.capture.audit_tally import ENDS, AuditTally
 from loadtests.capture.clients import path_of
 from loadtests.capture.traffic_types import (
     AGGREGATED_GROUPS,
@@ -38,6 +40,63 @@ METRICS_SOURCE = f"apiserver /metrics, two scrapes ({REQUESTS}, {LONGRUNNING})"
 AUDIT_VERBS = {metric: audit for audit, metric in METRIC_VERBS.items() if audit != "deletecollection"} | {
     "APPLY": "patch", "WATCHLIST": "watch", "CONNECT": "connect"}
 RATE_LABELS = ("verb", "group", "resource", "subresource", "scope", "component", "code")
+APISERVER_USER = "system:apiserver"  # the apiserver's own requests: at a first start, its system namespaces
+NODE_LEASES = ("coordination.k8s.io", "leases", "kube-node-lease")  # a node's heartbeat Lease, made as it joins
+START_UP_MAX_S = 600.0  # a first node later than this after the apiserver's start is a class of its own, not start-up
+NO_START = ("none: the log does not begin with the cluster's first start (its apiserver making its system "
+            "namespaces); the window is the whole log")
+
+
+def start_up(events: Iterable[AuditEvent]) -> tuple[float | None, str]:
+    """Where a cluster's start at the head of its audit log ends, and why: the first node's Lease made, after the
+    apiserver made its system namespaces (a first start: a restart finds them made) and within START_UP_MAX_S.
+    Before it the cluster had no node renewing a Lease, its apiserver and controllers were making their own
+    objects, and counting that time would lower every steady class's rate (a node Lease renewal rate a fifth
+    low over a minute's log). Only this cut moves the window: a class that starts later is counted over the
+    whole window, not its own span. None where the log holds no such start."""
+    first, booted = None, False
+    for event in events:
+        first = event.at if first is None else first
+        if event.at - first > START_UP_MAX_S:
+            break
+        if event.verb != "create" or event.stage not in ENDS or event.code != 201:
+            continue
+        if event.resource == "namespaces" and event.username == APISERVER_USER:
+            booted = True
+        elif booted and (event.group, event.resource, event.namespace) == NODE_LEASES:
+            return event.at, (f"the cluster's first start: its apiserver made its system namespaces, and its first "
+                              f"node made its Lease {event.at - first:.1f} s into the log")
+    if booted:
+        return None, (f"none: the cluster started in the log, but no node made its Lease within {START_UP_MAX_S:.0f}"
+                      " s; the window is the whole log")
+    return None, NO_START
+
+
+def renewal_window(events: Iterable[AuditEvent], joined: float) -> tuple[float, float, float] | None:
+    """The window of a log that holds the cluster's start, its first node's Lease made at `joined`: whole renewal
+    periods from half a period after it, as many as the log holds, and the period (start, end, period). Nodes
+    that join together renew in rounds, a round each period (from a Lease made to its first renewal, the median
+    over the nodes' Leases): a window of whole periods counts each round once wherever the log ends, and half a
+    period in, it begins after the nodes joined (their registration, part of the start). None where no node
+    renewed its Lease, or the log holds less than one period after that."""
+    made: dict[str, float] = {}
+    periods: dict[str, float] = {}
+    end = -math.inf
+    for event in events:
+        end = max(end, event.at)
+        if (event.stage not in ENDS or event.code is None or not 200 <= event.code < 300
+                or (event.group, event.resource, event.namespace) != NODE_LEASES):
+            continue
+        if event.verb == "create":
+            made.setdefault(event.name, event.at)
+        elif event.verb == "update" and event.name in made and event.name not in periods:
+            periods[event.name] = event.at - made[event.name]
+    if not periods:
+        return None
+    period = statistics.median(periods.values())
+    start = joined + period / 2
+    whole = math.floor((end - start) / period) if period > 0 else 0
+    return (start, start + whole * period, period) if whole > 0 else None
 
 
 def traffic_from_audit(paths: Sequence[Path], salt: bytes, *,
@@ -47,17 +106,30 @@ def traffic_from_audit(paths: Sequence[Path], salt: bytes, *,
     with the kinds of request, identities and watches open at once, not with the events. UnreadableFile, one
     line naming the file and line, for a file that is not an audit log (a last line cut short is skipped).
     `between`: only the events written from the first to the second time (epoch seconds), e.g. a run's window
-    in its control plane's log."""
+    in its control plane's log; without it, the cluster's start at the head of the log is left out (start_up),
+    read from the log's head first, and the window is whole renewal periods of its nodes (renewal_window: a log
+    that holds the cluster's start is read twice)."""
     if not paths:
         raise LoadTestError(f"no audit log given; {FIX}")
     notes: list[str] = []
-    tally = AuditTally(salt)
+    cut, until, why = None, None, ""
+    if between is None:
+        with closing(read_events(paths, [])) as head:
+            cut, why = start_up(head)
+        window = None if cut is None else renewal_window(read_events(paths, []), cut)
+        if window is not None:
+            cut, until, period = window
+            why += (f"; its nodes renew their Leases every {period:.1f} s, in rounds as they joined together: the "
+                    f"window is {round((until - cut) / period)} whole periods from half of one after that Lease")
+        elif cut is not None:
+            why += "; the window begins at that Lease (no node renewed its Lease a period after it)"
+    tally = AuditTally(salt, -math.inf if cut is None else cut, math.inf if until is None else until)
     for event in read_events(paths, notes):
         if between is None or between[0] <= event.at <= between[1]:
             tally.add(event)
     if not tally.events:
         raise UnreadableFile(f"{', '.join(map(str, paths))}: no audit event in the file; {FIX}")
-    return tally.profile(notes, aggregated_groups)
+    return tally.profile(notes, aggregated_groups, why)
 
 
 def audit_verb(verb: str, scope: str) -> str:

@@ -43,6 +43,25 @@ class Window:
 
 
 @dataclass(frozen=True)
+class StartUp:
+    """The source cluster's own start at the head of its audit log, left out of the window so that a class's
+    rate is the one it keeps (traffic.start_up says the rule): from the log's first event to its end, the
+    requests it held; start and end None where the log holds no start, `why` saying so. `requests_after`: those
+    after the window's end, where it ends at the nodes' last Lease renewal (None: it ends at the log's end)."""
+
+    start: str | None
+    end: str | None
+    seconds: float
+    requests: int
+    why: str
+    requests_after: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"start": self.start, "end": self.end, "seconds": round(self.seconds, 3), "requests": self.requests,
+                "requests_after": self.requests_after, "why": self.why}
+
+
+@dataclass(frozen=True)
 class RequestRate:
     """Requests of one kind per second over the window. `path` names a request to no resource (discovery,
     /healthz) by its first segments; `component` is the metrics' (the audit log does not say it), `client_class`
@@ -218,6 +237,7 @@ class TrafficProfile:
     identities: list[Identities] | None = None
     aggregated_groups: frozenset[str] = AGGREGATED_GROUPS
     notes: list[str] = field(default_factory=list)
+    start_up: StartUp | None = None  # an audit log's only
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dicts, lists, numbers and strings, for the profile's `traffic:` section."""
@@ -227,7 +247,8 @@ class TrafficProfile:
         unplayable = sum(item.requests for item in self.not_replayable)
         per_second = self.requests / self.window.seconds if self.window.seconds > 0 else None
         return {
-            "source": self.source, "window": self.window.to_dict(), "requests": self.requests,
+            "source": self.source, "window": self.window.to_dict(),
+            **({} if self.start_up is None else {"start_up": self.start_up.to_dict()}), "requests": self.requests,
             "per_second": None if per_second is None else round(per_second, 6),
             "client_classes": UNKNOWN if self.client_classes is None else list(self.client_classes),
             "rates": rows(self.rates), "request_shapes": rows(self.shapes), "watches": rows(self.watches),

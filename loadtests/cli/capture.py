@@ -97,6 +97,10 @@ def cmd_capture(args: argparse.Namespace) -> int:
     salt = os.urandom(16)  # one per capture, never written: its hashes group, and match no other capture's
     # the audit log is read first: a file that is not one is refused before the cluster is asked anything
     traffic = traffic_from_audit([Path(p) for p in args.audit_log], salt) if args.audit_log else None
+    if traffic is not None and traffic.start_up is not None and traffic.start_up.end is not None:
+        say(f"traffic: {traffic.start_up.seconds:.1f} s and {traffic.start_up.requests:,} requests of the cluster's "
+            f"start left out of the window ({traffic.window.seconds:.1f} s from {traffic.window.start}): "
+            f"{traffic.start_up.why}")
     with capture_access(args) as access:
         client = RestClient(access, user_agent=USER_AGENT, timeout_s=60.0)
         try:

@@ -233,15 +233,17 @@ def run_plan_of(args: argparse.Namespace) -> Plan:
 
     profile = getattr(args, "profile", None)
     if profile is None:
-        if getattr(args, "scale", None) is not None:
-            raise LoadTestError("--scale goes with --profile PROFILE.yaml (a captured cluster to replay)")
+        for flag in ("scale", "shape"):
+            if getattr(args, flag, None) is not None:
+                raise LoadTestError(f"--{flag} goes with --profile PROFILE.yaml (a captured cluster to replay; a "
+                                    f"plan's `workload:` says its own)")
         return replay.load_plan(args.plan or "default", duration_s=getattr(args, "duration", None))
     if args.plan is not None:
         raise LoadTestError("--profile and --plan name two plans: give one (a plan may name its profile under "
                             "`workload:`)")
     scale = 1.0 if args.scale is None else args.scale  # checked by plan_of, as a plan's workload.scale is
     return replay.plan_of(profile_mod.load(profile), scale, source=str(profile),
-                          duration_s=args.duration or replay.DEFAULT_DURATION_S)
+                          duration_s=args.duration or replay.DEFAULT_DURATION_S, shape=args.shape or "mean")
 
 
 def scale_arg(text: str) -> float:
@@ -560,6 +562,9 @@ def replay_options(parser: argparse.ArgumentParser) -> None:
                         help="with --profile: the replay's multiple of the captured cluster (default: 1)")
     parser.add_argument("--duration", type=number_arg(1), default=None, metavar="SECONDS",
                         help="with --profile (or a plan's workload): the replay's measured window (default: 60)")
+    parser.add_argument("--shape", choices=("mean", "timeline"), default=None,
+                        help="with --profile: the traffic over time, the window's mean mix (default) or the "
+                             "captured per-minute curve fitted to the window (docs/plans.md)")
 
 
 def add_commands(sub: Any) -> None:

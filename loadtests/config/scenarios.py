@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from loadtests.config.node_agents import KUBE_PROXY, KUBELET, AgentWatch, node_watches, object_watch
+from loadtests.config.timeline import Timeline
 from loadtests.kube.names import ListNames, WatchNames, request_name
 from loadtests.kube.objects import NS_CHURN, NS_FLEET, NS_OBJECTS_PREFIX
 from loadtests.kube.watch import ENCODINGS
@@ -245,8 +246,10 @@ REQUEST_TYPES = {"get": "GET", "list": "LIST", "create": "POST", "update": "PUT"
                  "delete": "DELETE", "watch": "WATCH"}
 NODE_CLASS = "node"  # rows of this client class send as the fake nodes (kube/node_identity.py)
 SERVICE_ACCOUNT_CLASS = "serviceaccount"  # rows of this class send as a ServiceAccount (node_identity.py)
+USER_CLASS = "user"  # rows of this class send as a user of their own (node_identity.REPLAY_USER)
 # the requests scenario's users by the client class whose rows they send (any other class: the load's identity)
-REQUESTS_USERS = {NODE_CLASS: "ReplayNodeRequests", SERVICE_ACCOUNT_CLASS: "ReplayServiceAccountRequests"}
+REQUESTS_USERS = {NODE_CLASS: "ReplayNodeRequests", SERVICE_ACCOUNT_CLASS: "ReplayServiceAccountRequests",
+                  USER_CLASS: "ReplayUserRequests"}
 LOAD_REQUESTS_USER = "ReplayRequests"
 
 
@@ -262,14 +265,20 @@ def requests_row_name(row: dict[str, Any]) -> str:
     return request_name(REQUEST_TYPES[row["verb"]], resource, "replay", row["client_class"], scope)
 
 
+def peak_rate(row: dict[str, Any]) -> float:
+    """A row's highest rate: its mean, or its timeline's peak minute (config/timeline.py)."""
+    timeline = row.get("timeline")
+    return float(row["rate"]) * (Timeline.from_dict(timeline, row.get("name", "row")).peak if timeline else 1.0)
+
+
 def requests_users(params: dict[str, Any]) -> dict[str, int]:
-    """Users per class: each identity's rows spread over users of at most REQUESTS_USER_RATE requests/s; one
-    user per held watch."""
+    """Users per class: each identity's rows spread over users of at most REQUESTS_USER_RATE requests/s at their
+    peak; one user per held watch."""
     def users(rate: float) -> int:
         return -(-int(rate * 1000) // int(REQUESTS_USER_RATE * 1000)) if rate > 0 else 0
 
     rows = params.get("rows") or []
-    found = {name: users(sum(float(r["rate"]) for r in rows if requests_user(r) == name))
+    found = {name: users(sum(peak_rate(r) for r in rows if requests_user(r) == name))
              for name in (LOAD_REQUESTS_USER, *REQUESTS_USERS.values())}
     return {**found, "ReplayWatcher": sum(int(w["count"]) for w in params.get("watches") or [])}
 
@@ -381,10 +390,14 @@ def scenario_params(load: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: {**SCENARIOS[name].defaults, **(params or {})} for name, params in scenarios.items()}
 
 
+def configured(load: dict[str, Any]) -> dict[str, Any]:
+    """A plan's scenarios by name, from its load as scenario_params takes it (the scenarios, or under `scenarios`)."""
+    return load["scenarios"] if isinstance(load.get("scenarios"), dict) else load
+
+
 def needs_node_identities(load: dict[str, Any]) -> bool:
     """Whether a plan's load (as scenario_params takes it) has a scenario that sends as the fake nodes."""
-    scenarios = load["scenarios"] if isinstance(load.get("scenarios"), dict) else load
-    return not NODE_IDENTITY_SCENARIOS.isdisjoint(scenarios)
+    return not NODE_IDENTITY_SCENARIOS.isdisjoint(configured(load))
 
 
 def demands(load: dict[str, Any], nodes: int) -> dict[str, Demand]:

@@ -48,7 +48,8 @@ class ReplaySettings:
     profile: str
     scale: float
     not_replayed: tuple[NotReplayed | TrafficNotReplayed, ...] = field(default_factory=tuple)
-    # how the traffic is replayed ("replayed: the window's mean mix"; "not captured": the profile has none)
+    # how the traffic is replayed ("replayed: the window's mean mix", "replayed: the captured per-minute curve
+    # (timeline) ..."; "not replayed": the profile has none)
     traffic: str = "not replayed"
     requests: int | None = None  # captured requests in the profile's window
     replayed_share: float | None = None  # of them, in classes the replay sends (the fleet's heartbeats included)

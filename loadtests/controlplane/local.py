@@ -46,6 +46,7 @@ from loadtests.controlplane.pki import (
     NODES_FOLDER,
     PROXY_STEM,
     SERVICE_ACCOUNT_STEM,
+    USER_STEM,
     ClusterPki,
     create_cluster_pki,
     issue_node_certificates,
@@ -65,7 +66,7 @@ from loadtests.controlplane.processes import (
 )
 from loadtests.errors import ComponentFailed, TargetError, os_reason
 from loadtests.kube.access import ClusterAccess, unverified_context
-from loadtests.kube.node_identity import NODE_KEY, SERVICE_ACCOUNT_USER, NodeIdentities
+from loadtests.kube.node_identity import NODE_KEY, REPLAY_USER, SERVICE_ACCOUNT_USER, NodeIdentities
 from loadtests.kube.objects import HARNESS_RBAC_PREFIX
 from loadtests.kube.private import write_private
 from loadtests.kube.rest import KeptConnection
@@ -131,6 +132,7 @@ def apiserver_port_key(topology: Topology, instance: str) -> str:
 
 PROXY_BINDING = f"{HARNESS_RBAC_PREFIX}node-proxier"  # kubeadm names its own "kubeadm:node-proxier"
 SERVICE_ACCOUNT_BINDING = f"{HARNESS_RBAC_PREFIX}replay-serviceaccount"
+USER_BINDING = f"{HARNESS_RBAC_PREFIX}replay-user"
 
 
 def cluster_role_binding(name: str, role: str, subject: dict[str, str]) -> dict[str, Any]:
@@ -142,13 +144,15 @@ def cluster_role_binding(name: str, role: str, subject: dict[str, str]) -> dict[
 def grants(identities: str) -> list[dict[str, Any]]:
     """The rights of the harness's users that their groups do not give them: every node's kube-proxy gets the
     bootstrap role system:node-proxier as kubeadm grants kube-proxy's ServiceAccount, a replay's service-account
-    class (SERVICE_ACCOUNT_USER) cluster-admin, as the load has; with identities "production", kwok and the load
-    get cluster-admin."""
+    and user classes (SERVICE_ACCOUNT_USER, REPLAY_USER) cluster-admin, as the load has; with identities
+    "production", kwok and the load get cluster-admin."""
     namespace, name = SERVICE_ACCOUNT_USER.split(":")[2:]
     found = [cluster_role_binding(PROXY_BINDING, "system:node-proxier",
                                   {"kind": "ServiceAccount", "name": "kube-proxy", "namespace": "kube-system"}),
              cluster_role_binding(SERVICE_ACCOUNT_BINDING, "cluster-admin",
-                                  {"kind": "ServiceAccount", "name": name, "namespace": namespace})]
+                                  {"kind": "ServiceAccount", "name": name, "namespace": namespace}),
+             cluster_role_binding(USER_BINDING, "cluster-admin",
+                                  {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": REPLAY_USER})]
     if identities == "production":
         found += [cluster_role_binding(f"{HARNESS_RBAC_PREFIX}{user}", "cluster-admin",
                                        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user})
@@ -617,12 +621,15 @@ class LocalControlPlane:
         pki = Path(state.directory) / "pki"
         folder = pki / NODES_FOLDER
         issue_node_certificates(pki, folder, names)
+        user = pki / f"{USER_STEM}.crt"  # a cluster brought up before the user class had one has none: the load's
         return NodeIdentities(server=state.server, kubeconfig=state.kubeconfig, ca_file=str(pki / "ca.crt"),
                               folder=str(folder), key_file=str(folder / NODE_KEY),
                               proxy_cert_file=str(pki / f"{PROXY_STEM}.crt"),
                               proxy_key_file=str(pki / f"{PROXY_STEM}.key"),
                               service_account_cert_file=str(pki / f"{SERVICE_ACCOUNT_STEM}.crt"),
-                              service_account_key_file=str(pki / f"{SERVICE_ACCOUNT_STEM}.key"))
+                              service_account_key_file=str(pki / f"{SERVICE_ACCOUNT_STEM}.key"),
+                              user_cert_file=str(user) if user.is_file() else "",
+                              user_key_file=str(pki / f"{USER_STEM}.key") if user.is_file() else "")
 
     def info(self) -> TargetInfo:
         state = self._loaded_state()

@@ -23,6 +23,7 @@ from loadtests.kube.node_identity import (
     NODES_GROUP,
     PROXY_GROUPS,
     PROXY_USER,
+    REPLAY_USER,
     SERVICE_ACCOUNT_GROUPS,
     SERVICE_ACCOUNT_USER,
     node_cert_file,
@@ -143,6 +144,7 @@ class ClusterPki:
     health_checker: CertPair | None = None
     kube_proxy: CertPair | None = None  # every node's kube-proxy (PROXY_USER), bound to system:node-proxier
     service_account: CertPair | None = None  # a replay's service-account class (SERVICE_ACCOUNT_USER)
+    user: CertPair | None = None  # a replay's user class (REPLAY_USER)
 
 
 # Who the harness's clients are to the apiserver. "admin": kwok and the load in system:masters, which API
@@ -155,6 +157,7 @@ LOAD_USER = "loadtest-load"
 HEALTH_CHECK_USER = "k8s-loadtest-health-checker"
 PROXY_STEM = "kube-proxy"  # kube_proxy's files in the pki folder
 SERVICE_ACCOUNT_STEM = "replay-serviceaccount"  # service_account's files in the pki folder
+USER_STEM = "replay-user"  # user's files in the pki folder
 NODES_FOLDER = "nodes"  # the node certificates' folder in the pki folder
 
 
@@ -188,6 +191,7 @@ def create_cluster_pki(directory: Path, identities: str = "admin") -> ClusterPki
         health_checker=ca.issue("health-checker", HEALTH_CHECK_USER),
         kube_proxy=ca.issue(PROXY_STEM, PROXY_USER, organization=PROXY_GROUPS),
         service_account=ca.issue(SERVICE_ACCOUNT_STEM, SERVICE_ACCOUNT_USER, organization=SERVICE_ACCOUNT_GROUPS),
+        user=ca.issue(USER_STEM, REPLAY_USER),
     )
 
 

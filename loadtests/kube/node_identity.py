@@ -31,6 +31,9 @@ PROXY_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:kube-system")
 # fleet namespace, in the groups the apiserver gives every ServiceAccount (flow control's `service-accounts`)
 SERVICE_ACCOUNT_USER = "system:serviceaccount:loadtest-fleet:k8s-loadtest-replay"
 SERVICE_ACCOUNT_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:loadtest-fleet")
+# a replay's requests of the user class: a user of its own in no group (system:authenticated, which the apiserver
+# adds, only), as people and their tools are: flow control's global-default, not the exempt system:masters
+REPLAY_USER = "k8s-loadtest-replay-user"
 _NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _NODE_NUMBER = re.compile(r"(\d+)$")  # node_name(i) ends in i: kwok-node-00007
 
@@ -62,6 +65,8 @@ class NodeIdentities:
     # SERVICE_ACCOUNT_USER's credentials (a replay's service-account class); "": the target has none to give
     service_account_cert_file: str = ""
     service_account_key_file: str = ""
+    user_cert_file: str = ""  # REPLAY_USER's (a replay's user class); "": the target has none to give
+    user_key_file: str = ""
 
     def server_for(self, node: str | None) -> str:
         """The apiserver a node's agents reach: `server`, or with `servers` the one of the node's number (the
@@ -84,10 +89,17 @@ class NodeIdentities:
 
     def service_account_access(self) -> ClusterAccess | None:
         """SERVICE_ACCOUNT_USER, where the target issued it (None: the load's own identity sends instead)."""
-        if not self.service_account_cert_file:
+        return self._issued(self.service_account_cert_file, self.service_account_key_file)
+
+    def user_access(self) -> ClusterAccess | None:
+        """REPLAY_USER, where the target issued it (None: the load's own identity sends instead)."""
+        return self._issued(self.user_cert_file, self.user_key_file)
+
+    def _issued(self, cert_file: str, key_file: str) -> ClusterAccess | None:
+        if not cert_file:
             return None
         return ClusterAccess(server=self.server, kubeconfig=self.kubeconfig, ca_file=self.ca_file,
-                             cert_file=self.service_account_cert_file, key_file=self.service_account_key_file)
+                             cert_file=cert_file, key_file=key_file)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

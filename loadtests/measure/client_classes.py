@@ -111,16 +111,20 @@ def _one(name: str, access: ClusterAccess, names: FlowNames) -> ClientClass:
 
 
 def run_clients(info: TargetInfo, node_agents: NodeIdentities | None = None,
-                agents_asked: bool = False) -> dict[str, ClusterAccess]:
+                agents_asked: bool = False, replay: bool = False) -> dict[str, ClusterAccess]:
     """The classes a run's clients fall into, by what the target gives: the harness (probes, fleet, clean-up),
     the load, nodes that join, the load's node agents where it has them (`agents_asked`: each kubelet as its node
-    and kube-proxy as its ServiceAccount, given `node_agents`; else the load's user), and the load's scenarios that
-    send as a tenant of their own (one class a tenant)."""
+    and kube-proxy as its ServiceAccount, given `node_agents`; else the load's user), a replay's service-account
+    and user classes (`replay`: each its own identity where the target issued one, else the load's), and the
+    load's scenarios that send as a tenant of their own (one class a tenant)."""
     found = {"harness": info.access, "load": info.load_access or info.access,
              "nodes joining": info.node_access or info.access}
     if agents_asked:
         found["node agents: kubelet"] = node_agents.node_access(node_name(0)) if node_agents else found["load"]
         found["node agents: kube-proxy"] = node_agents.proxy_access() if node_agents else found["load"]
+    if replay:
+        found["replay: serviceaccount"] = (node_agents and node_agents.service_account_access()) or found["load"]
+        found["replay: user"] = (node_agents and node_agents.user_access()) or found["load"]
     tenants: dict[ClusterAccess, list[str]] = {}
     for scenario, access in info.scenario_access.items():
         tenants.setdefault(access, []).append(scenario)

@@ -26,7 +26,7 @@ from loadtests.analysis.scrapes import step_folder
 from loadtests.analysis.slo import thresholds
 from loadtests.binaries.prometheus import PrometheusBinaries, find_prometheus
 from loadtests.config.plan import Plan, Step
-from loadtests.config.scenarios import needs_node_identities
+from loadtests.config.scenarios import configured, needs_node_identities
 from loadtests.config.soak import SoakSettings
 from loadtests.controlplane.base import Target, TargetInfo
 from loadtests.controlplane.health import ANSWER_INTERVAL_S, HealthWatch
@@ -275,7 +275,8 @@ class Runner:
         step, so outside every measured window), and said."""
         agents = needs_node_identities(self.plan.load)
         identities = self.target.node_identities([node_name(0)]) if agents else None
-        found = client_classes(run_clients(info, identities, agents), info.access)
+        replay = "requests" in configured(self.plan.load)
+        found = client_classes(run_clients(info, identities, agents, replay), info.access)
         self.say("clients to flow control (flow schema / priority level): " + "; ".join(
             f"{c.client} {c.flow_schema or '?'} / {c.priority_level or '?'}" for c in found))
         return found

@@ -333,6 +333,33 @@ def test_the_control_planes_bootstrap_objects_are_expected_once_whatever_the_sca
     assert compare(original, replay, 2 if scale != 2 else 1).kinds[0].count.verdict == MISSED
 
 
+def test_a_replay_on_another_version_judges_the_clusters_objects_not_the_control_planes() -> None:
+    """A rehearsal replays a v1.37 capture on v1.36 too: its bootstrap ClusterRoles are fewer and some of v1.37's
+    APIs it does not serve. Those counts and the control plane's watches of what it does not serve are not
+    judged, said why; the cluster's own objects still are; the same minor version judges everything."""
+    rbac = "rbac.authorization.k8s.io"
+    original = profile(kind("ClusterRole", 75, group=rbac, control_plane=73), kind("Secret", 3),
+                       kind("Bundle", 1, group="certificates.k8s.io", resource="bundles", control_plane=1),
+                       traffic_section=traffic([], [watch("bundles", 2, "controller", "kube-apiserver"),
+                                                    watch("secrets", 4, "user")]))
+    original.traffic["watches"][0]["group"] = "certificates.k8s.io"
+    older = dataclasses.replace(figures(), server_version="v1.36.3")
+    replay = Profile(capture=older, kinds=[kind("ClusterRole", 71, group=rbac, control_plane=69), kind("Secret", 2)],
+                     traffic=traffic([], [watch("secrets", 4, "user")]))
+    found = compare(original, replay, 1)
+    assert only_kind(found, "ClusterRole").count.verdict == NOT_JUDGED
+    assert "captured on v1.37.2, replayed on v1.36.3" in only_kind(found, "ClusterRole").note
+    bundles = only_kind(found, "Bundle")  # an API the replay's version does not serve
+    assert (bundles.count.verdict, bundles.size_p50.verdict, bundles.size_p99.verdict) == (NOT_JUDGED,) * 3
+    assert only_kind(found, "Secret").count.verdict == MISSED  # the cluster's own: a target on any version
+    watches = {w.resource: w for w in found.watches}
+    assert watches["bundles"].open.verdict == NOT_JUDGED and watches["secrets"].open.verdict == MET
+    assert any(n.startswith("captured on v1.37.2, replayed on v1.36.3") for n in found.notes)
+    same = compare(original, dataclasses.replace(replay, capture=dataclasses.replace(older, server_version="v1.37.9")),
+                   1)
+    assert only_kind(same, "ClusterRole").count.verdict == MISSED and not any("replayed on" in n for n in same.notes)
+
+
 @pytest.mark.parametrize("scale", [1, 2])
 def test_the_load_testers_own_objects_are_counted_on_neither_side(scale: int) -> None:
     """A cluster the harness made holds its namespaces, their defaults and its bindings; so does a replay: neither

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +18,8 @@ from loadtests.analysis.metrics import Snapshot
 from loadtests.capture.clients import hashed
 from loadtests.capture.request_shapes import field_keys
 from loadtests.capture.sketch import EXACT, Quantiles, Sketch
-from loadtests.capture.traffic import audit_verb, traffic_from_audit, traffic_from_metrics
+from loadtests.capture.traffic import NO_START, audit_verb, traffic_from_audit, traffic_from_metrics
+from loadtests.capture.traffic_types import StartUp, TrafficProfile
 from loadtests.errors import LoadTestError, UnreadableFile
 
 DATA = Path(__file__).parent / "data"
@@ -334,6 +336,72 @@ def test_files_are_read_oldest_first_in_whatever_order_they_are_named(tmp_path: 
     (watches,) = traffic_from_audit([live, rotated], SALT).watches
     assert (watches.opened, watches.open_at_start, watches.open_at_end, watches.max_open) == (1, 0, 0, 1)
     assert watches.lifetime_s is not None and watches.lifetime_s.max == 49.0
+
+
+
+def test_a_clusters_start_at_the_head_of_its_log_is_left_out_of_the_window() -> None:
+    """kube-apiserver v1.37.2's audit log of benchmarks/production.py's cluster from its first request: 20 fake
+    nodes joined together (renewing their Leases every 10 s, all 20 at once), then a node, a service account and
+    a user sent 6, 6 and 8 + 6 requests a second for 30 s. The window is whole renewal periods from half a period
+    after the first node's Lease: each class's rate is the one it kept (the nodes' 2/s, the traffic's own rates),
+    where the whole log's are a fifth low; the traffic, which began later, is counted over the same window; a
+    watch opened in the start-up and still open is open at the window's start, one that ended after the window
+    open at its end."""
+    path = DATA / "kube-apiserver_v1.37.2_audit_start.log.gz"
+    events = [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines()]
+    at = {e["auditID"] + e["stage"]: _seconds(e["stageTimestamp"]) for e in events}
+
+    def when(e: dict) -> float:
+        return at[e["auditID"] + e["stage"]]
+
+    def requests(e: dict) -> bool:
+        return e["stage"] == "ResponseStarted" if e["verb"] == "watch" else e["stage"] == "ResponseComplete"
+
+    whole, traffic = traffic_from_audit([path], SALT, between=(0, math.inf)), traffic_from_audit([path], SALT)
+    assert traffic.start_up is not None and traffic.start_up.end == traffic.window.start
+    assert "first node made its Lease 2.0 s into the log" in traffic.start_up.why
+    assert "renew their Leases every 10.3 s" in traffic.start_up.why and "2 whole periods" in traffic.start_up.why
+    cut, until = _seconds(traffic.window.start), _seconds(traffic.window.end)
+    assert until - cut == pytest.approx(2 * 10.3, abs=0.1)
+    # the window's ends as the profile writes them, to the millisecond: each count between the two readings
+    early = [sum(when(e) < t and requests(e) for e in events) for t in (cut, cut + 0.001)]
+    late = [sum(when(e) > t and requests(e) for e in events) for t in (until + 0.001, until)]
+    assert early[0] <= traffic.start_up.requests <= early[1] and late[0] <= traffic.start_up.requests_after <= late[1]
+    assert traffic.requests == whole.requests - traffic.start_up.requests - traffic.start_up.requests_after > 0
+
+    def rates(found: TrafficProfile) -> dict[tuple[str, str, str], float]:
+        return {(r.verb, r.resource, r.client_class or ""): r.per_second or 0.0 for r in found.rates}
+
+    kept = {("update", "leases", "node"): 2.0, ("list", "pods", "node"): 6.0,
+            ("list", "configmaps", "serviceaccount"): 6.0, ("get", "configmaps", "user"): 8.0}
+    for key, rate in kept.items():
+        assert rates(traffic)[key] == pytest.approx(rate, rel=0.05), key
+        assert rates(whole)[key] < rate * 0.9, key  # the whole log's: its start, and a partial round, counted
+    opened = {e["auditID"] for e in events if e["verb"] == "watch" and e["stage"] == "ResponseStarted"
+              and when(e) < cut}
+    ended = {e["auditID"] for e in events if e["stage"] == "ResponseComplete" and when(e) < cut}
+    held = len(opened - ended)  # the control plane's, opened as it started
+    assert sum(w.open_at_start or 0 for w in traffic.watches) == held > 50
+    open_at_end = sum(w.open_at_end or 0 for w in whole.watches) + sum(
+        e["verb"] == "watch" and e["stage"] == "ResponseComplete" and when(e) > until for e in events)
+    assert sum(w.open_at_end or 0 for w in traffic.watches) == open_at_end
+
+
+def test_a_log_without_a_clusters_first_start_is_its_own_window(tmp_path: Path) -> None:
+    """Neither a log that begins mid-life nor a start whose nodes never joined moves the window."""
+    assert traffic_from_audit(write_log(tmp_path), SALT).start_up == StartUp(None, None, 0.0, 0, NO_START)
+    log = tmp_path / "nodeless.log"
+    apiserver = dict(user="system:apiserver", groups=("system:masters",), code=201)
+    log.write_text(event(0, "create", "namespaces", name="kube-system", **apiserver) +
+                   event(30, "create", "leases", group="coordination.k8s.io", namespace="kube-system", **apiserver)
+                   + event(60, "get", "pods", namespace=NS))
+    traffic = traffic_from_audit([log], SALT)
+    assert traffic.window.seconds == 60.0 and traffic.requests == 3
+    assert traffic.start_up is not None and traffic.start_up.why.startswith("none: the cluster started in the log")
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 # mappings keyed by the traffic's own words (verbs, field paths, hashes), not by field names

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.access import ClusterAccess
+from loadtests.kube.node_identity import NodeIdentities
 from loadtests.kube.rest import Answer
 from loadtests.measure.client_classes import (
     FLOW_SCHEMA_UID,
@@ -74,3 +75,13 @@ def test_a_run_asks_as_each_access_its_target_gives_one_class_a_tenant() -> None
     assert run_clients(production) == {
         "harness": access("admin"), "load": access("load"), "nodes joining": access("kwok"),
         "load: informers, list_pollers": access("noisy"), "load: creates": access("quiet")}
+    # a replay's service-account and user classes as the identities the target issued them, else as the load
+    issued = NodeIdentities(server="https://127.0.0.1:6443", ca_file="/p/ca.crt", kubeconfig="/k/load",
+                            folder="/p/nodes", key_file="/p/nodes/node.key", proxy_cert_file="/p/proxy.crt",
+                            proxy_key_file="/p/proxy.key", service_account_cert_file="/p/sa.crt",
+                            service_account_key_file="/p/sa.key", user_cert_file="/p/user.crt",
+                            user_key_file="/p/user.key")
+    replayed = run_clients(production, issued, agents_asked=True, replay=True)
+    assert replayed["replay: user"].cert_file == "/p/user.crt"
+    assert replayed["replay: serviceaccount"].cert_file == "/p/sa.crt"
+    assert run_clients(production, None, replay=True)["replay: user"] == access("load")

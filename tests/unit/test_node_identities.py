@@ -16,13 +16,20 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from loadtests.capture.clients import client_class
 from loadtests.config.scenarios import NODE_IDENTITY_SCENARIOS, needs_node_identities
-from loadtests.controlplane.local import PROXY_BINDING, SERVICE_ACCOUNT_BINDING, grants, with_extra_flags
+from loadtests.controlplane.local import (
+    PROXY_BINDING,
+    SERVICE_ACCOUNT_BINDING,
+    USER_BINDING,
+    grants,
+    with_extra_flags,
+)
 from loadtests.controlplane.pki import KWOK_USER, Authority, create_cluster_pki, issue_node_certificates
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.node_identity import (
     NODE_KEY,
     PROXY_GROUPS,
     PROXY_USER,
+    REPLAY_USER,
     SERVICE_ACCOUNT_GROUPS,
     SERVICE_ACCOUNT_USER,
     NodeIdentities,
@@ -79,7 +86,7 @@ def test_the_cluster_has_kubeadms_kube_proxy_identity(tmp_path: Path) -> None:
     binding = next(b for b in grants("admin") if b["metadata"]["name"] == PROXY_BINDING)
     assert binding["roleRef"]["name"] == "system:node-proxier"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kube-proxy", "namespace": "kube-system"}]
-    assert [b["subjects"][0]["name"] for b in grants("production")][2:3] == [KWOK_USER]
+    assert [b["subjects"][0]["name"] for b in grants("production")][3:4] == [KWOK_USER]
     # a replay's service-account class: a ServiceAccount's user and groups, bound as the load is
     assert pki.service_account is not None
     cert = x509.load_pem_x509_certificate(pki.service_account.cert.read_bytes())
@@ -87,6 +94,14 @@ def test_the_cluster_has_kubeadms_kube_proxy_identity(tmp_path: Path) -> None:
     assert client_class(SERVICE_ACCOUNT_USER, SERVICE_ACCOUNT_GROUPS) == "serviceaccount"
     binding = next(b for b in grants("admin") if b["metadata"]["name"] == SERVICE_ACCOUNT_BINDING)
     assert binding["roleRef"]["name"] == "cluster-admin" and binding["subjects"][0]["kind"] == "ServiceAccount"
+    # a replay's user class: a user of its own in no group (not the exempt system:masters), bound as the load is
+    assert pki.user is not None
+    cert = x509.load_pem_x509_certificate(pki.user.cert.read_bytes())
+    assert subject(cert, NameOID.COMMON_NAME) == [REPLAY_USER] and subject(cert, NameOID.ORGANIZATION_NAME) == []
+    assert client_class(REPLAY_USER, ("system:authenticated",)) == "user"
+    binding = next(b for b in grants("admin") if b["metadata"]["name"] == USER_BINDING)
+    assert binding["roleRef"]["name"] == "cluster-admin" and binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": REPLAY_USER}]
 
 
 def identities(tmp_path: Path) -> NodeIdentities:

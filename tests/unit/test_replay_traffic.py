@@ -108,11 +108,14 @@ def test_each_class_goes_to_users_of_its_identity_and_a_users_rate_is_bounded() 
     params = plan_data(with_traffic(), 100, source="prod.yaml")["load"]["scenarios"]["requests"]
     users = requests_users(params)
     assert users["ReplayNodeRequests"] == 2  # 40 node LISTs per 100 s × 100 = 40/s, at most 20/s a user
-    for name in ("ReplayRequests", "ReplayServiceAccountRequests"):
+    for name in ("ReplayUserRequests", "ReplayServiceAccountRequests"):
         rate = sum(r["rate"] for r in params["rows"] if requests_user(r) == name)
         assert users[name] * 20 >= rate > (users[name] - 1) * 20, name
     assert {requests_user(r) for r in params["rows"] if r["client_class"] == "serviceaccount"} == {
         "ReplayServiceAccountRequests"}
+    # a user's class as a user of its own, no class left to the load's identity
+    assert {requests_user(r) for r in params["rows"] if r["client_class"] == "user"} == {"ReplayUserRequests"}
+    assert users["ReplayRequests"] == 0
     demand = demands({"requests": params}, 10)["requests"]
     assert demand.asked == pytest.approx(sum(r["rate"] for r in params["rows"]))
 

@@ -42,6 +42,7 @@ from loadtests.load.contract import (
 from loadtests.load.locust import worker_link
 from loadtests.load.locust.scenarios.pod_churn import CLEANUP_S
 from loadtests.load.locust.scenarios.registry import BUILDS
+from loadtests.load.locust.window import WINDOW
 from loadtests.polling import poll_until
 
 _window_wake = Event()  # set by WINDOW_SIGNAL: the runner made a window file
@@ -95,6 +96,12 @@ def _worker_close_window(environment: Any, msg: Any, **_: Any) -> None:
     runner.send_message(WINDOW_CLOSED, {"worker": runner.client_id})
 
 
+def _worker_open_window(environment: Any, msg: Any, **_: Any) -> None:
+    """Worker: the window opened (its users' timelines start now); report and confirm as at its close."""
+    WINDOW.open()
+    _worker_close_window(environment, msg)
+
+
 def _master_window_closed(environment: Any, msg: Any, **_: Any) -> None:
     _closed.add(str(msg.data.get("worker")))
 
@@ -130,6 +137,7 @@ def _keep_window(environment: Any) -> None:
     way Locust's own --run-time does. WATCH rows keep the connections established while users started."""
     assert CONFIG is not None and CONFIG.window_file is not None and LEDGER is not None
     _wait_for_file(CONFIG.window_file, None)
+    WINDOW.open()
     if isinstance(environment.runner, MasterRunner):
         # every worker's figures up to now first: reset with the rest, they are not the window's
         _ask_workers(environment.runner, OPEN_WINDOW, _closed, CLOSE_WAIT_S)
@@ -183,7 +191,7 @@ def _setup(environment: Any, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         runner.register_message(WIND_DOWN, _worker_wind_down, concurrent=True)
         runner.register_message(CLOSE_WINDOW, _worker_close_window, concurrent=True)
-        runner.register_message(OPEN_WINDOW, _worker_close_window, concurrent=True)
+        runner.register_message(OPEN_WINDOW, _worker_open_window, concurrent=True)
         label = REMOTE.label if REMOTE is not None else worker_link.local_label()
         environment.events.report_to_master.add_listener(
             lambda client_id, data, **_: worker_link.worker_report(data, label))

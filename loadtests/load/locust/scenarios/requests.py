@@ -3,11 +3,14 @@ class of requests at its rate, on the replay's own objects.
 
 Each row's requests are due at fixed times of the wall clock (the j-th at (j + ½) / rate), and the users of an
 identity take turns (user i of n the j-th where j ≡ i mod n): the rate is kept whichever user starts first, and
-a user that falls behind sends at once until it is on time again. Each class under an identity of its kind, so
+a user that falls behind sends at once until it is on time again. A row with a `timeline` (the captured
+per-minute curve, config/timeline.py) has its j-th due when its count reaches j + ½, the count following the
+curve from the window's opening (window.WINDOW; the mean before it): a user that learns of the opening takes
+its turns from the curve from then on. Each class under an identity of its kind, so
 flow control sees what it saw: node rows go out as the fake nodes (each user as the node of its number, as node
-agents are), service-account rows as a ServiceAccount (node_identity.SERVICE_ACCOUNT_USER), where the target
-issues them (a local control plane); the others, and every row elsewhere, as the load's identity (or its
-tenant's).
+agents are), service-account rows as a ServiceAccount (node_identity.SERVICE_ACCOUNT_USER), user rows as a user
+of their own in no group (node_identity.REPLAY_USER), where the target issues them (a local control plane); the
+others, and every row elsewhere, as the load's identity (or its tenant's).
 
 What each verb acts on, never an object the harness did not make:
 - get, update, patch: the harness's objects of the kind (labelled app.kubernetes.io/managed-by=k8s-loadtest: the
@@ -39,11 +42,13 @@ from loadtests.config.scenarios import (
     NODE_CLASS,
     REQUESTS_USERS,
     SERVICE_ACCOUNT_CLASS,
+    USER_CLASS,
     objects_namespace,
     requests_user,
     requests_users,
 )
 from loadtests.config.templates import RUN_LABEL, ObjectTemplate
+from loadtests.config.timeline import Timeline, due_at, first_due
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.discovery import Kind
 from loadtests.kube.names import WatchNames, request_name
@@ -53,6 +58,7 @@ from loadtests.kube.watch import WATCH_READ_TIMEOUT_S
 from loadtests.load.contract import LoadConfig
 from loadtests.load.locust.scenarios.base import KubeUser, json_bytes, user_class
 from loadtests.load.locust.transport import MERGE_PATCH, ssl_contexts
+from loadtests.load.locust.window import WINDOW
 
 CLEANUP_S = 30.0
 POOL = 50  # the harness's objects a user reads once per kind, for its gets, updates and patches
@@ -90,6 +96,8 @@ class RequestsUser(KubeUser):
             self.ssl_context_factory = ssl_contexts(self.access)
         super().__init__(environment)
         self.rows = [r for r in self.params["rows"] if requests_user(r) == self.sends]
+        self.timelines = [Timeline.from_dict(r["timeline"]) if r.get("timeline") else None for r in self.rows]
+        self.anchored: float | None = None  # the window's opening the schedule's times were taken from
         self.owned: dict[str, list[tuple[str, str]]] = {}  # resource -> (namespace, name) this user created
         self.pool: dict[str, list[dict[str, Any]]] = {}  # resource -> the harness's objects read once
         self.last_rv: dict[str, str] = {}
@@ -105,6 +113,8 @@ class RequestsUser(KubeUser):
             return identities.node_access(self.node)
         if self.sends == REQUESTS_USERS[SERVICE_ACCOUNT_CLASS]:
             return identities.service_account_access()
+        if self.sends == REQUESTS_USERS[USER_CLASS]:
+            return identities.user_access()
         return None
 
     def namespace(self, row: dict[str, Any], reading: bool = False) -> str:
@@ -115,18 +125,23 @@ class RequestsUser(KubeUser):
         return objects_namespace(next(self.numbers) % max(1, int(self.params["namespaces"])))
 
     def schedule(self) -> list[tuple[float, int, int]]:
-        """(due, row, j) of each row's first turn of this user from now."""
+        """(due, row, j) of each row's first turn of this user due from now: none sent again when the schedule is
+        taken anew as the window opens."""
         now = time.time()
+        self.anchored = WINDOW.opened_at
         heap = []
         for index, row in enumerate(self.rows):
-            rate = float(row["rate"])
-            if rate <= 0:
+            if float(row["rate"]) <= 0:
                 continue
-            j = int(now * rate)
+            j = first_due(self.timelines[index], float(row["rate"]), self.anchored, now)
             j += (self.turn - j) % self.turns
-            heap.append(((j + 0.5) / rate, index, j))
+            heap.append((self.due(index, j), index, j))
         heapq.heapify(heap)
         return heap
+
+    def due(self, index: int, j: int) -> float:
+        """When the row's j-th request is due."""
+        return due_at(self.timelines[index], float(self.rows[index]["rate"]), self.anchored, j)
 
     @task
     def replay(self) -> None:
@@ -141,8 +156,11 @@ class RequestsUser(KubeUser):
                 break
             row = self.rows[index]
             getattr(self, f"send_{row['verb']}")(row)
+            if self.anchored != WINDOW.opened_at and any(self.timelines):  # the timelines' turns from now on
+                heap = self.schedule()
+                continue
             j += self.turns
-            heapq.heappush(heap, ((j + 0.5) / float(row["rate"]), index, j))
+            heapq.heappush(heap, (self.due(index, j), index, j))
         raise StopUser()
 
     def send_get(self, row: dict[str, Any]) -> None:
