@@ -14,8 +14,8 @@ from pathlib import Path
 from loadtests.controlplane.pki import CertPair
 from loadtests.controlplane.processes import LOOPBACK, http_ok
 from loadtests.errors import TargetError
+from loadtests.kube.kept import KeptConnection
 from loadtests.kube.private import write_private
-from loadtests.kube.rest import KeptConnection
 
 BACKEND = "apiservers"
 CHECK_INTERVAL_S = 1  # an apiserver that stops answering /readyz is out of rotation within 2 checks

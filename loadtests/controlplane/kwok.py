@@ -16,8 +16,8 @@ import yaml
 from loadtests.config.versions import KWOK_VERSION
 from loadtests.controlplane.processes import LOOPBACK, http_ok
 from loadtests.kube.access import unverified_context
+from loadtests.kube.kept import KeptConnection
 from loadtests.kube.objects import kwok_configs_dir
-from loadtests.kube.rest import KeptConnection
 
 NODE_LEASE_SECONDS = 40  # kubelet default; kwok renews at a quarter of it, like a kubelet
 POD_CIDR = "10.0.0.1/16"  # addresses kwok writes into pod status; never contacted

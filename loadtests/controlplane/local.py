@@ -66,10 +66,10 @@ from loadtests.controlplane.processes import (
 )
 from loadtests.errors import ComponentFailed, TargetError, os_reason
 from loadtests.kube.access import ClusterAccess, unverified_context
+from loadtests.kube.kept import KeptConnection
 from loadtests.kube.node_identity import NODE_KEY, REPLAY_USER, SERVICE_ACCOUNT_USER, NodeIdentities
 from loadtests.kube.objects import HARNESS_RBAC_PREFIX
 from loadtests.kube.private import write_private
-from loadtests.kube.rest import KeptConnection
 from loadtests.polling import poll_until
 from loadtests.shutdown import SHUTDOWN
 

@@ -30,7 +30,8 @@ import psutil
 
 from loadtests.controlplane.logs import error_line, last_line
 from loadtests.errors import TargetError
-from loadtests.kube.rest import TRANSPORT_ERRORS, KeptConnection, send_once
+from loadtests.kube.kept import KeptConnection
+from loadtests.kube.rest import TRANSPORT_ERRORS, send_once
 from loadtests.polling import poll_until
 from loadtests.shutdown import ended_how
 

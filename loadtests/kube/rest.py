@@ -21,9 +21,9 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import SplitResult, urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import urllib3
 
@@ -31,6 +31,7 @@ from loadtests.kube import jsonbody
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.encoding import decoder_for, object_of, status_of
 from loadtests.kube.errors import ApiError, Gone, status_message
+from loadtests.kube.kept import KEPT_RESET_ERRORS, KeptConnection, Reply
 from loadtests.kube.names import ListNames
 from loadtests.kube.paced import paced as paced_pool
 from loadtests.kube.paths import resource_path
@@ -49,9 +50,7 @@ USER_AGENT = "k8s-loadtest"
 TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
 # A pooled connection the apiserver closed (it restarted, or the load balancer cut it) fails the next request on
 # it: client-go resends a GET after such a reset or EOF (kube/retry.py), and so does this client.
-# the same on a connection of the standard library's (a kept one: closed by the server while it waited)
-KEPT_RESET_ERRORS = (http.client.RemoteDisconnected, http.client.BadStatusLine, ConnectionResetError,
-                     BrokenPipeError, ConnectionAbortedError)
+# the same on a kept connection (kube/kept.py: closed by the server while it waited)
 RESET_ERRORS = (urllib3.exceptions.ProtocolError, *KEPT_RESET_ERRORS)
 
 # The scheduler's and controller-manager's serving certificates are self-signed on loopback: health checks and
@@ -91,82 +90,6 @@ def send_once(method: str, url: str, *, tls: ssl.SSLContext | None = None, body:
                             timeout=urllib3.Timeout(connect=min(5.0, timeout_s), read=timeout_s))
     finally:
         pool.clear()
-
-
-@dataclass(frozen=True)
-class Reply:
-    """A kept connection's answer: its status, its body and its headers (looked up without regard to case)."""
-
-    status: int
-    data: bytes
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-    def drain_conn(self) -> None:
-        """Nothing to drain: the body was read (the interface urllib3's answers have, for RestClient)."""
-
-    def release_conn(self) -> None:
-        """Nothing to give back: the connection is kept (as above)."""
-
-
-class KeptConnection:
-    """One endpoint asked again and again (a health check each second, a probe's write twice a second): its
-    connection is kept between asks, so an ask costs a request, not a TLS handshake on both sides. A kept
-    connection the server closed in between is seen closed before the ask and opened again, as urllib3's pool
-    does; one closed while the ask was under way is asked again once on a new one (`resend_reset`), as send_once
-    would have asked; a timeout or a refused connect is not.
-
-    On the standard library's http.client: an ask costs 140 µs of the harness's CPU where urllib3's pool took
-    360 µs (a TLS /healthz on loopback), a PATCH 1.1 ms where it took 1.8 (both after half a second asleep, as a
-    probe asks). Its errors are OSError or http.client.HTTPException, which TRANSPORT_ERRORS covers."""
-
-    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
-        self._tls = tls
-        self._connection: http.client.HTTPConnection | None = None
-        self._endpoint: tuple[str, str, int | None] = ("", "", None)
-
-    def _connect(self, scheme: str, host: str, port: int | None, timeout_s: float) -> http.client.HTTPConnection:
-        if self._connection is not None and self._connection.sock is not None and \
-                urllib3.util.wait.wait_for_read(self._connection.sock, timeout=0.0):
-            self.close()  # readable while idle: the server closed it (or sent what nobody asked for)
-        if self._connection is None or self._endpoint != (scheme, host, port):
-            self.close()
-            self._endpoint = (scheme, host, port)
-            self._connection = (http.client.HTTPSConnection(host, port, timeout=timeout_s, context=self._tls)
-                                if scheme == "https" else http.client.HTTPConnection(host, port, timeout=timeout_s))
-        self._connection.timeout = timeout_s
-        if self._connection.sock is not None:
-            self._connection.sock.settimeout(timeout_s)
-        return self._connection
-
-    def _ask(self, method: str, url: SplitResult, body: bytes | None, headers: Mapping[str, str],
-             timeout_s: float) -> Reply:
-        connection = self._connect(url.scheme, url.hostname or "", url.port, timeout_s)
-        try:
-            connection.request(method, url.path + (f"?{url.query}" if url.query else ""), body, dict(headers))
-            response = connection.getresponse()
-            return Reply(response.status, response.read(), response.headers)  # type: ignore[arg-type]
-        except BaseException:
-            self.close()  # in an unknown state: never asked again
-            raise
-
-    def send(self, method: str, url: str, *, body: bytes | None = None, headers: Mapping[str, str] | None = None,
-             timeout_s: float = 10.0, resend_reset: bool = True) -> Reply:
-        parts = urlsplit(url)
-        reused = self._connection is not None and self._connection.sock is not None
-        try:
-            return self._ask(method, parts, body, headers or {}, timeout_s)
-        except KEPT_RESET_ERRORS:
-            if not (reused and resend_reset):
-                raise
-            return self._ask(method, parts, body, headers or {}, timeout_s)
-
-    def get(self, url: str, timeout_s: float = 10.0) -> Reply:
-        return self.send("GET", url, timeout_s=timeout_s)
-
-    def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
 
 
 def pool_manager(access: ClusterAccess, **pool_options: Any) -> urllib3.PoolManager:

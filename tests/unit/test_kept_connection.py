@@ -9,7 +9,8 @@ import pytest
 from loadtests.controlplane.processes import http_ok
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.errors import ApiError
-from loadtests.kube.rest import TRANSPORT_ERRORS, KeptConnection, RestClient
+from loadtests.kube.kept import KeptConnection
+from loadtests.kube.rest import TRANSPORT_ERRORS, RestClient
 from tests.loopback import CountingHandler, CountingServer, serving
 from tests.unit.test_measure_probes import closed_port
 
@@ -37,6 +38,16 @@ class _Handler(CountingHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def do_HEAD(self) -> None:  # noqa: N802 - the standard library's name
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")  # the length GET's body would have
+
+    def do_PUT(self) -> None:  # noqa: N802 - the standard library's name
+        """Each way HTTP/1.1 allows an answer to be written, raw, by the path asked."""
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.wfile.write(WIRE[self.path])
+        if self.path in CLOSING:
+            self.close_connection = True
+
     def do_PATCH(self) -> None:  # noqa: N802 - the standard library's name
         self.server.bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
         if self.server.drop_next:
@@ -49,6 +60,23 @@ class _Handler(CountingHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+
+# answers written raw (to PUT /<path>), and what a kept connection reads of each: (status, body)
+WIRE = {
+    "/chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nTrailer: x\r\n\r\n",
+    "/continue": b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nCONTENT-LENGTH: 2\r\n\r\nok",
+    "/no-content": b"HTTP/1.1 204 No Content\r\n\r\n",
+    "/to-the-end": b"HTTP/1.0 200 OK\r\n\r\nall of it",
+    "/announced": b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbye",
+    "/cut": b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this",
+    "/cut-chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nshort",
+    "/not-http": b"SSH-2.0-OpenSSH\r\n\r\n",
+}
+READ = {"/chunked": (200, b"hello, world"), "/continue": (201, b"ok"), "/no-content": (204, b""),
+        "/to-the-end": (200, b"all of it"), "/announced": (200, b"bye")}
+CLOSING = {"/to-the-end", "/announced", "/cut", "/cut-chunk", "/not-http"}
 
 
 @pytest.fixture()
@@ -100,3 +128,27 @@ def test_a_rest_clients_plain_requests_go_over_one_kept_connection_and_its_reset
     assert server.connections == 3
     assert client.sent() == {("PATCH", "configmaps"): 4, ("LIST", ""): 2}
     client.close()
+
+
+def test_every_way_an_answer_may_be_written_is_read_and_the_connection_kept_only_where_it_can_be(
+        server: _Server) -> None:
+    kept = KeptConnection()
+    url = f"http://127.0.0.1:{server.server_port}"
+    for path, (status, body) in READ.items():
+        reply = kept.send("PUT", url + path, body=b"{}")
+        assert (reply.status, reply.data) == (status, body), path
+    assert kept.send("HEAD", url + "/").data == b""  # a HEAD's answer has no body, whatever its length says
+    assert kept.send("PUT", url + "/continue", body=b"").headers["content-length"] == "2"  # any case
+    # /to-the-end and /announced each ended their connection, the others shared theirs: three in all
+    assert server.connections == 3
+
+
+@pytest.mark.parametrize("path", ["/cut", "/cut-chunk", "/not-http"])
+def test_an_answer_cut_short_or_not_http_is_a_transport_error_and_the_connection_is_dropped(
+        server: _Server, path: str) -> None:
+    kept = KeptConnection()
+    url = f"http://127.0.0.1:{server.server_port}"
+    with pytest.raises(TRANSPORT_ERRORS):
+        kept.send("PUT", url + path, body=b"{}")
+    assert kept.get(f"{url}/healthz").data == b"ok"  # asked on a new connection
+    assert server.connections == 2
