@@ -45,7 +45,7 @@ def cmd_lesson(args: argparse.Namespace) -> int:
             plans[(found.name, variant.name)] = planned, check_runnable(planned, args, orphans=not plans, gate=False)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     base = (Path(args.out) if args.out else REPORTS_DIR / (
-        f"lesson-{wanted[0]}-{stamp}" if len(wanted) == 1 else f"lessons-{stamp}")).resolve()
+        f"lesson-{lessons[0].name}-{stamp}" if len(lessons) == 1 else f"lessons-{stamp}")).resolve()
     aborted = EXIT_PASSED  # the exit code of the run that ended the lessons, if one did
     lines = []
     for found in lessons:
@@ -102,7 +102,8 @@ def variant_states(folder: Path) -> dict[str, str]:
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("lesson", help="run a lesson of the field reports: the setup they warn against and the fix, "
                                       "side by side (lesson.html)")
-    p.add_argument("names", nargs="*", metavar="NAME", help="lessons to run, or `all` (see --list)")
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help="lessons to run (a name, or a lesson file of your own: FILE.yaml), or `all` (see --list)")
     p.add_argument("--list", action="store_true", help="list the lessons, one line each")
     p.add_argument("--scale", choices=("small", "medium"), default="medium",
                    help="small: seconds per variant (the test suite's); medium (default): minutes")

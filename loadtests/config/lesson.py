@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -239,10 +240,13 @@ def names() -> list[str]:
 
 
 def load(name: str) -> Lesson:
-    """A bundled lesson by name; an unknown name is one line listing the known ones."""
-    path = LESSONS_DIR / f"{name}.yaml"
+    """A bundled lesson by name, or a lesson file of one's own (a path to its YAML, as a plan is given); an
+    unknown name is one line listing the known ones."""
+    own = name.endswith((".yaml", ".yml"))
+    path = Path(name) if own else LESSONS_DIR / f"{name}.yaml"
     if not path.is_file():
-        raise PlanError(f"unknown lesson {name!r}; known lessons: {', '.join(names())}")
+        raise PlanError(f"{name}: no such lesson file" if own else
+                        f"unknown lesson {name!r}; known lessons: {', '.join(names())}")
     try:
         data = yaml.safe_load(read_text(path, "lesson file"))
     except yaml.YAMLError as error:

@@ -1,5 +1,7 @@
 """Running lessons in the suite: `loadtest lesson` at --scale small, each lesson once for the module that asks,
-and what every run must leave behind (nothing running, no cluster folder)."""
+and what every run must leave behind (nothing running, no cluster folder). A test may run a copy of a bundled
+lesson whose windows are only as long as its assertions need (Lessons.shortened): the bundled lesson, and what
+it measures for its users, stays as it is."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import yaml
 
 from loadtests import results
 from loadtests.analysis.lesson_runs import LESSON_RESULTS
+from loadtests.config.lesson import LESSONS_DIR, deep_merge
 from loadtests.controlplane.local import MEMORY_ROOT, clusters_root
 from loadtests.report.lesson import LESSON_PAGE
 from tests.cli import start_loadtest
@@ -26,11 +30,14 @@ class Lessons:
         self.base = base
         self.outputs: dict[str, str] = {}
 
-    def run(self, *names: str) -> Path:
+    def run(self, *lessons: str | Path) -> Path:
+        """Bundled lessons by name, or copies of them (their files, from `shortened`), in one command."""
+        names = [Path(lesson).stem for lesson in lessons]  # a copy's file is named after its lesson
         key = "+".join(names)
         out = self.base / key
         if key not in self.outputs:
-            proc = start_loadtest("lesson", *names, "--scale", "small", "--repeat", "1", "--out", str(out))
+            proc = start_loadtest("lesson", *map(str, lessons), "--scale", "small", "--repeat", "1", "--out",
+                                  str(out))
             try:
                 stdout, stderr = proc.communicate(timeout=840)
             except subprocess.TimeoutExpired:
@@ -42,6 +49,22 @@ class Lessons:
             folders = [out] if len(names) == 1 else [out / name for name in names]
             assert all((folder / LESSON_PAGE).is_file() for folder in folders)
         return out  # one name: the lesson's folder; several: a folder of them (OUT/<name>/)
+
+    def shortened(self, name: str, step: dict[str, Any], base: dict[str, Any] | None = None,
+                  variants: dict[str, dict[str, Any]] | None = None) -> Path:
+        """A copy of bundled lesson `name` for one test: `step` merged into each of its small steps (a window and
+        a warm-up as short as the test's assertions need), `base` into its base plan, and `variants` into the
+        variants it names; the copy's file, named after the lesson, is what `run` is given."""
+        data = yaml.safe_load((LESSONS_DIR / f"{name}.yaml").read_text())
+        small = data["scales"]["small"]
+        small["steps"] = [deep_merge(found, step) for found in small["steps"]]
+        data["base"] = deep_merge(data["base"], base or {})
+        data["variants"] = [deep_merge(variant, (variants or {}).get(variant["name"], {}))
+                            for variant in data["variants"]]
+        path = self.base / "shortened" / f"{name}.yaml"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
 
 
 def assert_left_nothing(out: Path, pid: int) -> None:

@@ -56,6 +56,17 @@ def test_variants_differ_only_where_they_say() -> None:
     assert headroom.target.component_args["etcd"] == ["--quota-backend-bytes=8589934592"]
 
 
+def test_a_lesson_file_of_ones_own_is_read_from_its_path(tmp_path: Path) -> None:
+    own = tmp_path / "shorter.yaml"
+    own.write_text((lesson_mod.LESSONS_DIR / "etcd-disk.yaml").read_text().replace("duration_s: 10", "duration_s: 4"))
+    found = lesson_mod.load(str(own))
+    assert found.name == "etcd-disk" and found.source == str(own)
+    assert [s.duration_s for v in found.variants for s in found.plan(v, "small").steps] == [4, 4]
+    with pytest.raises(PlanError) as caught:
+        lesson_mod.load(str(tmp_path / "none.yaml"))
+    assert str(caught.value) == f"{tmp_path / 'none.yaml'}: no such lesson file"
+
+
 def test_list_and_unknown_name_via_the_cli() -> None:
     listed = loadtest("lesson", "--list", timeout=60)
     assert listed.returncode == 0
