@@ -57,17 +57,22 @@ def scales(up_to: float) -> list[float]:
     return found
 
 
+def climb_dir(duration: float) -> str:
+    """A climb's raw results, one folder per window length (under benchmarks/results/raw/)."""
+    return f"{RAW}/{duration:g}s"
+
+
 def measure(profile: Path, k: float, duration: float, force: bool, scratch: Path) -> dict[str, Any]:
     """One replay at k, with the sizing check's verdict on its plan (the run itself refuses it without --force)."""
     plan = replay_mod.plan_of(profile_mod.load(profile), k, source=profile.name, duration_s=duration)
     beyond = sizing.beyond_this_machine(plan) or ""
-    run = replay(profile, k, duration, scratch / f"run-{k:g}", RAW, *(["--force"] if force else []))
+    run = replay(profile, k, duration, scratch / f"run-{k:g}", climb_dir(duration), *(["--force"] if force else []))
     return {"k": k, "nodes": plan.steps[0].nodes, "sizing": beyond, "exit_code": run.exit_code,
-            "wall_s": run.wall_s, "said": run.said, "forced": force}
+            "wall_s": run.wall_s, "said": run.said, "forced": force, "duration": duration}
 
 
 def results_of(record: dict[str, Any]) -> RunResult | None:
-    path = RAW_DIR / RAW / f"results-k{record['k']:g}.json.gz"
+    path = RAW_DIR / climb_dir(record["duration"]) / f"results-k{record['k']:g}.json.gz"
     if not path.exists():
         return None
     return results_mod.from_dict(json.loads(gzip.decompress(path.read_bytes())))
@@ -78,7 +83,8 @@ def fidelity_failures(step: StepResult) -> list[str]:
     found = step.replay_fidelity
     if found is None or not found.compared:
         return [f"fidelity not compared: {found.error if found else 'no replay_fidelity section'}"]
-    missed = [f"{section} {name}: {number(figure.get('original'))} asked, {number(figure.get('replay'))} replayed"
+    missed = [f"{section} {name}: original × k {number(figure.get('original'))}, replay "
+              f"{number(figure.get('replay'))}"
               for section, name, figure, _note in rows(found.compared) if figure["verdict"] == MISSED]
     return [f"fidelity missed: {row}" for row in missed] or ([] if found.compared.get("passed") else
                                                             ["fidelity not passed (no row missed)"])
@@ -154,35 +160,51 @@ def verdict(records: list[dict[str, Any]], runs: list[RunResult | None]) -> str:
     return line + "."
 
 
-def report(records: list[dict[str, Any]], command: str, duration: float) -> list[str]:
+COLUMNS = ["k", "nodes", "objects (replay's capture)", "requests/s asked → achieved", *FAMILIES,
+           "SLOs / saturation", "loadgen CPU", "apiserver CPU", "machine CPU avg / max (of 200 %)", "others' share",
+           "sizing check", "held"]
+
+
+def section(kept: dict[str, Any]) -> list[str]:
+    """One climb: its table per k, where it stopped and why, the sizing check's verdict, each run's time."""
+    records = kept["records"]
     runs = [results_of(r) for r in records]
     refused = [r["k"] for r in records if r["sizing"]]
-    lines = results_head(
-        "The largest k this machine replays a captured cluster at",
-        f"the profile of benchmarks/replay_fidelity.py's production cluster (raw/{FIDELITY_RAW}/profile.yaml.gz) "
-        f"replayed for {duration:g} s at each k, a fresh control plane each, until a k did not hold; the machine "
-        "is shared (others' share: its CPU not spent by the run's own processes)",
-        command, ["k", "nodes", "objects (replay's capture)", "requests/s asked → achieved", *FAMILIES,
-                  "SLOs / saturation", "loadgen CPU", "apiserver CPU", "machine CPU avg / max (of 200 %)",
-                  "others' share", "sizing check", "held"])
-    lines += [table_line(r, run) for r, run in zip(records, runs, strict=True)]
+    lines = [table_line(r, run) for r, run in zip(records, runs, strict=True)]
     lines += ["", verdict(records, runs), ""]
     if refused:
         lines += [f"The sizing check refuses k ≥ {min(refused):g}"
                   + (" (run anyway with --force, to see whether the machine held it): " if records[0]["forced"]
                      else ": ") + next(r["sizing"] for r in records if r["sizing"]), ""]
-    lines += ["Families: fidelity targets met of those judged (the replayable share and rows not judged left out; "
-              "benchmarks/results/replay_fidelity.md lists them). CPU of a process: its average over the step, "
-              "100 % = one core (the load generator is one process: it saturates near 100 %).", "",
-              *[f"- k = {r['k']:g}: `loadtest run` {r['wall_s']:.0f} s, exit {r['exit_code']}" for r in records], "",
-              f"Raw: benchmarks/results/raw/{RAW}/ (climb.json.gz, the record per k; results-k<K>.json.gz, each "
-              "replay's results.json)."]
-    return lines
+    return lines + [", ".join(f"k = {r['k']:g}: `loadtest run` {r['wall_s']:.0f} s, exit {r['exit_code']}"
+                              for r in records) + "."]
+
+
+def report(climbs: list[dict[str, Any]]) -> list[str]:
+    """The longest window's climb first (the answer), then each shorter one under a heading of its own."""
+    climbs = sorted(climbs, key=lambda kept: -kept["duration"])
+    first = climbs[0]
+    lines = results_head(
+        "The largest k this machine replays a captured cluster at",
+        f"the profile of benchmarks/replay_fidelity.py's production cluster (raw/{FIDELITY_RAW}/profile.yaml.gz) "
+        f"replayed for {first['duration']:g} s at each k, a fresh control plane each, until a k did not hold; the "
+        "machine is shared (others' share: its CPU not spent by the run's own processes)",
+        first["command"], COLUMNS)
+    lines += section(first)
+    for kept in climbs[1:]:
+        lines += ["", f"## A window of {kept['duration']:g} s", "", f"Command: `{kept['command']}`", "",
+                  "| " + " | ".join(COLUMNS) + " |", "|---" * len(COLUMNS) + "|", *section(kept)]
+    return lines + ["", "Families: fidelity targets met of those judged (the replayable share and rows not judged "
+                    "left out; benchmarks/results/replay_fidelity.md lists them). CPU of a process: its average "
+                    "over the step, 100 % = one core (the load generator is one process: it saturates near "
+                    "100 %).", "",
+                    f"Raw: benchmarks/results/raw/{RAW}/<window>s/ (climb.json.gz, the record per k; "
+                    "results-k<K>.json.gz, each replay's results.json)."]
 
 
 def climb(args: argparse.Namespace, command: str) -> None:
     """Replay at each k in turn, each record kept before the next starts; stop at the first k that does not hold."""
-    for old in (RAW_DIR / RAW).glob("results-k*.json.gz"):
+    for old in (RAW_DIR / climb_dir(args.duration)).glob("results-k*.json.gz"):
         old.unlink()
     records: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="replay-largest-") as tmp:
@@ -191,7 +213,8 @@ def climb(args: argparse.Namespace, command: str) -> None:
         profile.write_bytes(gzip.decompress(KEPT_PROFILE.read_bytes()))
         for k in scales(args.up_to):
             records.append(measure(profile, k, args.duration, args.force, Path(tmp)))
-            keep_raw(f"{RAW}/climb.json.gz", {"command": command, "duration": args.duration, "records": records})
+            keep_raw(f"{climb_dir(args.duration)}/climb.json.gz",
+                     {"command": command, "duration": args.duration, "records": records})
             if failures(records[-1], results_of(records[-1])):
                 break
 
@@ -207,8 +230,8 @@ def main() -> int:
                + (" --force" if args.force else ""))
     if not args.from_raw:
         climb(args, command)
-    kept = json.loads(gzip.decompress((RAW_DIR / RAW / "climb.json.gz").read_bytes()))
-    write_results(RESULTS, report(kept["records"], kept["command"], kept["duration"]))
+    climbs = [json.loads(gzip.decompress(path.read_bytes())) for path in (RAW_DIR / RAW).glob("*/climb.json.gz")]
+    write_results(RESULTS, report(climbs))
     return 0
 
 
