@@ -197,7 +197,10 @@ def report(climbs: list[dict[str, Any]]) -> list[str]:
     return lines + ["", "Families: fidelity targets met of those judged (the replayable share and rows not judged "
                     "left out; benchmarks/results/replay_fidelity.md lists them). CPU of a process: its average "
                     "over the step, 100 % = one core (the load generator is one process: it saturates near "
-                    "100 %).", "",
+                    "100 %). Windows: the nodes' Lease renewals come in rounds (docs/profile.md, `start_up`), and "
+                    "a replay's window is not cut to whole renewal periods as the capture's is, so it can count a "
+                    "round too many or too few: up to a period over the window (about half at 20 s, a tenth at "
+                    "120 s) of the renewal rate, against a target of 10 %.", "",
                     f"Raw: benchmarks/results/raw/{RAW}/<window>s/ (climb.json.gz, the record per k; "
                     "results-k<K>.json.gz, each replay's results.json)."]
 
