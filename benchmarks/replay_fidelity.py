@@ -73,6 +73,7 @@ class Replay:
     exit_code: int
     wall_s: float
     fidelity: list[dict[str, Any]]
+    said: str = ""  # the command's last line of output: why it stopped where no results were written
 
 
 def loadtest(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -98,18 +99,21 @@ def capture_source(shape: Shape, traffic_s: float, profile: Path, scratch: Path)
     return Source(shape, made, data, wall, captured.get("capture") or {}, sent, captured.get("traffic") or {})
 
 
-def replay(profile: Path, scale: float, duration: float, out: Path) -> Replay:
+def replay(profile: Path, scale: float, duration: float, out: Path, raw: str = RAW, *extra: str) -> Replay:
+    """`loadtest run --profile` at `scale` (and `extra` flags, e.g. --force), its results.json kept under
+    benchmarks/results/raw/`raw`/."""
     started = time.monotonic()
     done = loadtest("run", "--profile", str(profile), "--scale", f"{scale:g}", "--duration", f"{duration:g}",
-                    "--no-gate", "--out", str(out), check=False)
+                    "--no-gate", *extra, "--out", str(out), check=False)
     wall = time.monotonic() - started
     results = out / "results.json"
     found = []
     if results.exists():
-        keep_raw(f"{RAW}/results-k{scale:g}.json.gz", results.read_bytes())
+        keep_raw(f"{raw}/results-k{scale:g}.json.gz", results.read_bytes())
         steps = json.loads(results.read_text()).get("steps") or []
         found = [step["replay_fidelity"] for step in steps if step.get("replay_fidelity")]
-    return Replay(scale, done.returncode, wall, found)
+    said = (done.stdout.strip().splitlines() or [""])[-1]
+    return Replay(scale, done.returncode, wall, found, said)
 
 
 def number(value: Any) -> str:
