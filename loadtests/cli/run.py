@@ -6,6 +6,7 @@ that `loadtest status` or `loadtest report` start quickly."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -490,30 +491,30 @@ def rehearse_soak(plan: Plan, args: argparse.Namespace, base: Path) -> int:
     return EXIT_SLO_FAILED if faster else EXIT_PASSED
 
 
+def soak_number(text: str, example: str, problem: Callable[[float], str | None]) -> float:
+    """A soak's number on the command line (argparse's `type`): a number `problem` finds nothing wrong with, or one
+    line saying what is wrong."""
+    try:
+        number = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of {example} (got {text!r})") from None
+    if found := problem(number):
+        raise argparse.ArgumentTypeError(found)
+    return number
+
+
 def positive_hours(text: str) -> float:
-    """--hours: a positive finite number, refused in one line otherwise."""
+    """--hours: a positive finite number."""
     from loadtests.config.soak import hours_problem
 
-    try:
-        hours = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of hours, e.g. 2 or 0.5 (got {text!r})") from None
-    if problem := hours_problem(hours):
-        raise argparse.ArgumentTypeError(problem)
-    return hours
+    return soak_number(text, "hours, e.g. 2 or 0.5", hours_problem)
 
 
 def sampling_interval(text: str) -> float:
-    """--interval-s: at least a second, refused in one line otherwise."""
+    """--interval-s: at least a second."""
     from loadtests.config.soak import interval_problem
 
-    try:
-        interval = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds (got {text!r})") from None
-    if problem := interval_problem(interval):
-        raise argparse.ArgumentTypeError(problem)
-    return interval
+    return soak_number(text, "seconds", interval_problem)
 
 
 ROLLING_TOPOLOGY = Topology(etcd_members=3, apiservers=2)  # a plan without a topology of its own is rolled on this
