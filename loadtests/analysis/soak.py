@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loadtests.analysis.formats import in_unit
 from loadtests.analysis.stats import theil_sen
 from loadtests.results.soak import SoakMeta, SoakSample, has_soak, load_meta, load_samples
 
@@ -226,16 +227,11 @@ def judge_folder(run_dir: Path) -> SoakJudgement | None:
 
 
 def amount(value: float | None, unit: str) -> str:
-    """A value in the unit a reader wants: MiB for bytes, ms for seconds, % of a core, else a count."""
-    if value is None:
-        return "n/a"
-    if unit == "bytes":
-        return f"{value / 2**20:,.1f} MiB"
-    if unit == "s":
-        return f"{value * 1000:,.1f} ms"
-    if unit == "%":
-        return f"{value:,.1f} %"
-    return f"{value:,.4g}"
+    """A value in the style of every page (formats.in_unit: sizes in KiB/MiB/GiB, latencies in ms or s, % of a
+    core); a count with four significant digits, so a slope of a few keys an hour still shows."""
+    if unit in ("bytes", "s", "%"):
+        return in_unit(value, unit)
+    return "—" if value is None else f"{value:,.4g}"
 
 
 def trend_text(t: Trend) -> str:
