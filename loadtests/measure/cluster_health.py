@@ -56,6 +56,7 @@ from loadtests.measure.component_metrics import (
     scheduler_figures,
 )
 from loadtests.measure.processes import CpuMeter
+from loadtests.measure.spool import Spool
 from loadtests.results.health import ClusterHealth, HealthSample, HealthSummary
 
 DEFAULT_INTERVAL_S = 5.0
@@ -137,7 +138,8 @@ class ClusterHealthSampler:
         self.scrape_timeout_s = min(10.0, max(2.0, interval_s))
         self.sources, self._source_notes = metrics_sources(info, timeout_s=self.scrape_timeout_s)
         self.cpu = CpuMeter(pids if pids is not None else info.pids)
-        self.samples: list[HealthSample] = []
+        # on disk until gather(): a window of hours must not grow the harness (measure/spool.py)
+        self.samples: Spool[HealthSample] = Spool(lambda found: HealthSample(**found))
         self.metrics_used: dict[str, str] = {}
         self.notes: list[str] = []
         self._queue_depth_max: dict[str, float] = {}
@@ -204,7 +206,7 @@ class ClusterHealthSampler:
 
     # -- sampling --
     def sample(self) -> HealthSample:
-        """Take one sample now and keep it."""
+        """Take one sample now and spool it."""
         with self._lock:
             assert self.origin is not None
             values: Figures = {}
@@ -251,7 +253,9 @@ class ClusterHealthSampler:
         self._stop_thread(timeout_s=self.scrape_timeout_s * (len(self.sources) + 1))
         if self.origin is not None:
             self.sample()  # waits for a sample still under way
-        summary = self._summary()
+        samples = self.samples.items()
+        self.samples.close()
+        summary = self._summary(samples)
         notes = list(self._source_notes)
         notes += [n for n in (s.note() for s in self.sources) if n]
         notes += [n for n in (w.note(self._marks.get(id(w), WatchMark(1, 0))) for w in self._watches()) if n]
@@ -263,12 +267,11 @@ class ClusterHealthSampler:
         used["pods"] = API_SOURCES["pods"].format(", ".join(self.pod_namespaces))
         used["cpu"] = API_SOURCES["cpu"]
         self.stop()
-        self._gathered = ClusterHealth(interval_s=self.interval_s, samples=list(self.samples), summary=summary,
+        self._gathered = ClusterHealth(interval_s=self.interval_s, samples=samples, summary=summary,
                                        metrics_used=used, notes=notes)
         return self._gathered
 
-    def _summary(self) -> HealthSummary:
-        samples = self.samples
+    def _summary(self, samples: list[HealthSample]) -> HealthSummary:
         summary: dict[str, Any] = {"samples": len(samples)}
         summary.update({key: _maximum(samples, figure) for key, figure in MAXIMA.items()})
         bounds = {key: bound for key, figure in MAXIMA.items() if (bound := _maximum_bound(samples, figure))}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -103,3 +104,23 @@ def test_stop_before_start_is_safe_twice_and_sends_nothing() -> None:
     probe.stop()
     assert probe.requests() == {}
     assert probe.watch.watches == 0 and probe.lost == 0
+
+
+def test_a_window_of_hours_keeps_eight_bytes_per_delay() -> None:
+    """Two writes a second over a soak: an ended sample keeps its duration alone, its key is forgotten."""
+    probe = WatchDelayProbe(ACCESS, "probe")
+    tracemalloc.start()
+    try:
+        probe.mark_sent(0, at=0.0)
+        probe.handle_event("MODIFIED", {"metadata": {"annotations": {probe.ANNOTATION: f"{probe.token}:0"}}}, 0.01)
+        before = tracemalloc.get_traced_memory()[0]
+        for seq in range(1, 20_001):
+            probe.begin(seq, seq * 0.5)
+            probe.end(seq, seq * 0.5 + 0.004)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 12 * 20_000, grown  # both moments of each, kept by key: about 150 bytes a write
+    assert probe.lost == 0 and len(probe.delays()) == 20_001
+    probe.end(5, 99.0)  # a repeat of an ended write changes nothing
+    assert len(probe.delays()) == 20_001 and probe.delays()[5] == pytest.approx(0.004)
