@@ -6,6 +6,7 @@ greenlets (Locust patches it), so a wait never blocks a Locust process.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -24,3 +25,12 @@ def poll_until(condition: Callable[[], bool], timeout_s: float, *, interval_s: f
         if left <= 0:
             return False
         time.sleep(min(interval_s, left))
+
+
+def every(interval_s: float, stop: threading.Event, action: Callable[[], None]) -> None:
+    """Call `action` now and then every interval_s until `stop` is set (a sampler's or a probe's thread): the
+    cadence kept, never a burst of calls to catch up after a slow one."""
+    due = time.monotonic()
+    while not stop.wait(max(0.0, due - time.monotonic())):
+        action()
+        due = max(due + interval_s, time.monotonic())

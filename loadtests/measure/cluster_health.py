@@ -57,6 +57,7 @@ from loadtests.measure.component_metrics import (
 )
 from loadtests.measure.processes import CpuMeter
 from loadtests.measure.spool import Spool
+from loadtests.polling import every
 from loadtests.results.health import ClusterHealth, HealthSample, HealthSummary
 
 DEFAULT_INTERVAL_S = 5.0
@@ -167,16 +168,15 @@ class ClusterHealthSampler:
         self._thread.start()
 
     def _run(self) -> None:
-        due = time.monotonic()
-        while not self._stop.wait(max(0.0, due - time.monotonic())):
-            try:
-                self.sample()
-            except Exception as error:  # a sampler thread must survive anything; say so once
-                note = f"cluster health sample failed: {short_error(error)}"
-                if note not in self.notes:
-                    self.notes.append(note)
-            # keep the cadence, never burst to catch up after a slow sample
-            due = max(due + self.interval_s, time.monotonic())
+        every(self.interval_s, self._stop, self._sample_noted)
+
+    def _sample_noted(self) -> None:
+        try:
+            self.sample()
+        except Exception as error:  # a sampler thread must survive anything; say so once
+            note = f"cluster health sample failed: {short_error(error)}"
+            if note not in self.notes:
+                self.notes.append(note)
 
     def _stop_thread(self, timeout_s: float) -> None:
         self._stop.set()

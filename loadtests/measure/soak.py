@@ -21,6 +21,7 @@ from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.rest import short_error
 from loadtests.measure.component_metrics import MetricsSource, metrics_sources
 from loadtests.measure.processes import CpuMeter
+from loadtests.polling import every
 from loadtests.results import utc_now
 from loadtests.results.soak import SampleLog, SoakMeta, SoakSample, write_meta
 
@@ -110,13 +111,13 @@ class SoakSampler:
         self._thread.start()
 
     def _run(self) -> None:
-        due = time.monotonic()
-        while not self._stop.wait(max(0.0, due - time.monotonic())):
-            try:
-                self.sample()
-            except OSError as error:  # the disk: said, and the soak goes on (the run's own save will fail loudly)
-                self.say(f"soak: a sample was not written ({short_error(error)})")
-            due = max(due + self.interval_s, time.monotonic())
+        every(self.interval_s, self._stop, self._sample_said)
+
+    def _sample_said(self) -> None:
+        try:
+            self.sample()
+        except OSError as error:  # the disk: said, and the soak goes on (the run's own save will fail loudly)
+            self.say(f"soak: a sample was not written ({short_error(error)})")
 
     def sample(self) -> SoakSample:
         """Take one sample now and append it."""

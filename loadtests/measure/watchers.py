@@ -15,6 +15,7 @@ request counts let the runner take the probes' own requests off the apiserver's.
 from __future__ import annotations
 
 import array
+import itertools
 import threading
 import time
 import uuid
@@ -29,6 +30,7 @@ from loadtests.kube.reflector import BackgroundReflector, Reflector
 from loadtests.kube.rest import RestClient
 from loadtests.kube.watch import WatchEvent
 from loadtests.measure.cluster_objects import Watched, WatchMark
+from loadtests.polling import every
 from loadtests.results.distribution import Distribution
 
 Json = dict[str, Any]
@@ -254,17 +256,16 @@ class WatchDelayProbe(_WatchProbe):
             raise
 
     def _write_loop(self) -> None:
-        seq = 0
-        due = time.monotonic()
-        while not self._stopping.wait(max(0.0, due - time.monotonic())):
-            seq += 1
+        sequence = itertools.count(1)
+
+        def write() -> None:
             try:
-                self._write(seq)
+                self._write(next(sequence))
             except Exception as error:  # count it and keep probing
                 self.write_errors += 1
                 self.last_error = f"{type(error).__name__}: {error}"
-            # keep the cadence, but never burst to catch up after a slow write
-            due = max(due + self.interval_s, time.monotonic())
+
+        every(self.interval_s, self._stopping, write)
 
     def start(self) -> None:
         self._ensure_configmap()
