@@ -187,7 +187,8 @@ def rates_window(run: RunResult | None) -> str:
     kept = found.rates_window if found is not None else None
     if kept is None:
         return ""
-    periods = "" if kept.period_s is None else f", {kept.kept_s / kept.period_s:.0f} periods of {kept.period_s:.2f} s"
+    whole = 0 if kept.period_s is None else round(kept.kept_s / kept.period_s)
+    periods = "" if not whole else f", {whole} period{'s' if whole != 1 else ''} of {kept.period_s:.2f} s"
     return f", rates over {kept.kept_s:.1f} s of {kept.window_s:.1f}{periods}"
 
 

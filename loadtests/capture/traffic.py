@@ -136,7 +136,8 @@ def _between_window(paths: Sequence[Path], between: tuple[float, float]) -> tupl
     cut, until, period = window
     whole = round((until - cut) / period)
     return cut, until, Rounds(given, until - cut, period, whole,
-                              f"{whole} whole renewal periods of the nodes' Leases ({period:.2f} s each: they renew "
+                              f"{whole} whole renewal period{'s' if whole != 1 else ''} of the nodes' Leases "
+                              f"({period:.2f} s each: they renew "
                               f"in rounds) from the window's first event, {until - cut:.1f} s of its {given:.1f} s: "
                               "each round counted once, for every class alike")
 
