@@ -177,7 +177,19 @@ def section(kept: dict[str, Any]) -> list[str]:
                   + (" (run anyway with --force, to see whether the machine held it): " if records[0]["forced"]
                      else ": ") + next(r["sizing"] for r in records if r["sizing"]), ""]
     return lines + [", ".join(f"k = {r['k']:g}: `loadtest run` {r['wall_s']:.0f} s, exit {r['exit_code']}"
-                              for r in records) + "."]
+                              + rates_window(run) for r, run in zip(records, runs, strict=True)) + "."]
+
+
+def rates_window(run: RunResult | None) -> str:
+    """The seconds of the window the replay's rates covered (whole renewal periods of its nodes' Leases); "" where
+    its results do not say (older runs: the whole window)."""
+    found = run.steps[0].replay_fidelity if run is not None and run.steps else None
+    kept = found.rates_window if found is not None else None
+    if kept is None:
+        return ""
+    whole = 0 if kept.period_s is None else round(kept.kept_s / kept.period_s)
+    periods = "" if not whole else f", {whole} period{'s' if whole != 1 else ''} of {kept.period_s:.2f} s"
+    return f", rates over {kept.kept_s:.1f} s of {kept.window_s:.1f}{periods}"
 
 
 def report(climbs: list[dict[str, Any]]) -> list[str]:
@@ -197,10 +209,11 @@ def report(climbs: list[dict[str, Any]]) -> list[str]:
     return lines + ["", "Families: fidelity targets met of those judged (the replayable share and rows not judged "
                     "left out; benchmarks/results/replay_fidelity.md lists them). CPU of a process: its average "
                     "over the step, 100 % = one core (the load generator is one process: it saturates near "
-                    "100 %). Windows: the nodes' Lease renewals come in rounds (docs/profile.md, `start_up`), and "
-                    "a replay's window is not cut to whole renewal periods as the capture's is, so it can count a "
-                    "round too many or too few: up to a period over the window (about half at 20 s, a tenth at "
-                    "120 s) of the renewal rate, against a target of 10 %.", "",
+                    "100 %). Windows: the nodes' Lease renewals come in rounds (docs/profile.md, `start_up`); a "
+                    "replay's rates are taken over whole renewal periods of its window (docs/profile.md, `rounds`), "
+                    "each round counted once, as a run says (`rates over`). Runs without that figure (the 120 s "
+                    "climb's) took the whole window, which could count a round too many or too few: up to a period "
+                    "over the window (about half at 20 s, a tenth at 120 s) of the renewal rate.", "",
                     f"Raw: benchmarks/results/raw/{RAW}/<window>s/ (climb.json.gz, the record per k; "
                     "results-k<K>.json.gz, each replay's results.json)."]
 

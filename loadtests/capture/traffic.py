@@ -8,6 +8,7 @@ latencies and the identities, which the metrics' profile says are "not measured"
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Iterable, Sequence
@@ -23,6 +24,7 @@ from loadtests.capture.traffic_types import (
     AGGREGATED_GROUPS,
     NotReplayable,
     RequestRate,
+    Rounds,
     TrafficProfile,
     WatchLoad,
     Window,
@@ -72,31 +74,72 @@ def start_up(events: Iterable[AuditEvent]) -> tuple[float | None, str]:
     return None, NO_START
 
 
-def renewal_window(events: Iterable[AuditEvent], joined: float) -> tuple[float, float, float] | None:
-    """The window of a log that holds the cluster's start, its first node's Lease made at `joined`: whole renewal
-    periods from half a period after it, as many as the log holds, and the period (start, end, period). Nodes
-    that join together renew in rounds, a round each period (from a Lease made to its first renewal, the median
-    over the nodes' Leases): a window of whole periods counts each round once wherever the log ends, and half a
-    period in, it begins after the nodes joined (their registration, part of the start). None where no node
-    renewed its Lease, or the log holds less than one period after that."""
-    made: dict[str, float] = {}
+def lease_period(events: Iterable[AuditEvent]) -> tuple[float | None, float, float]:
+    """The nodes' Lease renewal period, and the first and last event's time: per Lease, from its first write seen
+    (made, or renewed) to its next renewal, the median over the Leases (None: no Lease renewed after a write seen).
+    Nodes that joined together renew in rounds, once a period: the period says how long a window must be to count
+    each round once."""
+    seen: dict[str, float] = {}
     periods: dict[str, float] = {}
-    end = -math.inf
+    first, last = math.inf, -math.inf
     for event in events:
-        end = max(end, event.at)
-        if (event.stage not in ENDS or event.code is None or not 200 <= event.code < 300
-                or (event.group, event.resource, event.namespace) != NODE_LEASES):
+        first, last = min(first, event.at), max(last, event.at)
+        if (event.stage not in ENDS or event.code is None or not 200 <= event.code < 300 or event.verb not in
+                ("create", "update") or (event.group, event.resource, event.namespace) != NODE_LEASES):
             continue
-        if event.verb == "create":
-            made.setdefault(event.name, event.at)
-        elif event.verb == "update" and event.name in made and event.name not in periods:
-            periods[event.name] = event.at - made[event.name]
-    if not periods:
+        if event.name not in seen:
+            seen[event.name] = event.at
+        elif event.verb == "update" and event.name not in periods:
+            periods[event.name] = event.at - seen[event.name]
+    return (statistics.median(periods.values()) if periods else None), first, last
+
+
+def renewal_window(events: Iterable[AuditEvent], start: float = -math.inf, end: float = math.inf,
+                   lead: float = 0.0) -> tuple[float, float, float] | None:
+    """Whole renewal periods of the nodes' Leases (lease_period, measured on `events`), as many as fit from `start`
+    plus `lead` periods to `end` (each clipped to the events'), and the period: (start, end, period). A window of
+    part of a period counts a round of renewals too many or too few (a fifth of the nodes' rate over a 35 s log,
+    a sixth over 60 s); whole periods count each round once wherever the window lies. None where no Lease was
+    renewed, or less than one period fits."""
+    period, first, last = lease_period(events)
+    if period is None or period <= 0:
         return None
-    period = statistics.median(periods.values())
-    start = joined + period / 2
-    whole = math.floor((end - start) / period) if period > 0 else 0
-    return (start, start + whole * period, period) if whole > 0 else None
+    begin = max(start, first) + lead * period
+    whole = math.floor((min(end, last) - begin) / period)
+    return (begin, begin + whole * period, period) if whole > 0 else None
+
+
+def _start_up_window(paths: Sequence[Path]) -> tuple[float | None, float | None, str]:
+    """The window of a log that holds the cluster's start (start_up): whole renewal periods from half a period
+    after its first node's Lease, the log read twice; (None, None, why) where it holds none."""
+    with closing(read_events(paths, [])) as head:
+        cut, why = start_up(head)
+    window = None if cut is None else renewal_window(read_events(paths, []), cut, lead=0.5)
+    if window is None:
+        return cut, None, why + ("; the window begins at that Lease (no node renewed its Lease a period after it)"
+                                 if cut is not None else "")
+    cut, until, period = window
+    return cut, until, why + (f"; its nodes renew their Leases every {period:.1f} s, in rounds as they joined "
+                              f"together: the window is {round((until - cut) / period)} whole periods from half "
+                              "of one after that Lease")
+
+
+def _between_window(paths: Sequence[Path], between: tuple[float, float]) -> tuple[float | None, float | None, Rounds]:
+    """A given window cut to whole renewal periods of the nodes' Leases renewed in it (renewal_window, the rule
+    of the start-up's window), from its first event, and how: the same window for every class."""
+    inside = (event for event in read_events(paths, []) if between[0] <= event.at <= between[1])
+    window = renewal_window(inside, *between)
+    given = between[1] - between[0]
+    if window is None:
+        return None, None, Rounds(given, given, None, 0, "the whole window: no node Lease renewed in it, or it is "
+                                  "shorter than their renewal period")
+    cut, until, period = window
+    whole = round((until - cut) / period)
+    return cut, until, Rounds(given, until - cut, period, whole,
+                              f"{whole} whole renewal period{'s' if whole != 1 else ''} of the nodes' Leases "
+                              f"({period:.2f} s each: they renew "
+                              f"in rounds) from the window's first event, {until - cut:.1f} s of its {given:.1f} s: "
+                              "each round counted once, for every class alike")
 
 
 def traffic_from_audit(paths: Sequence[Path], salt: bytes, *,
@@ -106,30 +149,25 @@ def traffic_from_audit(paths: Sequence[Path], salt: bytes, *,
     with the kinds of request, identities and watches open at once, not with the events. UnreadableFile, one
     line naming the file and line, for a file that is not an audit log (a last line cut short is skipped).
     `between`: only the events written from the first to the second time (epoch seconds), e.g. a run's window
-    in its control plane's log; without it, the cluster's start at the head of the log is left out (start_up),
-    read from the log's head first, and the window is whole renewal periods of its nodes (renewal_window: a log
-    that holds the cluster's start is read twice)."""
+    in its control plane's log, cut to whole renewal periods of its nodes' Leases (`rounds` says how; the log is
+    read twice); without it, the cluster's start at the head of the log is left out (start_up), read from the
+    log's head first, and the window is whole renewal periods of its nodes (renewal_window: a log that holds the
+    cluster's start is read twice)."""
     if not paths:
         raise LoadTestError(f"no audit log given; {FIX}")
     notes: list[str] = []
-    cut, until, why = None, None, ""
+    rounds, why = None, ""
     if between is None:
-        with closing(read_events(paths, [])) as head:
-            cut, why = start_up(head)
-        window = None if cut is None else renewal_window(read_events(paths, []), cut)
-        if window is not None:
-            cut, until, period = window
-            why += (f"; its nodes renew their Leases every {period:.1f} s, in rounds as they joined together: the "
-                    f"window is {round((until - cut) / period)} whole periods from half of one after that Lease")
-        elif cut is not None:
-            why += "; the window begins at that Lease (no node renewed its Lease a period after it)"
+        cut, until, why = _start_up_window(paths)
+    else:
+        cut, until, rounds = _between_window(paths, between)
     tally = AuditTally(salt, -math.inf if cut is None else cut, math.inf if until is None else until)
     for event in read_events(paths, notes):
         if between is None or between[0] <= event.at <= between[1]:
             tally.add(event)
     if not tally.events:
         raise UnreadableFile(f"{', '.join(map(str, paths))}: no audit event in the file; {FIX}")
-    return tally.profile(notes, aggregated_groups, why)
+    return dataclasses.replace(tally.profile(notes, aggregated_groups, why), rounds=rounds)
 
 
 def audit_verb(verb: str, scope: str) -> str:

@@ -62,6 +62,25 @@ class StartUp:
 
 
 @dataclass(frozen=True)
+class Rounds:
+    """A given window (a run's, traffic.traffic_from_audit's `between`) cut to whole renewal periods of its nodes'
+    Leases, so that a round of renewals counts once whatever the window's length: the seconds given and kept (the
+    rates' window), the period (None: no node Lease renewed in the window, or it is shorter than a period: kept
+    whole) and how many periods, and why in words."""
+
+    given_s: float
+    kept_s: float
+    period_s: float | None
+    periods: int
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"given_seconds": round(self.given_s, 3), "kept_seconds": round(self.kept_s, 3),
+                "period_seconds": None if self.period_s is None else round(self.period_s, 3),
+                "periods": self.periods, "why": self.why}
+
+
+@dataclass(frozen=True)
 class RequestRate:
     """Requests of one kind per second over the window. `path` names a request to no resource (discovery,
     /healthz) by its first segments; `component` is the metrics' (the audit log does not say it), `client_class`
@@ -238,6 +257,7 @@ class TrafficProfile:
     aggregated_groups: frozenset[str] = AGGREGATED_GROUPS
     notes: list[str] = field(default_factory=list)
     start_up: StartUp | None = None  # an audit log's only
+    rounds: Rounds | None = None  # an audit log's given window's only
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dicts, lists, numbers and strings, for the profile's `traffic:` section."""
@@ -248,7 +268,8 @@ class TrafficProfile:
         per_second = self.requests / self.window.seconds if self.window.seconds > 0 else None
         return {
             "source": self.source, "window": self.window.to_dict(),
-            **({} if self.start_up is None else {"start_up": self.start_up.to_dict()}), "requests": self.requests,
+            **({} if self.start_up is None else {"start_up": self.start_up.to_dict()}),
+            **({} if self.rounds is None else {"rounds": self.rounds.to_dict()}), "requests": self.requests,
             "per_second": None if per_second is None else round(per_second, 6),
             "client_classes": UNKNOWN if self.client_classes is None else list(self.client_classes),
             "rates": rows(self.rates), "request_shapes": rows(self.shapes), "watches": rows(self.watches),

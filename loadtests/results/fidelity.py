@@ -11,7 +11,9 @@ Step keys (results.json):
         the comparison), the plan's kinds not replayed with their share of the original's objects of the kind,
         and `compared`: capture/compare.py's Fidelity.to_dict() (every figure and its verdict: met, missed, not
         measured, or not judged where no replay controls it, Events' count); `error` says why the capture or the
-        comparison could not be made (then compared is null and every target is "not measured")
+        comparison could not be made (then compared is null and every target is "not measured"); `rates_window`:
+        the seconds of the window the replay's rates cover (whole renewal periods of its nodes' Leases), of those
+        measured, and why (null: the traffic not from the audit log)
 """
 
 from __future__ import annotations
@@ -54,6 +56,17 @@ class NotReplayedRequests:
 
 
 @dataclass
+class RatesWindow:
+    """The part of the measured window the replay's rates cover: whole renewal periods of its nodes' Leases, which
+    renew in rounds, so that a window of any length counts each round once (capture/traffic.renewal_window)."""
+
+    window_s: float  # the window as measured, opened to closed
+    kept_s: float  # the rates' own window, within it
+    period_s: float | None  # the nodes' Lease renewal period; None: no Lease renewed in it, the window kept whole
+    why: str
+
+
+@dataclass
 class ReplayFidelity:
     """The replaying cluster captured at the window's close, compared with the original profile × scale."""
 
@@ -70,6 +83,7 @@ class ReplayFidelity:
     error: str = ""  # why not compared, in one line
     notes: list[str] = field(default_factory=list)
     not_replayed_requests: list[NotReplayedRequests] = field(default_factory=list)  # the plan's traffic rows
+    rates_window: RatesWindow | None = None  # None: not from an audit log (or an older file)
 
 
 @dataclass

@@ -37,7 +37,13 @@ from loadtests.config.workload import NotReplayed, ReplaySettings, TrafficNotRep
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube import objects
 from loadtests.kube.rest import RestClient
-from loadtests.results.fidelity import HarnessKind, NotReplayedKind, NotReplayedRequests, ReplayFidelity
+from loadtests.results.fidelity import (
+    HarnessKind,
+    NotReplayedKind,
+    NotReplayedRequests,
+    RatesWindow,
+    ReplayFidelity,
+)
 
 # the apiserver metric families the window's scrapes keep for the replay's traffic (rates, watches open)
 FAMILIES = frozenset({REQUESTS, LONGRUNNING})
@@ -134,6 +140,15 @@ def window_traffic(window: Window, audit_logs: list[Path], salt: bytes) -> tuple
     return dataclasses.replace(audit, watches=watches, notes=[*audit.notes, AUDIT_WATCHES]), AUDIT_SOURCE, ""
 
 
+def rates_window(traffic: TrafficProfile | None) -> RatesWindow | None:
+    """The part of the window the replay's rates cover, from its audit log's capture (None: not from one)."""
+    rounds = traffic.rounds if traffic is not None else None
+    if rounds is None:
+        return None
+    return RatesWindow(round(rounds.given_s, 3), round(rounds.kept_s, 3),
+                       None if rounds.period_s is None else round(rounds.period_s, 3), rounds.why)
+
+
 def _failed(error: BaseException) -> str:
     text = " ".join(f"{type(error).__name__}: {error}".split())
     return text if len(text) <= 300 else text[:297] + "..."
@@ -164,6 +179,7 @@ def measure_fidelity(plan: Plan, info: TargetInfo, window: Window,
         found.harness = harness_kinds(captured)
         traffic, found.traffic_source, note = window_traffic(window, info.audit_logs, salt)
         found.notes += [note] if note else []
+        found.rates_window = rates_window(traffic)
         captured.traffic = traffic.to_dict() if traffic is not None else None
         found.notes.append("the harness's own objects (its namespaces and what is in them, its RBAC, its fleet's "
                            "node Events) are taken off the replay's counts before they are judged; their sizes "

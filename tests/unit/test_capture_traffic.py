@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +14,8 @@ import pytest
 import yaml
 
 from loadtests.analysis.metrics import Snapshot
+from loadtests.capture.audit_events import read_events
+from loadtests.capture.audit_tally import AuditTally
 from loadtests.capture.clients import hashed
 from loadtests.capture.request_shapes import field_keys
 from loadtests.capture.sketch import EXACT, Quantiles, Sketch
@@ -357,7 +358,7 @@ def test_a_clusters_start_at_the_head_of_its_log_is_left_out_of_the_window() -> 
     def requests(e: dict) -> bool:
         return e["stage"] == "ResponseStarted" if e["verb"] == "watch" else e["stage"] == "ResponseComplete"
 
-    whole, traffic = traffic_from_audit([path], SALT, between=(0, math.inf)), traffic_from_audit([path], SALT)
+    whole, traffic = _uncut(path), traffic_from_audit([path], SALT)
     assert traffic.start_up is not None and traffic.start_up.end == traffic.window.start
     assert "first node made its Lease 2.0 s into the log" in traffic.start_up.why
     assert "renew their Leases every 10.3 s" in traffic.start_up.why and "2 whole periods" in traffic.start_up.why
@@ -385,6 +386,46 @@ def test_a_clusters_start_at_the_head_of_its_log_is_left_out_of_the_window() -> 
     open_at_end = sum(w.open_at_end or 0 for w in whole.watches) + sum(
         e["verb"] == "watch" and e["stage"] == "ResponseComplete" and when(e) > until for e in events)
     assert sum(w.open_at_end or 0 for w in traffic.watches) == open_at_end
+
+
+def _uncut(path: Path) -> TrafficProfile:
+    """The whole log's traffic, no window cut: the reference a cut window is judged against."""
+    tally = AuditTally(SALT)
+    for found in read_events([path], []):
+        tally.add(found)
+    return tally.profile([])
+
+
+@pytest.mark.parametrize(("opened", "rounds_inside"), [(10.0, 3), (4.0, 2)])
+def test_a_given_window_is_cut_to_whole_renewal_periods_for_every_class(opened: float, rounds_inside: int) -> None:
+    """The recorded start's 20 nodes renew their Leases in rounds about 10.2 s apart (12, 22 and 32 s into the
+    log). A window of 2.5 periods holds 3 rounds or 2, as it lies: uncut, the nodes' rate is 2.35/s or 1.57/s
+    against the 2/s they keep. Cut to its 2 whole periods (measured in it, renewal to renewal), it is 2/s either
+    way, and every class is counted over that same window."""
+    path = DATA / "kube-apiserver_v1.37.2_audit_start.log.gz"
+    t0 = _seconds(json.loads(gzip.decompress(path.read_bytes()).splitlines()[0])["stageTimestamp"])
+    between = (t0 + opened, t0 + opened + 2.5 * 10.2)
+    traffic = traffic_from_audit([path], SALT, between=between)
+    leases = [r for r in traffic.rates if (r.verb, r.resource, r.client_class) == ("update", "leases", "node")]
+    assert sum(r.count for r in leases) == 40 and sum(r.per_second or 0 for r in leases) == pytest.approx(2.0, rel=0.03)
+    uncut = 20 * rounds_inside / (between[1] - between[0])
+    assert abs(uncut - 2.0) > 0.35  # the half round the cut leaves out
+    assert traffic.rounds is not None and (traffic.rounds.periods, traffic.rounds.given_s) == (2, 25.5)
+    assert traffic.rounds.period_s == pytest.approx(10.2, abs=0.1)
+    assert traffic.window.seconds == pytest.approx(traffic.rounds.kept_s, abs=0.1)
+    assert all(r.per_second == pytest.approx(r.count / traffic.window.seconds) for r in traffic.rates)
+    assert traffic.to_dict()["rounds"]["kept_seconds"] == round(traffic.rounds.kept_s, 3)
+
+
+def test_a_given_window_without_a_whole_renewal_period_is_kept_whole(tmp_path: Path) -> None:
+    """No Lease renewed in the window (or a window shorter than a period): nothing to cut by, the window stays."""
+    t0 = T0.timestamp()
+    traffic = traffic_from_audit(write_log(tmp_path), SALT, between=(t0, t0 + 60))
+    assert traffic.rounds is not None and traffic.rounds.period_s is None and traffic.rounds.periods == 0
+    assert traffic.rounds.kept_s == traffic.rounds.given_s == 60.0
+    short = DATA / "kube-apiserver_v1.37.2_audit_start.log.gz"
+    first = _seconds(json.loads(gzip.decompress(short.read_bytes()).splitlines()[0])["stageTimestamp"])
+    assert traffic_from_audit([short], SALT, between=(first + 10, first + 18)).rounds.period_s is None
 
 
 def test_a_log_without_a_clusters_first_start_is_its_own_window(tmp_path: Path) -> None:

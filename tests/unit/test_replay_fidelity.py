@@ -23,7 +23,7 @@ from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.access import ClusterAccess
 from loadtests.report.html import write_report
 from loadtests.results.embedded import runs_from_html
-from loadtests.results.fidelity import HarnessKind, NotReplayedKind, NotReplayedRequests, ReplayFidelity
+from loadtests.results.fidelity import HarnessKind, NotReplayedKind, NotReplayedRequests, RatesWindow, ReplayFidelity
 from loadtests.run import fidelity as part
 from tests.unit.reportdata import SAMPLE, edited_run
 from tests.unit.test_capture_compare import kind, profile, rate, traffic, watch
@@ -189,6 +189,7 @@ def test_a_count_not_judged_is_skipped_with_why_and_fails_nothing(tmp_path: Path
     replay = profile(kind("Pod", 20, p50=1000, p99=4000), kind("Secret", 6), kind("ConfigMap", 8),
                      kind("Event", 7), traffic_section=traffic([rate("pods", 10.0)], [watch("pods", 20)], audit=False))
     found.compared = compare(original, replay, 2.0).to_dict()
+    found.rates_window = RatesWindow(20.4, 20.0, 10.0, "2 whole renewal periods of the nodes' Leases")
     folder = edited_run(SAMPLE, tmp_path, with_fidelity(found))
     run = results.load(folder)
     events = {v.check: v for v in verdicts(run.steps[0])}["objects Event"]
@@ -201,6 +202,7 @@ def test_a_count_not_judged_is_skipped_with_why_and_fails_nothing(tmp_path: Path
     unjudged = sum(v.verdict == "not judged" for v in verdicts(run.steps[0]))
     assert unjudged == 6  # Events' count and sizes, the fleet's pods' sizes, the pods' watches from /metrics
     assert f"<b>{unjudged}</b> not judged (no target a replay controls)" in html
+    assert "rates over 20.0 s of the window's 20.4 s: 2 whole renewal periods" in html
 
 
 def test_the_harness_own_watches_come_off_the_replays_by_the_whole_audit_log(tmp_path: Path) -> None:
@@ -226,3 +228,5 @@ def test_the_harness_own_watches_come_off_the_replays_by_the_whole_audit_log(tmp
     found, source, note = part.window_traffic(part.Window(start, end, t0 + 10.0, t0 + 30.0), [log], b"salt")
     assert found is not None and source == part.AUDIT_SOURCE and not note
     assert [w.open_at_end for w in found.watches] == [2] and "taken off" in found.notes[-1]
+    kept = part.rates_window(found)  # no node Lease renewed in it: the rates cover the whole window
+    assert kept is not None and (kept.window_s, kept.kept_s, kept.period_s) == (20.0, 20.0, None)
