@@ -37,7 +37,9 @@ def test_a_planted_leak_is_judged_to_grow(bins, tmp_path: Path) -> None:
     said = result.stdout + result.stderr
     assert result.returncode == EXIT_SLO_FAILED, said[-3000:]
     grown = [line.split()[1].rstrip(":") for line in result.stdout.splitlines() if line.startswith("GROWS ")]
-    assert {"etcd.db_size_bytes", "etcd.keys"} <= set(grown), said[-3000:]
+    # the keys grow with every ConfigMap; etcd's database grows in its in-use bytes, its file in steps of bbolt's
+    # pages (in 45 s sometimes too few steps for a verdict): either of the two sizes, judged to grow
+    assert "etcd.keys" in grown and {"etcd.db_in_use_bytes", "etcd.db_size_bytes"} & set(grown), said[-3000:]
     assert "min left" in result.stdout  # progress with the time left
     samples = load_samples(out)
     assert len(samples) >= 15, len(samples)  # every sample on disk, about one every 2 s over 45 s
