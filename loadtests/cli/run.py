@@ -436,10 +436,10 @@ def cmd_soak(args: argparse.Namespace) -> int:
 
     from loadtests.analysis.soak import judge_folder
     from loadtests.capture.replay import load_plan
-    from loadtests.config.soak import settings, soak_plan
+    from loadtests.config.soak import asked, soak_plan
 
-    soak = settings(args.hours, args.interval_s, args.step or "")
     plan = load_plan(args.plan or "default")
+    soak = asked(plan.soak, args.hours, args.interval_s, args.step)
     if args.kube_version:
         plan = plan.on_kube_version(args.kube_version)
     plan = soak_plan(plan, soak)
@@ -461,14 +461,12 @@ def rehearse_soak(plan: Plan, args: argparse.Namespace, base: Path) -> int:
     from dataclasses import replace
 
     from loadtests.analysis.soak import FASTER, compare_soaks, difference_text, judge_folder
-    from loadtests.config.soak import DEFAULT_INTERVAL_S, settings, soak_plan
+    from loadtests.config.soak import asked, soak_plan
 
     if args.rolling or (args.repeat or 1) > 1 or args.threshold:
         raise LoadTestError("--soak goes without --rolling, --repeat and --threshold: two soaks are compared by "
                             "their slopes")
-    if args.hours is None:
-        raise LoadTestError("--soak needs --hours H: how long each version's load is held")
-    soak = settings(args.hours, args.interval_s or DEFAULT_INTERVAL_S, args.step or "")
+    soak = asked(plan.soak, args.hours, args.interval_s, args.step)
     plans = [soak_plan(plan.on_kube_version(v), soak) for v in (args.from_version, args.to_version)]
     requests = [replace(check_runnable(p, args, orphans=n == 0), soak=soak) for n, p in enumerate(plans)]
     found = []
@@ -607,9 +605,10 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--rollback", action="store_true", help="with --rolling: roll back to --from afterwards")
     p.add_argument("--soak", action="store_true",
                    help="soak the plan's step on each version for --hours and compare their slopes (docs/soak.md)")
-    p.add_argument("--hours", type=positive_hours, default=None, help="with --soak: each soak's hours")
+    p.add_argument("--hours", type=positive_hours, default=None,
+                   help="with --soak: each soak's hours (default: the plan's `soak.hours`)")
     p.add_argument("--interval-s", type=sampling_interval, default=None, metavar="SECONDS",
-                   help="with --soak: seconds between samples (default: 30)")
+                   help="with --soak: seconds between samples (default: the plan's `soak.interval_s`, else 30)")
     p.add_argument("--step", default=None, help="with --soak: the plan's step to hold, by name (default: its first)")
     run_options(p, repeat=True)
     p.set_defaults(func=cmd_rehearse)
@@ -622,10 +621,13 @@ def add_soak_command(sub: Any) -> None:
     p = sub.add_parser("soak", help="hold one step's load for hours, sample it, and judge every series' trend "
                                     "(grows, flat, falls, inconclusive): leaks and drifts (docs/soak.md)")
     p.add_argument("--plan", default=None, help="plan file, or the name of a bundled plan (default: default)")
-    p.add_argument("--hours", type=positive_hours, required=True, help="how long the load is held, in hours")
-    p.add_argument("--interval-s", type=sampling_interval, default=DEFAULT_INTERVAL_S, metavar="SECONDS",
-                   help=f"seconds between samples, at least 1 (default: {DEFAULT_INTERVAL_S:g})")
-    p.add_argument("--step", default=None, help="the plan's step to hold, by name (default: its first)")
+    p.add_argument("--hours", type=positive_hours, default=None,
+                   help="how long the load is held, in hours (default: the plan's `soak.hours`; one is needed)")
+    p.add_argument("--interval-s", type=sampling_interval, default=None, metavar="SECONDS",
+                   help=f"seconds between samples, at least 1 (default: the plan's `soak.interval_s`, else "
+                        f"{DEFAULT_INTERVAL_S:g})")
+    p.add_argument("--step", default=None,
+                   help="the plan's step to hold, by name (default: the plan's `soak.step`, else its first)")
     p.add_argument("--out", help="results folder (default: reports/soak-<plan>-<time>)")
     p.add_argument("--kube-version", help="override the plan's Kubernetes version")
     run_options(p)

@@ -21,6 +21,7 @@ from loadtests.config import cl2, templates
 from loadtests.config import fleet as fleet_mod
 from loadtests.config import measure as measure_mod
 from loadtests.config import promql as promql_mod
+from loadtests.config import soak as soak_mod
 from loadtests.config import tenants as tenants_mod
 from loadtests.config import workload as workload_mod
 from loadtests.config.scenarios import SCENARIOS
@@ -215,6 +216,8 @@ class Plan:
     prometheus: promql_mod.PrometheusSettings = field(default_factory=promql_mod.PrometheusSettings)
     figures: list[promql_mod.PromQuery] = field(default_factory=list)
     checks: list[promql_mod.PromQuery] = field(default_factory=list)
+    # `loadtest soak` of this plan without flags: its hours, sampling interval and step (config/soak.py)
+    soak: soak_mod.SoakSettings | None = None
     source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -248,6 +251,8 @@ class Plan:
                 data.pop(key)
         if not self.prometheus.enabled:
             data.pop("prometheus")
+        if self.soak is None:  # nor one that says nothing of a soak
+            data.pop("soak")
         informers = data["load"].get("informers")
         if informers is not None and not informers.get("reconnect_spread_s"):  # nor informers that reconnect at once
             informers.pop("reconnect_spread_s", None)
@@ -336,7 +341,7 @@ def parse(data: Any, source: str = "plan") -> Plan:
     data = _mapping(source, "(top level)", data)
     _no_unknown(source, "", data, {"name", "target", "steps", "load", "slo", "gate", "workers", "compare",
                                    "capacity", "audit", "project_to", "repeat", "cl2", "roll", "profiles",
-                                   "measure", "fleet", "replay", "prometheus", "figures", "checks"})
+                                   "measure", "fleet", "replay", "prometheus", "figures", "checks", "soak"})
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise field_error(source, "name", f"must be letters, digits, - or _ (got {name!r})")
@@ -365,7 +370,8 @@ def parse(data: Any, source: str = "plan") -> Plan:
                 measure=measure_mod.parse(source, data.get("measure")),
                 fleet=fleet_mod.parse(source, data.get("fleet")),
                 replay=workload_mod.parse(source, data.get("replay")), prometheus=promql.prometheus,
-                figures=promql.figures, checks=promql.checks, source=source)
+                figures=promql.figures, checks=promql.checks, soak=_soak(source, data.get("soak"), steps),
+                source=source)
 
 
 def _target(source: str, value: Any) -> Target:
@@ -548,6 +554,27 @@ def _roll(source: str, value: Any, steps: list[Step]) -> Roll:
         raise field_error(source, "roll.step", f"no step is named {roll.step!r} (the steps: "
                           + ", ".join(s.name for s in steps) + ")")
     return roll
+
+
+def _soak(source: str, value: Any, steps: list[Step]) -> soak_mod.SoakSettings | None:
+    """`soak:` (hours, interval_s, step): what `loadtest soak` of the plan holds when no flag says otherwise."""
+    if value is None:
+        return None
+    data = _mapping(source, "soak", value)
+    if "hours" not in data:
+        raise field_error(source, "soak.hours", "is needed: how long the soak holds its load, e.g. 2")
+    found = _section(source, "soak", data, soak_mod.SoakSettings)
+    for key in ("hours", "interval_s"):
+        if isinstance(getattr(found, key), bool) or not isinstance(getattr(found, key), int | float):
+            raise field_error(source, f"soak.{key}", f"must be a number (got {getattr(found, key)!r})")
+    try:
+        soak_mod.settings(float(found.hours), float(found.interval_s), found.step)
+    except PlanError as error:
+        raise field_error(source, "soak", str(error)) from None
+    if not isinstance(found.step, str) or (found.step and found.step not in {s.name for s in steps}):
+        raise field_error(source, "soak.step", f"no step is named {found.step!r} (the steps: "
+                          + ", ".join(s.name for s in steps) + ")")
+    return soak_mod.SoakSettings(float(found.hours), float(found.interval_s), found.step)
 
 
 def roll_step(plan: Plan) -> int:

@@ -9,9 +9,12 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from loadtests.config.plan import Plan
 from loadtests.errors import PlanError
+
+if TYPE_CHECKING:  # the plan's parser reads a `soak:` section into SoakSettings, so this module cannot import it
+    from loadtests.config.plan import Plan
 
 DEFAULT_INTERVAL_S = 30.0
 MIN_INTERVAL_S = 1.0  # a sample of every page a second is already a load of its own
@@ -56,6 +59,17 @@ def settings(hours: float, interval_s: float = DEFAULT_INTERVAL_S, step: str = "
         raise PlanError(f"a soak of {hours * HOUR_S:g} s sampled every {interval_s:g} s has fewer than two samples: "
                         "sample more often or soak longer")
     return SoakSettings(hours, interval_s, step)
+
+
+def asked(section: SoakSettings | None, hours: float | None = None, interval_s: float | None = None,
+          step: str | None = None) -> SoakSettings:
+    """The soak a command asks for: each flag given, else the plan's `soak:` section, else the default; hours
+    must come from one of them."""
+    if hours is None and section is None:
+        raise PlanError("a soak needs its hours: give --hours H, or a `soak:` section with `hours` in the plan")
+    return settings(hours if hours is not None else section.hours if section else 0.0,
+                    interval_s if interval_s is not None else section.interval_s if section else DEFAULT_INTERVAL_S,
+                    step if step is not None else section.step if section else "")
 
 
 def soak_plan(plan: Plan, soak: SoakSettings) -> Plan:

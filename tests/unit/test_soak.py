@@ -15,7 +15,7 @@ from loadtests.analysis.soak import judge_folder
 from loadtests.cli import run as cli_run
 from loadtests.cli.main import main
 from loadtests.config import plan as plan_mod
-from loadtests.config.soak import settings, soak_plan
+from loadtests.config.soak import SoakSettings, asked, settings, soak_plan
 from loadtests.errors import EXIT_BAD_INPUT, EXIT_PASSED, EXIT_SLO_FAILED, PlanError
 from loadtests.measure.soak import page_figures
 from loadtests.report.html import write_report
@@ -67,6 +67,47 @@ def test_the_soak_plan_is_one_step_held_for_its_hours() -> None:
     assert plan.steps[1].duration_s == 20  # the plan itself is left as it was
     with pytest.raises(PlanError, match="no step is named 'nope'"):
         soak_plan(plan, settings(1, 30, "nope"))
+
+
+def soak_section_plan(tmp_path: Path, soak: str) -> Path:
+    plan = tmp_path / "soaked.yaml"
+    plan.write_text("name: soaked\ntarget: {kind: local}\nsteps: [{nodes: 3, name: small}, {nodes: 5, name: big}]\n"
+                    f"load: {{scenarios: {{}}}}\nsoak: {soak}\n")
+    return plan
+
+
+def test_a_plan_says_its_soak_and_flags_override_it(tmp_path: Path) -> None:
+    plan = plan_mod.load(soak_section_plan(tmp_path, "{hours: 2, interval_s: 10, step: big}"))
+    assert plan.soak == SoakSettings(2.0, 10.0, "big")
+    assert asked(plan.soak) == SoakSettings(2.0, 10.0, "big")
+    assert asked(plan.soak, 0.5, None, "small") == SoakSettings(0.5, 10.0, "small")
+    assert asked(None, 1.0) == SoakSettings(1.0, 30.0, "")
+    with pytest.raises(PlanError, match="give --hours H, or a `soak:` section"):
+        asked(None)
+    assert "soak" not in plan_mod.load(plan_mod.PLANS_DIR / "smoke.yaml").to_dict()  # digests of plans unchanged
+
+
+@pytest.mark.parametrize(("section", "said"), [
+    ("{interval_s: 10}", "soak.hours: is needed"),
+    ("{hours: soon}", "soak.hours: must be a number"),
+    ("{hours: 0}", "positive finite number"),
+    ("{hours: 1, interval_s: 0.5}", "at least 1 s"),
+    ("{hours: 1, step: huge}", "soak.step: no step is named 'huge'"),
+    ("{hours: 1, minutes: 3}", "soak.minutes: unknown field"),
+])
+def test_a_bad_soak_section_is_one_line_and_starts_nothing(section: str, said: str, nothing_starts: None,
+                                                          tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["soak", "--plan", str(soak_section_plan(tmp_path, section)), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_BAD_INPUT and len(err) == 1 and said in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_soak_without_hours_anywhere_is_one_line(nothing_starts: None, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["soak", "--plan", "smoke", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_BAD_INPUT and len(err) == 1 and "needs its hours" in err[0], err
 
 
 def write_soak(folder: Path, rows: list[dict[str, float | None]], interval_s: float = 30.0) -> None:
@@ -150,7 +191,7 @@ def test_the_apiserver_page_gives_gauges_and_each_intervals_figures() -> None:
 
 @pytest.mark.parametrize(("flags", "said"), [
     (["--hours", "1"], "go with --soak"),
-    (["--soak"], "--soak needs --hours"),
+    (["--soak"], "a soak needs its hours: give --hours H"),
     (["--soak", "--hours", "1", "--rolling"], "--soak goes without --rolling"),
     (["--soak", "--hours", "nan"], "positive finite number"),
 ])
