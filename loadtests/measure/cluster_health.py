@@ -56,9 +56,9 @@ from loadtests.measure.component_metrics import (
     scheduler_figures,
 )
 from loadtests.measure.processes import CpuMeter
-from loadtests.measure.spool import Spool
 from loadtests.polling import every
 from loadtests.results.health import ClusterHealth, HealthSample, HealthSummary
+from loadtests.results.spool import Spool
 
 DEFAULT_INTERVAL_S = 5.0
 
@@ -139,7 +139,7 @@ class ClusterHealthSampler:
         self.scrape_timeout_s = min(10.0, max(2.0, interval_s))
         self.sources, self._source_notes = metrics_sources(info, timeout_s=self.scrape_timeout_s)
         self.cpu = CpuMeter(pids if pids is not None else info.pids)
-        # on disk until gather(): a window of hours must not grow the harness (measure/spool.py)
+        # on disk until gather(): a window of hours must not grow the harness (results/spool.py)
         self.samples: Spool[HealthSample] = Spool(lambda found: HealthSample(**found))
         self.metrics_used: dict[str, str] = {}
         self.notes: list[str] = []

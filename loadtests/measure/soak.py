@@ -23,7 +23,7 @@ from loadtests.measure.component_metrics import MetricsSource, metrics_sources
 from loadtests.measure.processes import CpuMeter
 from loadtests.polling import every
 from loadtests.results import utc_now
-from loadtests.results.soak import SampleLog, SoakMeta, SoakSample, write_meta
+from loadtests.results.soak import SoakMeta, SoakSample, sample_log, write_meta
 
 Values = dict[str, float | None]
 # every Go component's page: figure -> metric (a gauge)
@@ -96,7 +96,7 @@ class SoakSampler:
         self.sources, notes = metrics_sources(info, timeout_s=timeout, families=FAMILIES)
         self.meta.notes.extend(notes)
         self.cpu = CpuMeter(pids)
-        self.log = SampleLog(run_dir)
+        self.log = sample_log(run_dir)
         self.samples = 0
         self._origin = 0.0
         self._said = 0.0

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadtests.results.spool import Spool
+
 SOAK_DIR = "soak"
 SAMPLES_FILE = "samples.jsonl"
 META_FILE = "soak.json"
@@ -57,22 +59,11 @@ def write_meta(run_dir: Path, meta: SoakMeta) -> Path:
     return folder / META_FILE
 
 
-class SampleLog:
-    """The samples file, opened for appending once; each sample a line, flushed and fsync'd before the next."""
-
-    def __init__(self, run_dir: Path) -> None:
-        folder = soak_dir(run_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / SAMPLES_FILE
-        self._file = self.path.open("a", encoding="utf-8")
-
-    def append(self, sample: SoakSample) -> None:
-        self._file.write(json.dumps(asdict(sample), separators=(",", ":")) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        self._file.close()
+def sample_log(run_dir: Path) -> Spool[SoakSample]:
+    """The samples file, opened for adding to; each sample a line, flushed and fsync'd before the next."""
+    folder = soak_dir(run_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    return Spool(lambda found: SoakSample(**found), folder / SAMPLES_FILE, durable=True)
 
 
 def has_soak(run_dir: Path) -> bool:

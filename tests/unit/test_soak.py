@@ -19,7 +19,7 @@ from loadtests.config.soak import SoakSettings, asked, settings, soak_plan
 from loadtests.errors import EXIT_BAD_INPUT, EXIT_PASSED, EXIT_SLO_FAILED, PlanError
 from loadtests.measure.soak import page_figures
 from loadtests.report.html import write_report
-from loadtests.results.soak import SampleLog, SoakMeta, SoakSample, load_samples, write_meta
+from loadtests.results.soak import SoakMeta, SoakSample, load_samples, sample_log, write_meta
 
 
 @pytest.fixture()
@@ -117,7 +117,7 @@ def write_soak(folder: Path, rows: list[dict[str, float | None]], interval_s: fl
     results.save(run, folder)
     units = {name: "bytes" if name.endswith("_bytes") else "count" for row in rows for name in row}
     write_meta(folder, SoakMeta(folder.name, "3 nodes", 3, 1.0, interval_s, memory_limit_bytes=8e9, units=units))
-    log = SampleLog(folder)
+    log = sample_log(folder)
     for i, row in enumerate(rows):
         log.append(SoakSample(i * interval_s, "2026-01-01T00:00:00Z", row))
     log.close()

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import tracemalloc
+from pathlib import Path
 
 import pytest
 
 from loadtests.measure import cluster_health as health
 from loadtests.measure import processes
-from loadtests.measure.spool import Spool
 from loadtests.results.health import HealthSample
+from loadtests.results.spool import Spool
 from tests.unit.test_measure_probes import unreachable_target
 
 
@@ -26,6 +27,17 @@ def test_samples_come_back_exactly_and_in_order() -> None:
     assert spool.items() == [*written, HealthSample(10.0)]
     spool.close()
     spool.close()
+
+
+def test_a_named_spool_adds_to_its_file_and_each_line_is_there_when_append_returns(tmp_path: Path) -> None:
+    path = tmp_path / "samples.jsonl"
+    path.write_text('{"t_s": 0.0, "values": {}, "bounds": {}}\n')  # an earlier writer's line stays
+    spool: Spool[HealthSample] = Spool(lambda found: HealthSample(**found), path, durable=True)
+    spool.append(HealthSample(1.5, {"nodes": 3}))
+    assert path.read_text().splitlines()[1] == '{"t_s":1.5,"values":{"nodes":3},"bounds":{}}'  # no close needed
+    assert spool.items() == [HealthSample(0.0), HealthSample(1.5, {"nodes": 3})]
+    spool.close()
+    assert path.is_file()  # a named file outlives its spool
 
 
 def test_the_memory_held_does_not_grow_with_the_samples() -> None:
@@ -52,7 +64,8 @@ def test_the_health_summary_is_the_spooled_samples(monkeypatch: pytest.MonkeyPat
     sampler.start()
     taken = [sampler.sample() for _ in range(3)]
     result = sampler.gather()
-    assert [s for s in result.samples if s in taken] == taken  # the thread's own samples among them
+    remaining = iter(result.samples)  # the thread's own samples among them (one may equal a taken one), in order
+    assert all(any(found == sample for found in remaining) for sample in taken)
     assert result.summary.samples == len(result.samples) == sampler.samples.count
     machine = [s.values["cpu.machine"] for s in result.samples if s.values.get("cpu.machine") is not None]
     assert result.summary.cpu_machine_max == (max(machine) if machine else None)
