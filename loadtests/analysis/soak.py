@@ -84,6 +84,7 @@ class SoakJudgement:
     hours_measured: float
     rule: str = RULE
     notes: list[str] = field(default_factory=list)
+    settle_s: float = 0.0  # the trends cover the samples from this many seconds into the window
 
     @property
     def grown(self) -> list[Trend]:
@@ -187,13 +188,15 @@ def limit_of(series: str, meta: SoakMeta) -> float | None:
 
 
 def judge(samples: Sequence[SoakSample], meta: SoakMeta, floor_pct: float = FLOOR_PCT_PER_HOUR) -> SoakJudgement:
-    """Every series the soak recorded (and every series it named but never measured), judged by the RULE."""
+    """Every series the soak recorded (and every series it named but never measured), judged by the RULE on the
+    samples after the settling time (meta.settle_s): the first minutes are shown, not judged."""
     names = list(dict.fromkeys([*meta.units, *(name for s in samples for name in s.values)]))
-    ts = [s.t_s for s in samples]
-    trends = [trend(name, meta.units.get(name, ""), ts, [s.values.get(name) for s in samples],
+    judged = [s for s in samples if s.t_s >= meta.settle_s]
+    ts = [s.t_s for s in judged]
+    trends = [trend(name, meta.units.get(name, ""), ts, [s.values.get(name) for s in judged],
                     limit_of(name, meta), floor_pct) for name in names]
-    hours = (ts[-1] - ts[0]) / HOUR_S if len(ts) > 1 else 0.0
-    return SoakJudgement(trends, round(hours, 4), notes=list(meta.notes))
+    hours = (samples[-1].t_s - samples[0].t_s) / HOUR_S if len(samples) > 1 else 0.0
+    return SoakJudgement(trends, round(hours, 4), notes=list(meta.notes), settle_s=meta.settle_s)
 
 
 def downsample(ts: Sequence[float], ys: Sequence[float | None], most: int) -> tuple[list[float], list[float | None]]:

@@ -403,8 +403,9 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
     if not args.rolling and args.no_gate:
         raise LoadTestError("--no-gate goes with --rolling: a rehearsal of two versions exits on their comparison, "
                             "not on their SLOs")
-    if (args.hours is not None or args.interval_s is not None) and not args.soak:
-        raise LoadTestError("--hours and --interval-s go with --soak (two soaks, one on each version, compared)")
+    if (args.hours is not None or args.interval_s is not None or args.settle_s is not None) and not args.soak:
+        raise LoadTestError("--hours, --interval-s and --settle-s go with --soak (two soaks, one on each version, "
+                            "compared)")
     plan_from = run_plan_of(args)  # a plan, or a captured cluster's replay (--profile)
     base = Path(args.out) if args.out else REPORTS_DIR / f"rehearsal-{new_run_id(plan_from)}"
     if args.soak:
@@ -439,7 +440,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
     from loadtests.config.soak import asked, soak_plan
 
     plan = load_plan(args.plan or "default")
-    soak = asked(plan.soak, args.hours, args.interval_s, args.step)
+    soak = asked(plan.soak, args.hours, args.interval_s, args.step, args.settle_s)
     if args.kube_version:
         plan = plan.on_kube_version(args.kube_version)
     plan = soak_plan(plan, soak)
@@ -466,7 +467,7 @@ def rehearse_soak(plan: Plan, args: argparse.Namespace, base: Path) -> int:
     if args.rolling or (args.repeat or 1) > 1 or args.threshold:
         raise LoadTestError("--soak goes without --rolling, --repeat and --threshold: two soaks are compared by "
                             "their slopes")
-    soak = asked(plan.soak, args.hours, args.interval_s, args.step)
+    soak = asked(plan.soak, args.hours, args.interval_s, args.step, args.settle_s)
     plans = [soak_plan(plan.on_kube_version(v), soak) for v in (args.from_version, args.to_version)]
     requests = [replace(check_runnable(p, args, orphans=n == 0), soak=soak) for n, p in enumerate(plans)]
     found = []
@@ -513,6 +514,13 @@ def sampling_interval(text: str) -> float:
     from loadtests.config.soak import interval_problem
 
     return soak_number(text, "seconds", interval_problem)
+
+
+def settling_time(text: str) -> float:
+    """--settle-s: no seconds or more (against the soak's length: config/soak.settings)."""
+    from loadtests.config.soak import settle_problem
+
+    return soak_number(text, "seconds", settle_problem)
 
 
 ROLLING_TOPOLOGY = Topology(etcd_members=3, apiservers=2)  # a plan without a topology of its own is rolled on this
@@ -610,6 +618,9 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--interval-s", type=sampling_interval, default=None, metavar="SECONDS",
                    help="with --soak: seconds between samples (default: the plan's `soak.interval_s`, else 30)")
     p.add_argument("--step", default=None, help="with --soak: the plan's step to hold, by name (default: its first)")
+    p.add_argument("--settle-s", type=settling_time, default=None, metavar="SECONDS",
+                   help="with --soak: seconds from each soak's start shown and not judged (default: the plan's "
+                        "`soak.settle_s`, else a tenth of the soak, at most 15 min)")
     run_options(p, repeat=True)
     p.set_defaults(func=cmd_rehearse)
     add_soak_command(sub)
@@ -628,6 +639,9 @@ def add_soak_command(sub: Any) -> None:
                         f"{DEFAULT_INTERVAL_S:g})")
     p.add_argument("--step", default=None,
                    help="the plan's step to hold, by name (default: the plan's `soak.step`, else its first)")
+    p.add_argument("--settle-s", type=settling_time, default=None, metavar="SECONDS",
+                   help="seconds from the soak's start shown and not judged: probes starting, caches filling "
+                        "(default: the plan's `soak.settle_s`, else a tenth of the soak, at most 15 min)")
     p.add_argument("--out", help="results folder (default: reports/soak-<plan>-<time>)")
     p.add_argument("--kube-version", help="override the plan's Kubernetes version")
     run_options(p)

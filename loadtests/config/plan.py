@@ -557,24 +557,29 @@ def _roll(source: str, value: Any, steps: list[Step]) -> Roll:
 
 
 def _soak(source: str, value: Any, steps: list[Step]) -> soak_mod.SoakSettings | None:
-    """`soak:` (hours, interval_s, step): what `loadtest soak` of the plan holds when no flag says otherwise."""
+    """`soak:` (hours, interval_s, step, settle_s): what `loadtest soak` of the plan holds when no flag says
+    otherwise."""
     if value is None:
         return None
     data = _mapping(source, "soak", value)
     if "hours" not in data:
         raise field_error(source, "soak.hours", "is needed: how long the soak holds its load, e.g. 2")
     found = _section(source, "soak", data, soak_mod.SoakSettings)
-    for key in ("hours", "interval_s"):
-        if isinstance(getattr(found, key), bool) or not isinstance(getattr(found, key), int | float):
-            raise field_error(source, f"soak.{key}", f"must be a number (got {getattr(found, key)!r})")
+    for key in ("hours", "interval_s", "settle_s"):
+        value = getattr(found, key)
+        if value is None and key == "settle_s":  # the default share of the soak
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise field_error(source, f"soak.{key}", f"must be a number (got {value!r})")
+    settle = float(found.settle_s) if found.settle_s is not None else None
     try:
-        soak_mod.settings(float(found.hours), float(found.interval_s), found.step)
+        soak_mod.settings(float(found.hours), float(found.interval_s), found.step, settle)
     except PlanError as error:
         raise field_error(source, "soak", str(error)) from None
     if not isinstance(found.step, str) or (found.step and found.step not in {s.name for s in steps}):
         raise field_error(source, "soak.step", f"no step is named {found.step!r} (the steps: "
                           + ", ".join(s.name for s in steps) + ")")
-    return soak_mod.SoakSettings(float(found.hours), float(found.interval_s), found.step)
+    return soak_mod.SoakSettings(float(found.hours), float(found.interval_s), found.step, settle)
 
 
 def roll_step(plan: Plan) -> int:

@@ -19,6 +19,12 @@ if TYPE_CHECKING:  # the plan's parser reads a `soak:` section into SoakSettings
 DEFAULT_INTERVAL_S = 30.0
 MIN_INTERVAL_S = 1.0  # a sample of every page a second is already a load of its own
 HOUR_S = 3600.0
+# The first part of a soak is shown, not judged: the window opens with the step's probes starting (their threads,
+# connections, pools and the allocator's arenas around them) and caches filling, so every process's memory steps up
+# in its first minutes, which a slope over a short soak extrapolates to an hour. Unless asked otherwise, a tenth of
+# the soak, at most SETTLE_MAX_S.
+SETTLE_SHARE = 0.1
+SETTLE_MAX_S = 900.0
 
 
 @dataclass(frozen=True)
@@ -28,10 +34,16 @@ class SoakSettings:
     hours: float
     interval_s: float = DEFAULT_INTERVAL_S
     step: str = ""  # the plan's step of this name; "": its first
+    settle_s: float | None = None  # seconds from the window's start not judged; None: SETTLE_SHARE, SETTLE_MAX_S
 
     @property
     def seconds(self) -> float:
         return self.hours * HOUR_S
+
+    @property
+    def settle_seconds(self) -> float:
+        """The seconds from the window's start whose samples are shown, not judged."""
+        return self.settle_s if self.settle_s is not None else min(SETTLE_SHARE * self.seconds, SETTLE_MAX_S)
 
 
 def hours_problem(hours: float) -> str | None:
@@ -50,26 +62,40 @@ def interval_problem(interval_s: float) -> str | None:
     return None
 
 
-def settings(hours: float, interval_s: float = DEFAULT_INTERVAL_S, step: str = "") -> SoakSettings:
+def settle_problem(settle_s: float, hours: float | None = None) -> str | None:
+    """Why `settle_s` is no settling time (of a soak of `hours`, when known; None: it is one)."""
+    if not math.isfinite(settle_s) or settle_s < 0:
+        return f"the settling time must be 0 or more seconds (got {settle_s!r})"
+    if hours is not None and settle_s > hours * HOUR_S / 2:
+        return (f"a settling time of {settle_s:g} s leaves less than half of a soak of {hours * HOUR_S:g} s judged: "
+                "settle for less or soak longer")
+    return None
+
+
+def settings(hours: float, interval_s: float = DEFAULT_INTERVAL_S, step: str = "",
+             settle_s: float | None = None) -> SoakSettings:
     """The soak's settings, checked: a PlanError in one line for what cannot be a soak."""
-    for problem in (hours_problem(hours), interval_problem(interval_s)):
+    problems = [hours_problem(hours), interval_problem(interval_s)]
+    problems.append(settle_problem(settle_s, hours) if settle_s is not None and not problems[0] else None)
+    for problem in problems:
         if problem:
             raise PlanError(problem)
     if interval_s * 2 > hours * HOUR_S:
         raise PlanError(f"a soak of {hours * HOUR_S:g} s sampled every {interval_s:g} s has fewer than two samples: "
                         "sample more often or soak longer")
-    return SoakSettings(hours, interval_s, step)
+    return SoakSettings(hours, interval_s, step, settle_s)
 
 
 def asked(section: SoakSettings | None, hours: float | None = None, interval_s: float | None = None,
-          step: str | None = None) -> SoakSettings:
+          step: str | None = None, settle_s: float | None = None) -> SoakSettings:
     """The soak a command asks for: each flag given, else the plan's `soak:` section, else the default; hours
     must come from one of them."""
     if hours is None and section is None:
         raise PlanError("a soak needs its hours: give --hours H, or a `soak:` section with `hours` in the plan")
     return settings(hours if hours is not None else section.hours if section else 0.0,
                     interval_s if interval_s is not None else section.interval_s if section else DEFAULT_INTERVAL_S,
-                    step if step is not None else section.step if section else "")
+                    step if step is not None else section.step if section else "",
+                    settle_s if settle_s is not None else section.settle_s if section else None)
 
 
 def soak_plan(plan: Plan, soak: SoakSettings) -> Plan:

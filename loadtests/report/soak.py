@@ -61,8 +61,9 @@ def soak_panels(samples: list[SoakSample], found: SoakJudgement) -> list[charts.
         t, ys = units[name], [s.values.get(name) for s in samples]
         xs, shown = downsample(hours, ys, PAGE_POINTS)
         colour = charts.SLO_COLOUR if t.verdict == GROWS else charts.PALETTE[0]
+        settled = f"; judged from {found.settle_s / 60:.1f} min" if found.settle_s else ""
         panels.append(charts.Panel(f"soak-{n}", f"{name}: {t.verdict}", f"soak sampler ({len(ys)} samples, "
-                                   f"{len(xs)} shown)", charts.soak_figure(t.unit, xs, shown, colour)))
+                                   f"{len(xs)} shown{settled})", charts.soak_figure(t.unit, xs, shown, colour)))
     return panels
 
 
@@ -78,7 +79,7 @@ def soak_suites(found: SoakJudgement, meta: SoakMeta) -> list[Suite]:
         cases.append(case)
     return [Suite(name=f"soak: {meta.step}", cases=cases, time_s=found.hours_measured * 3600,
                   properties={"hours": f"{found.hours_measured:g}", "interval_s": f"{meta.interval_s:g}",
-                              "rule": found.rule})]
+                              "settle_s": f"{found.settle_s:g}", "rule": found.rule})]
 
 
 def render(folder: Path, meta: SoakMeta, samples: list[SoakSample], found: SoakJudgement) -> str:

@@ -38,6 +38,7 @@ class SoakMeta:
     nodes: int
     hours: float
     interval_s: float
+    settle_s: float = 0.0  # the first seconds of the window, shown and not judged (config/soak.py)
     memory_limit_bytes: float | None = None  # the machine's memory: an RSS or heap growing toward it
     etcd_quota_bytes: float | None = None  # etcd's --quota-backend-bytes (its 2 GiB default where unset)
     units: dict[str, str] = field(default_factory=dict)  # series -> its unit ("bytes", "count", "s", "%")

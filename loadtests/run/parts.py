@@ -504,7 +504,7 @@ class SoakSampling(_Part):
         run = ctx.run
         here = run.info.kind == "local"  # an existing cluster's components run on machines of their own
         meta = SoakMeta(run_id=run.run_dir.name, step=ctx.step.name, nodes=ctx.step.nodes, hours=self.soak.hours,
-                        interval_s=self.soak.interval_s,
+                        interval_s=self.soak.interval_s, settle_s=self.soak.settle_seconds,
                         memory_limit_bytes=float(psutil.virtual_memory().total) if here else None)
         pids = {**run.info.pids, **ctx.pids, HARNESS: [os.getpid()]}  # the load generator's and the harness's too
         self.sampler = SoakSampler(run.info, pids, meta, run.run_dir, ctx.say)

@@ -27,6 +27,8 @@ from loadtests.analysis.soak import (
     trend,
     verdict,
 )
+from loadtests.config.soak import SETTLE_MAX_S, settings
+from loadtests.errors import PlanError
 from loadtests.results.soak import SoakMeta, SoakSample
 
 SEEDS = range(300)
@@ -124,6 +126,31 @@ def test_what_grew_first_comes_first_and_limits_follow_the_series() -> None:
     assert by_name["etcd.db_size_bytes"].limit == ETCD_DEFAULT_QUOTA_BYTES
     assert by_name["kube-apiserver.rss_bytes"].limit == 1e6
     assert by_name["x.open_fds"].verdict == FLAT and not found.passed
+
+
+def test_the_settling_minutes_are_shown_not_judged() -> None:
+    """A process's memory that steps up as the window opens (its probes starting) and stays flat after: over a short
+    soak the step reads as growth; judged from after the settling time it is flat."""
+    n = 90  # 15 minutes at 10 s
+    ts = times(n, 10.0)
+    noise = steady(3, n, 0.0, level=0.0, sd=0.2e6)
+    rss = [124e6 + 36e6 * min(1.0, t / 60) + e for t, e in zip(ts, noise, strict=True)]
+    samples = [SoakSample(t, "", {"harness.rss_bytes": y}) for t, y in zip(ts, rss, strict=True)]
+    unsettled = judge(samples, SoakMeta("r", "s", 3, 0.25, 10.0, units={"harness.rss_bytes": "bytes"}))
+    settled = judge(samples, SoakMeta("r", "s", 3, 0.25, 10.0, settle_s=90.0, units={"harness.rss_bytes": "bytes"}))
+    assert unsettled.trends[0].verdict in (GROWS, INCONCLUSIVE) and unsettled.settle_s == 0.0
+    assert settled.trends[0].verdict == FLAT and settled.trends[0].samples == n - 9
+    assert settled.hours_measured == unsettled.hours_measured  # the hours held, settling included
+
+
+def test_a_soak_settles_a_tenth_of_its_length_unless_asked() -> None:
+    assert settings(0.5).settle_seconds == 180.0
+    assert settings(4.0).settle_seconds == SETTLE_MAX_S
+    assert settings(0.5, 10.0, "", 0.0).settle_seconds == 0.0
+    with pytest.raises(PlanError, match="less than half of a soak"):
+        settings(0.5, 10.0, "", 1000.0)
+    with pytest.raises(PlanError, match="0 or more seconds"):
+        settings(0.5, 10.0, "", -1.0)
 
 
 def test_downsampling_keeps_the_shape_and_what_was_not_measured() -> None:
