@@ -6,7 +6,7 @@ series' slope with its interval, the harness's and the load generator's among th
     .venv/bin/python benchmarks/soak_false_alarm.py [--repeat 3] [--hours 0.05] [--interval-s 5] [--nodes 5]
     .venv/bin/python benchmarks/soak_false_alarm.py --repeat 1 --hours 2 --interval-s 30 --compaction-s 300 \\
         --name soak_recorded                      # the recorded soak of at least 2 hours
-    .venv/bin/python benchmarks/soak_false_alarm.py --from-raw [--name NAME]   # the tables again, run nothing
+    .venv/bin/python benchmarks/soak_false_alarm.py --from-raw [--name NAME] [--settle-s S]   # judged again
 
 The steady load holds no object it does not delete: the fleet's Leases renew, pollers LIST, informers and kubelet
 watchers watch. Its etcd compacts every --compaction-s (the apiserver's --etcd-compaction-interval; Kubernetes'
@@ -59,10 +59,12 @@ def steady_plan(folder: Path, nodes: int, warmup_s: float, compaction_s: int) ->
     return path
 
 
-def soak_once(plan: Path, out: Path, hours: float, interval_s: float) -> tuple[int, float]:
+def soak_once(plan: Path, out: Path, hours: float, interval_s: float,
+              settle_s: float | None = None) -> tuple[int, float]:
     """One `loadtest soak` into `out`: its exit code and how long it took."""
     command = [str(Path(sys.executable).with_name("loadtest")), "soak", "--plan", str(plan), "--hours", f"{hours:g}",
                "--interval-s", f"{interval_s:g}", "--out", str(out)]
+    command += ["--settle-s", f"{settle_s:g}"] if settle_s is not None else []
     print("$ " + shlex.join(command), flush=True)
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -87,8 +89,12 @@ def unpack(raw: Path, into: Path) -> Path:
     return into
 
 
-def judged(folder: Path) -> SoakJudgement:
-    return judge(load_samples(folder), load_meta(folder))
+def judged(folder: Path, settle_s: float | None = None) -> SoakJudgement:
+    """The soak judged as it was recorded, or from `settle_s` into its window (the same samples judged again)."""
+    meta = load_meta(folder)
+    if settle_s is not None:
+        meta.settle_s = settle_s
+    return judge(load_samples(folder), meta)
 
 
 def tables(found: list[SoakJudgement]) -> list[str]:
@@ -120,6 +126,8 @@ def main() -> int:
     parser.add_argument("--warmup-s", type=float, default=60.0)
     parser.add_argument("--compaction-s", type=int, default=30)
     parser.add_argument("--name", default="soak_false_alarm")
+    parser.add_argument("--settle-s", type=float, default=None,
+                        help="seconds from each soak's start not judged (default: the soak's own, a tenth of it)")
     parser.add_argument("--from-raw", action="store_true")
     args = parser.parse_args()
     raw_dir = RAW_DIR / args.name
@@ -131,14 +139,17 @@ def main() -> int:
             plan = steady_plan(Path(tmp), args.nodes, args.warmup_s, args.compaction_s)
             for k in range(1, args.repeat + 1):
                 out = Path(tmp) / f"soak-{k}"
-                code, took = soak_once(plan, out, args.hours, args.interval_s)
+                code, took = soak_once(plan, out, args.hours, args.interval_s, args.settle_s)
                 print(f"soak {k}: exit {code} in {took:.0f} s", flush=True)
                 keep(out, raw_dir / f"soak-{k}.tar.gz")
         for k, raw in enumerate(sorted(raw_dir.glob("soak-*.tar.gz")), 1):
-            found.append(judged(unpack(raw, Path(tmp) / f"raw-{k}")))
+            found.append(judged(unpack(raw, Path(tmp) / f"raw-{k}"), args.settle_s))
     command = shlex.join(["benchmarks/soak_false_alarm.py", *sys.argv[1:]])
+    judged_from = (f"from {args.settle_s:g} s" if args.settle_s is not None
+                   else "from each soak's own settling time (soak.json; none before it existed)")
     setting = (f"{len(found)} steady soak(s) of {args.hours:g} h at {args.nodes} nodes, sampled every "
-               f"{args.interval_s:g} s, etcd compacted every {args.compaction_s} s, {args.warmup_s:g} s warm-up")
+               f"{args.interval_s:g} s, etcd compacted every {args.compaction_s} s, {args.warmup_s:g} s warm-up, "
+               f"judged {judged_from}")
     lines = results_head("Soak: steady series judged to grow", setting, command,
                          ["series", "grows", "flat", "falls", "inconclusive", "not measured"])
     write_results(RESULTS / f"{args.name}.md", lines + tables(found), also=f"; raw: {raw_dir}")
