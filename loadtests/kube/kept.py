@@ -12,6 +12,7 @@ and 304) is read; errors are those http.client raises, so callers tell a reset a
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import ssl
@@ -122,22 +123,42 @@ class _Answer:
             if not 100 <= int(code) < 200:
                 return int(code), headers
 
+    def next_chunk(self) -> bytes:
+        """The next chunk of a chunked body as it came (a watch's events are read one chunk at a time); b"" at
+        the body's end, its trailer read past."""
+        size_line = self.line(1024)
+        if size_line is None:
+            raise http.client.IncompleteRead(b"")
+        try:
+            size = int(size_line.partition(b";")[0].strip(), 16)
+        except ValueError:
+            raise http.client.IncompleteRead(b"") from None
+        if size == 0:
+            while self.line():  # the trailer, to its empty line
+                pass
+            return b""
+        found = self.exactly(size)
+        self.exactly(2)  # the CRLF after a chunk's data
+        return found
+
     def chunked(self) -> bytes:
         found = []
-        while True:
-            size_line = self.line(1024)
-            if size_line is None:
-                raise http.client.IncompleteRead(b"".join(found))
-            try:
-                size = int(size_line.partition(b";")[0].strip(), 16)
-            except ValueError:
-                raise http.client.IncompleteRead(b"".join(found)) from None
-            if size == 0:
-                while self.line():  # the trailer, to its empty line
-                    pass
-                return b"".join(found)
-            found.append(self.exactly(size))
-            self.exactly(2)  # the CRLF after a chunk's data
+        try:
+            while chunk := self.next_chunk():
+                found.append(chunk)
+        except http.client.IncompleteRead as error:
+            raise http.client.IncompleteRead(b"".join(found) + error.partial) from None
+        return b"".join(found)
+
+    def ready(self, timeout_s: float) -> bool:
+        """Whether bytes can be read without blocking, waiting up to timeout_s for them: unread ones already here,
+        decrypted ones TLS holds, or the socket's within the wait."""
+        if self._at < len(self._buffer):
+            return True
+        pending = getattr(self._sock, "pending", None)
+        if pending is not None and pending():
+            return True
+        return bool(urllib3.util.wait.wait_for_read(self._sock, timeout=max(0.0, timeout_s)))
 
     def body(self, method: str, status: int, headers: Mapping[str, str]) -> tuple[bytes, bool]:
         """The answer's body, and whether the connection ends with it."""
@@ -170,18 +191,7 @@ class KeptConnection:
                                        urllib3.util.wait.wait_for_read(self._sock, timeout=0.0)):
             self.close()  # another endpoint, or readable while idle: the server closed it (or sent unasked)
         if self._sock is None:
-            scheme, host, port = endpoint
-            port = port or (443 if scheme == "https" else 80)
-            sock = socket.create_connection((host, port), timeout=timeout_s)
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                if scheme == "https":
-                    context = self._tls or ssl.create_default_context()
-                    sock = context.wrap_socket(sock, server_hostname=host)
-            except BaseException:
-                sock.close()
-                raise
-            self._sock, self._endpoint = sock, endpoint
+            self._sock, self._endpoint = connect(url, self._tls, timeout_s), endpoint
         self._sock.settimeout(timeout_s)
         return self._sock
 
@@ -218,6 +228,76 @@ class KeptConnection:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+
+
+def connect(url: SplitResult, tls: ssl.SSLContext | None, timeout_s: float) -> socket.socket:
+    """A new connection to the URL's endpoint (TLS for https, with `tls` or the default context), no Nagle."""
+    port = url.port or (443 if url.scheme == "https" else 80)
+    host = url.hostname or ""
+    sock = socket.create_connection((host, port), timeout=timeout_s)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if url.scheme == "https":
+            sock = (tls or ssl.create_default_context()).wrap_socket(sock, server_hostname=host)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class Streamed:
+    """An answer on a connection of its own whose body is read as it comes, a chunk at a time (a watch): its status
+    and headers are read, its body not. It has the interface RestClient reads urllib3's streamed answers by."""
+
+    def __init__(self, sock: socket.socket, answer: _Answer, status: int, headers: Headers) -> None:
+        self._sock, self._answer = sock, answer
+        self.status, self.headers = status, headers
+        self._chunked = "chunked" in headers.get("Transfer-Encoding", "").lower()
+        self._read = False
+
+    def read_chunk(self) -> bytes:
+        """The body's next chunk (b"": its end); a body not chunked comes whole, as one."""
+        if self._chunked:
+            return self._answer.next_chunk()
+        if self._read:
+            return b""
+        self._read = True
+        return self._answer.body("GET", self.status, self.headers)[0]
+
+    def read(self) -> bytes:
+        """The rest of the body, whole (an answer that is not the watch asked for)."""
+        return b"".join(iter(self.read_chunk, b""))
+
+    def ready(self, timeout_s: float) -> bool:
+        return self._answer.ready(timeout_s)
+
+    def abort(self) -> None:
+        """From another thread: the plain socket's shutdown, so a blocked read returns and the TLS state the
+        reading thread uses is left alone."""
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+
+    def drain_conn(self) -> None:
+        """Nothing to drain: the connection is never reused."""
+
+    def release_conn(self) -> None:
+        self._sock.close()
+
+
+def open_stream(method: str, url: str, headers: Mapping[str, str], tls: ssl.SSLContext | None, *,
+                connect_timeout_s: float, read_timeout_s: float) -> Streamed:
+    """A request on a new connection of its own, its answer's head read and its body left to be streamed."""
+    parts = urlsplit(url)
+    sock = connect(parts, tls, connect_timeout_s)
+    try:
+        sock.settimeout(read_timeout_s)
+        sock.sendall(request_bytes(method, parts, None, headers))
+        answer = _Answer(sock)
+        status, found = answer.head()
+    except BaseException:
+        sock.close()
+        raise
+    return Streamed(sock, answer, status, found)
 
 
 def request_bytes(method: str, url: SplitResult, body: bytes | None, headers: Mapping[str, str]) -> bytes:

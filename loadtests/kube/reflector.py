@@ -35,7 +35,7 @@ class ListWatchApi(Protocol):
     def watch(self, resource: str, namespace: str, name: str, *, resource_version: str = "",
               field_selector: str = "", label_selector: str = "", timeout_s: float = WATCH_TIMEOUT_MIN_S,
               bookmarks: bool = True, initial_events: bool = False, encoding: str = "json",
-              fields: tuple[str, ...] = ()) -> WatchStream | None: ...
+              fields: tuple[str, ...] = (), batch_s: float = 0.0) -> WatchStream | None: ...
 
 
 class Backoff:
@@ -131,7 +131,9 @@ class Reflector:
     apiserver, or whose resourceVersion the restarted apiserver no longer serves; otherwise it resumes.
     `encoding`: what its LISTs and WATCHes ask for, JSON or protobuf (as kubelets and kube-proxy do); the
     events are the same WatchEvents either way. `fields`: all that is read of each object (dotted JSON paths),
-    so protobuf converts only those (JSON is read whole); () for the transport's default."""
+    so protobuf converts only those (JSON is read whole); () for the transport's default. `batch_s`: its events
+    decoded in batches, held up to that long (WatchStream; a transport may ignore it); `on_delivered` is told
+    each time the watch handed on all it held (`stream` says what it holds)."""
 
     def __init__(self, api: ListWatchApi, resource: str, names: WatchNames, *, namespace: str = "",
                  field_selector: str = "", label_selector: str = "", page_limit: int = 500,
@@ -142,8 +144,10 @@ class Reflector:
                  reconnect_spread_s: float = 0.0, watch_list: bool = False, relist_on_cut: bool = False,
                  on_synced: Callable[[float, float, int], None] | None = None, encoding: str = "json",
                  watch_timeout_s: tuple[float, float] = (WATCH_TIMEOUT_MIN_S, 2 * WATCH_TIMEOUT_MIN_S),
-                 list_fallback: bool = False, fields: tuple[str, ...] = ()) -> None:
+                 list_fallback: bool = False, fields: tuple[str, ...] = (), batch_s: float = 0.0,
+                 on_delivered: Callable[[], None] | None = None) -> None:
         self.api, self.resource, self.names = api, resource, names
+        self.batch_s, self.on_delivered = batch_s, on_delivered
         self.fields = fields
         self.watch_timeout_s = watch_timeout_s
         # client-go's reflector: a streaming list that fails is followed at once by a LIST and a WATCH from it
@@ -171,6 +175,11 @@ class Reflector:
         self.last_error: str | None = None
         self._stopping = False
         self._stream: WatchStream | None = None
+
+    @property
+    def stream(self) -> WatchStream | None:
+        """The watch being read now, if any."""
+        return self._stream
 
     def _remaining(self) -> float:
         return float("inf") if self.deadline is None else self.deadline - self._clock()
@@ -229,7 +238,7 @@ class Reflector:
         return self.api.watch(self.resource, self.namespace, name, resource_version=self.resource_version or "",
                               field_selector=self.field_selector, label_selector=self.label_selector,
                               timeout_s=timeout_s, initial_events=streaming, encoding=self.encoding,
-                              fields=self.fields)
+                              fields=self.fields, batch_s=self.batch_s)
 
     def _step(self) -> None:
         self.sync.attempt(self._clock())
@@ -249,6 +258,7 @@ class Reflector:
             self._failed(None)
             return
         self.watches += 1
+        stream.on_delivered = self.on_delivered
         if not streaming:
             self._synced()  # a resumed watch is established: nothing was lost
         self._stream = stream
@@ -325,6 +335,11 @@ class BackgroundReflector:
         options.setdefault("backoff", Backoff(first_s=0.2, max_s=5.0, sleep=self._stop.wait))
         self.reflector = Reflector(api, resource, names, **options)
         self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        """Started and not stopped."""
+        return self._thread is not None and not self._stop.is_set()
 
     def start(self) -> None:
         if self.reflector.names.initial_list is not None and not self.reflector.list_now():

@@ -31,7 +31,7 @@ from loadtests.kube import jsonbody
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.encoding import decoder_for, object_of, status_of
 from loadtests.kube.errors import ApiError, Gone, status_message
-from loadtests.kube.kept import KEPT_RESET_ERRORS, KeptConnection, Reply
+from loadtests.kube.kept import KEPT_RESET_ERRORS, KeptConnection, Reply, Streamed, open_stream
 from loadtests.kube.names import ListNames
 from loadtests.kube.paced import paced as paced_pool
 from loadtests.kube.paths import resource_path
@@ -39,6 +39,7 @@ from loadtests.kube.retry import CLIENT_GO, Retried, RetryPolicy
 from loadtests.kube.watch import (
     WATCH_READ_TIMEOUT_S,
     WATCH_TIMEOUT_MIN_S,
+    Decoder,
     ListPage,
     WatchStream,
     accept,
@@ -99,6 +100,27 @@ def pool_manager(access: ClusterAccess, **pool_options: Any) -> urllib3.PoolMana
     return urllib3.PoolManager(ssl_context=access.ssl_context(), **pool_options)
 
 
+def pooled_stream(response: urllib3.BaseHTTPResponse, decoder: Decoder) -> WatchStream:
+    """A watch answered on a pooled connection, read as it comes."""
+    chunks = response.stream(65536, decode_content=True)
+    connection = response.connection
+
+    def abort() -> None:
+        # the plain socket's shutdown, so the TLS state the reading thread uses is left alone
+        sock = getattr(connection, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+    def release() -> None:
+        with contextlib.suppress(Exception):  # an unfinished body: the connection is closed, never reused
+            response.close()
+        response.release_conn()
+
+    return WatchStream(lambda: next(chunks, b""), release, broken_errors=TRANSPORT_ERRORS, abort=abort,
+                       clock=time.monotonic, decoder=decoder)
+
+
 def answer_status(body: bytes, content_type: str | None) -> str:
     """The message of an answer that is not the one asked for: its Status, JSON or protobuf, or its start."""
     return status_message(status_of(body, content_type) or body)
@@ -133,6 +155,7 @@ class RestClient:
             self.pool = paced_pool(self.pool)
         self._kept = KeptConnection(access.ssl_context()) if kept and not access.proxy_url else None
         self._kept_lock = threading.Lock()  # one request at a time on the kept connection
+        self._tls: ssl.SSLContext | None = None  # for watches on connections of their own, made when first needed
         self.headers = {"Accept": "application/json", "User-Agent": user_agent}  # credentials: per request
         self._lock = threading.Lock()
         self._sent: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -164,7 +187,7 @@ class RestClient:
     # --- plain requests ---------------------------------------------------------------------------------
 
     def _send(self, method: str, url: str, headers: dict[str, str], **options: Any
-              ) -> urllib3.BaseHTTPResponse | Reply:
+              ) -> urllib3.BaseHTTPResponse | Reply | Streamed:
         """One request with the current credentials; a 401 to a token that has since been refreshed (or
         that the refresh replaces) is sent once more with the new one."""
         sent = {**headers, **self.access.auth_headers()}
@@ -176,9 +199,15 @@ class RestClient:
         return self._transport(method, url, {**headers, **self.access.auth_headers()}, options)
 
     def _transport(self, method: str, url: str, headers: dict[str, str], options: dict[str, Any]
-                   ) -> urllib3.BaseHTTPResponse | Reply:
-        """The kept connection for a plain request (options: at most a body) where there is one, else the pool;
-        the kept one's resets are left to the retry policy, as the pool's are."""
+                   ) -> urllib3.BaseHTTPResponse | Reply | Streamed:
+        """A streamed answer on a connection of its own when asked (options: `own` = (connect, read) timeouts),
+        the kept connection for a plain request (options: at most a body) where there is one, else the pool; the
+        kept one's resets are left to the retry policy, as the pool's are."""
+        if "own" in options:
+            if self._tls is None and urlsplit(url).scheme == "https":
+                self._tls = self.access.ssl_context()
+            connect_s, read_s = options["own"]
+            return open_stream(method, url, headers, self._tls, connect_timeout_s=connect_s, read_timeout_s=read_s)
         if self._kept is None or not set(options) <= {"body"}:
             return self.pool.request(method, url, headers=headers, **options)
         with self._kept_lock:
@@ -208,7 +237,7 @@ class RestClient:
         raise ApiError(response.status, status_message(response.data), method, path)
 
     def _exchange(self, method: str, target: str, headers: dict[str, str], failure: tuple[str, str],
-                  **options: Any) -> urllib3.BaseHTTPResponse | Reply:
+                  **options: Any) -> urllib3.BaseHTTPResponse | Reply | Streamed:
         """One request (`target`: its path and query) and its resends by the retry policy, each counted; the last
         answer is returned. A connection error that is not resent is an ApiError of status 0 with `failure`'s
         verb and path."""
@@ -333,18 +362,25 @@ class RestClient:
     def watch(self, resource: str, namespace: str = "", name: str = "", *, resource_version: str = "",
               field_selector: str = "", label_selector: str = "", timeout_s: float = WATCH_TIMEOUT_MIN_S,
               bookmarks: bool = True, initial_events: bool = False, encoding: str = "json",
-              fields: tuple[str, ...] = ()) -> WatchStream:
+              fields: tuple[str, ...] = (), batch_s: float = 0.0) -> WatchStream:
         """Open a watch (with `initial_events`, one that first sends the collection's state: see watch_query)
         in `encoding` (protobuf: as a kubelet asks, decoded by the answer's Content-Type, only `fields` of each
-        object when named); raises Gone on 410 and ApiError when it cannot be established."""
+        object when named); raises Gone on 410 and ApiError when it cannot be established.
+
+        `batch_s` > 0: what it reads is decoded in batches, once the first chunk held waited that long
+        (WatchStream), on a connection of its own read here (kept.Streamed, which tells when more bytes are
+        there); not through a kubeconfig's proxy, which only the pool speaks, where it is read as it comes."""
         query = watch_query(timeout_s=timeout_s, resource_version=resource_version, bookmarks=bookmarks,
                             field_selector=field_selector, label_selector=label_selector,
                             initial_events=initial_events)
         path = resource_path(resource, namespace, query=query)
+        read_s = min(WATCH_READ_TIMEOUT_S, timeout_s + 60)
+        own = batch_s > 0 and not self.access.proxy_url
+        options: dict[str, Any] = ({"own": (5.0, read_s)} if own else
+                                   {"preload_content": False, "timeout": urllib3.Timeout(connect=5.0, read=read_s)})
         response = self._exchange("GET", path, {**self.headers, "Accept": accept(encoding)}, ("WATCH", path),
-                                  preload_content=False,
-                                  timeout=urllib3.Timeout(connect=5.0, read=min(WATCH_READ_TIMEOUT_S, timeout_s + 60)))
-        assert isinstance(response, urllib3.BaseHTTPResponse)  # streamed: always the pool's
+                                  **options)
+        assert not isinstance(response, Reply)  # streamed: the pool's or a connection of its own
         if response.status != 200:
             body = response.read()
             response.release_conn()
@@ -352,24 +388,12 @@ class RestClient:
             if response.status == 410:
                 raise Gone(message)
             raise ApiError(response.status, message, "WATCH", path)
-        chunks = response.stream(65536, decode_content=True)
-        connection = response.connection
-
-        def abort() -> None:
-            # the plain socket's shutdown, so the TLS state the reading thread uses is left alone
-            sock = getattr(connection, "sock", None)
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-        def release() -> None:
-            with contextlib.suppress(Exception):  # an unfinished body: the connection is closed, never reused
-                response.close()
-            response.release_conn()
-
         decoder = decoder_for(response.headers.get("Content-Type"), fields=fields)
-        return WatchStream(lambda: next(chunks, b""), release, broken_errors=TRANSPORT_ERRORS, abort=abort,
-                           clock=time.monotonic, decoder=decoder)
+        if isinstance(response, Streamed):
+            return WatchStream(response.read_chunk, response.release_conn, broken_errors=TRANSPORT_ERRORS,
+                               abort=response.abort, clock=time.monotonic, decoder=decoder, ready=response.ready,
+                               batch_s=batch_s)
+        return pooled_stream(response, decoder)
 
     def close(self) -> None:
         self.pool.clear()

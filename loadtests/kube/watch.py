@@ -136,17 +136,17 @@ class WatchDecoder:
             return []
 
 
-def iter_watch_events(chunks: Iterable[bytes], clock: Callable[[], float] = time.time,
-                      decoder: Decoder | None = None) -> Iterator[WatchEvent]:
-    """Events of a watch body as they arrive (JSON lines unless another decoder is given); an ERROR event
-    raises Gone (410) or WatchError instead."""
+def iter_watch_events(chunks: Iterable[tuple[bytes, float]], decoder: Decoder | None = None) -> Iterator[WatchEvent]:
+    """Events of a watch body as they arrive (JSON lines unless another decoder is given), each chunk with the
+    time it was read, which its events carry; an ERROR event raises Gone (410) or WatchError instead."""
     decoder = decoder or WatchDecoder()
-    for chunk in chunks:
-        for event in decoder.feed(chunk, clock()):
+    at = 0.0
+    for chunk, at in chunks:
+        for event in decoder.feed(chunk, at):
             if event.type == "ERROR":
                 raise status_error(event.object)
             yield event
-    for event in decoder.finish(clock()):
+    for event in decoder.finish(at):
         if event.type == "ERROR":
             raise status_error(event.object)
         yield event
@@ -161,13 +161,22 @@ class WatchStream:
     errors that mean the connection broke or stalled (recorded in `broken` and passed to `on_broken`, once;
     a normal end after timeoutSeconds is not one), `release` (drop the connection), `abort` (from another
     thread: make a blocked read return now) and the `decoder` of its body's encoding (JSON lines by default).
+
+    Batched (`batch_s` > 0, with the transport's `ready`: whether bytes can be read within a wait): a chunk read
+    is stamped and held, and so is every chunk read before the first held one is batch_s old; then they are
+    decoded together, each with its own stamp, and their events handed on. A thread that slept decodes an event
+    cold (its caches gone): one wake and one decode for many events costs far less than one for each. With
+    nothing held a read blocks as it would unbatched. `held_since` is the stamp of the first chunk read whose
+    events were not all handed on yet (None: none), `delivered_at` that of the last chunk whose events were;
+    `on_delivered` (if set) is called after each batch was handed on, so that a reader can wait for it.
     """
 
     def __init__(self, read: Callable[[], bytes], release: Callable[[], None], *,
                  broken_errors: tuple[type[BaseException], ...] = (OSError,),
                  on_broken: Callable[[WatchStream, BaseException], None] | None = None,
                  abort: Callable[[], None] | None = None, clock: Callable[[], float] = time.time,
-                 decoder: Decoder | None = None) -> None:
+                 decoder: Decoder | None = None, ready: Callable[[float], bool] | None = None,
+                 batch_s: float = 0.0) -> None:
         self.decoder = decoder or WatchDecoder()
         self._read = read
         self._release = release
@@ -175,36 +184,73 @@ class WatchStream:
         self._on_broken = on_broken
         self._abort = abort
         self._clock = clock
+        self._ready = ready
+        self.batch_s = batch_s if ready is not None else 0.0
         self.opened_at = clock()
         self.resource_version = ""
         self.events = 0
         self.bookmarks = 0
         self.bytes = 0
         self.broken: BaseException | None = None
+        self.held_since: float | None = None
+        self.delivered_at = self.opened_at
+        self.on_delivered: Callable[[], None] | None = None
 
-    def _chunks(self) -> Iterator[bytes]:
-        while True:
-            try:
-                chunk = self._read()
-            except self._broken_errors as error:  # reset, read timeout, connection closed mid-chunk
-                self.broken = error
-                if self._on_broken is not None:
-                    self._on_broken(self, error)
-                return
-            if not chunk:
-                return
-            self.bytes += len(chunk)
-            yield chunk
+    def _read_one(self) -> tuple[bytes, float] | None:
+        """The next chunk and when it was read; None at the body's end or when the connection broke."""
+        try:
+            chunk = self._read()
+        except self._broken_errors as error:  # reset, read timeout, connection closed mid-chunk
+            self.broken = error
+            if self._on_broken is not None:
+                self._on_broken(self, error)
+            return None
+        if not chunk:
+            return None
+        self.bytes += len(chunk)
+        return chunk, self._clock()
+
+    def _batches(self) -> Iterator[list[tuple[bytes, float]]]:
+        """The chunks read, in batches: one chunk each unbatched; batched, each with the chunks that could be read
+        before its first was batch_s old (a quiet stream's batch is handed on then, a broken one's at once)."""
+        while (first := self._read_one()) is not None:
+            self.held_since = first[1]
+            batch = [first]
+            due = first[1] + self.batch_s
+            while self.batch_s > 0 and (left := due - self._clock()) > 0 and self._ready is not None \
+                    and self._ready(left):
+                found = self._read_one()
+                if found is None:
+                    yield batch
+                    return
+                batch.append(found)
+            yield batch
+
+    def _chunks(self) -> Iterator[tuple[bytes, float]]:
+        """Every chunk read, with its stamp; a batch's last one counts as handed on once the next is asked for
+        (its events were, and whatever the reader did with them returned)."""
+        for batch in self._batches():
+            yield from batch
+            self._delivered(batch[-1][1])
+
+    def _delivered(self, at: float | None) -> None:
+        if at is not None:
+            self.delivered_at = at
+        self.held_since = None
+        if self.on_delivered is not None:
+            self.on_delivered()
 
     def __iter__(self) -> Iterator[WatchEvent]:
         try:
-            for event in iter_watch_events(self._chunks(), self._clock, self.decoder):
+            for event in iter_watch_events(self._chunks(), self.decoder):
                 if event.type == "BOOKMARK":
                     self.bookmarks += 1
                 self.events += 1
                 self.resource_version = event.resource_version or self.resource_version
                 yield event
         finally:
+            if self.held_since is not None:
+                self._delivered(None)  # broken off (or an ERROR event): nothing more will be handed on
             self.close()
 
     def age_s(self) -> float:

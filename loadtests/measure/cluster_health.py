@@ -252,6 +252,9 @@ class ClusterHealthSampler:
             return self._gathered
         self._stop_thread(timeout_s=self.scrape_timeout_s * (len(self.sources) + 1))
         if self.origin is not None:
+            until = time.monotonic()
+            for watched in self._watches():
+                watched.settle(until)  # the final sample sees what the view's watches read before it
             self.sample()  # waits for a sample still under way
         samples = self.samples.items()
         self.samples.close()

@@ -187,7 +187,9 @@ class PodStartupProbe(_Samples):
         return self.pods.note(self._mark) if self._mark is not None else None
 
     def gather(self) -> Distribution | None:
-        """None (not measured) when the watch never listed: no pod could have been seen."""
+        """None (not measured) when the watch never listed: no pod could have been seen. The pods read before now
+        are handed on first (the view's watch hands them on in batches)."""
+        self.pods.settle()
         found = super().gather()
         return found if self.pods.synced else None
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import threading
 from collections.abc import Iterator
 
 import pytest
 
 from loadtests.controlplane.processes import http_ok
 from loadtests.kube.access import ClusterAccess
-from loadtests.kube.errors import ApiError
-from loadtests.kube.kept import KeptConnection
+from loadtests.kube.errors import ApiError, Gone
+from loadtests.kube.kept import KeptConnection, open_stream
 from loadtests.kube.rest import TRANSPORT_ERRORS, RestClient
 from tests.loopback import CountingHandler, CountingServer, serving
 from tests.unit.test_measure_probes import closed_port
@@ -152,3 +155,107 @@ def test_an_answer_cut_short_or_not_http_is_a_transport_error_and_the_connection
         kept.send("PUT", url + path, body=b"{}")
     assert kept.get(f"{url}/healthz").data == b"ok"  # asked on a new connection
     assert server.connections == 2
+
+
+class _WatchServer(CountingServer):
+    """Answers /api/v1/namespaces/<ns>/pods?watch=1 as the apiserver does, in chunks: its first ones in one write,
+    the rest once `more` is set (or 5 s passed); namespace "gone" is answered 410, "broken" 500."""
+
+    first: list[bytes] = []
+    rest: list[bytes] = []
+    more = threading.Event()
+    asked: list[tuple[str, dict[str, str]]] = []  # each request's path and headers
+
+
+def _chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+class _WatchHandler(CountingHandler):
+    server: _WatchServer
+
+    def do_GET(self) -> None:  # noqa: N802 - the standard library's name
+        self.server.asked.append((self.path, dict(self.headers)))
+        status = {"/api/v1/namespaces/gone/pods": 410, "/api/v1/namespaces/broken/pods": 500}.get(
+            self.path.partition("?")[0], 200)
+        if status != 200:
+            body = json.dumps({"kind": "Status", "code": status, "message": f"said {status}"}).encode()
+            self.wfile.write(f"HTTP/1.1 {status} No\r\nContent-Type: application/json\r\n"
+                             f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            return
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         + b"".join(_chunk(part) for part in self.server.first))
+        self.wfile.flush()
+        self.server.more.wait(5.0)
+        with contextlib.suppress(OSError):  # the client may have gone
+            self.wfile.write(b"".join(_chunk(part) for part in self.server.rest) + b"0\r\n\r\n")
+        self.close_connection = True
+
+
+@pytest.fixture()
+def watch_server() -> Iterator[_WatchServer]:
+    with serving(_WatchServer, _WatchHandler) as found:
+        found.first, found.rest, found.more, found.asked = [], [], threading.Event(), []
+        yield found
+
+
+def test_a_streamed_answer_is_read_chunk_by_chunk_and_says_when_more_is_there(watch_server: _WatchServer) -> None:
+    watch_server.first, watch_server.rest = [b"a", b"bb"], [b"ccc"]
+    answer = open_stream("GET", f"http://127.0.0.1:{watch_server.server_port}/api/v1/namespaces/w/pods?watch=1",
+                         {}, None, connect_timeout_s=2.0, read_timeout_s=5.0)
+    assert answer.status == 200
+    assert answer.read_chunk() == b"a"
+    assert answer.ready(0.0)  # the next chunk came in the same read
+    assert answer.read_chunk() == b"bb"
+    assert not answer.ready(0.05)  # nothing more until the server writes it
+    watch_server.more.set()
+    assert answer.ready(5.0)
+    assert answer.read_chunk() == b"ccc"
+    assert answer.read_chunk() == b""  # the body's end
+    answer.release_conn()
+
+
+def _watch_client(server: _WatchServer) -> RestClient:
+    access = ClusterAccess(server=f"http://127.0.0.1:{server.server_port}", kubeconfig="", token="secret")
+    return RestClient(access, user_agent="k8s-loadtest/test", sleep=lambda _: None)
+
+
+def test_a_batched_watch_goes_on_a_connection_of_its_own_with_the_pools_headers_and_query(
+        watch_server: _WatchServer) -> None:
+    events = [b'{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"2"}}}\n',
+              b'{"type":"DELETED","object":{"metadata":{"name":"a","resourceVersion":"3"}}}\n']
+    watch_server.first, watch_server.rest = events[:1], events[1:]
+    watch_server.more.set()
+    client = _watch_client(watch_server)
+    stream = client.watch("pods", "w", resource_version="1", timeout_s=30, batch_s=0.25)
+    assert [(e.type, e.resource_version) for e in stream] == [("ADDED", "2"), ("DELETED", "3")]
+    assert stream.broken is None and stream.batch_s == 0.25
+    pooled = client.watch("pods", "w", resource_version="1", timeout_s=30)  # batch_s 0: the pool's, as before
+    assert [e.type for e in pooled] == ["ADDED", "DELETED"] and pooled.batch_s == 0.0
+    (own_path, own), (pool_path, pool) = watch_server.asked
+    assert own_path == pool_path and "watch=1" in own_path and "resourceVersion=1" in own_path
+    for name in ("Authorization", "Accept", "User-Agent"):
+        assert own[name] == pool[name], name
+    assert own["Authorization"] == "Bearer secret" and own["User-Agent"] == "k8s-loadtest/test"
+    assert client.sent() == {("WATCH", "pods"): 2}
+    client.close()
+
+
+def test_a_batched_watch_refused_raises_as_the_pools_and_abort_ends_a_blocked_read(
+        watch_server: _WatchServer) -> None:
+    client = _watch_client(watch_server)
+    with pytest.raises(Gone, match="said 410"):
+        client.watch("pods", "gone", batch_s=0.25)
+    with pytest.raises(ApiError, match="said 500") as refused:
+        client.watch("pods", "broken", batch_s=0.25)
+    assert refused.value.status == 500
+    watch_server.first = [b'{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"2"}}}\n']
+    stream = client.watch("pods", "w", batch_s=0.25)
+    events = iter(stream)
+    assert next(events).type == "ADDED"  # then the server says nothing more
+    aborted = threading.Timer(0.2, stream.abort)
+    aborted.start()
+    assert list(events) == []  # the read blocked on the silent server returned: the stream ended
+    assert isinstance(stream.broken, TRANSPORT_ERRORS)  # as a broken connection, which the reflector tells
+    aborted.join()
+    client.close()

@@ -32,7 +32,7 @@ RECORDED = line("ADDED", "11", "a") + line("MODIFIED", "12", "a", status={"phase
 
 
 def decode(chunks: list[bytes]) -> list[tuple[str, str]]:
-    return [(e.type, e.resource_version) for e in iter_watch_events(chunks, clock=lambda: 1.0)]
+    return [(e.type, e.resource_version) for e in iter_watch_events([(chunk, 1.0) for chunk in chunks])]
 
 
 EXPECTED = [("ADDED", "11"), ("MODIFIED", "12"), ("BOOKMARK", "15"), ("DELETED", "16")]
@@ -59,8 +59,8 @@ class TestDecoding:
 
     def test_events_are_stamped_with_the_time_their_last_byte_arrived(self) -> None:
         first, second = line("ADDED", "1"), line("ADDED", "2")
-        times = iter([10.0, 20.0, 30.0, 40.0])
-        events = list(iter_watch_events([first[:5], first[5:] + second[:5], second[5:]], clock=lambda: next(times)))
+        chunks = [first[:5], first[5:] + second[:5], second[5:]]
+        events = list(iter_watch_events(zip(chunks, [10.0, 20.0, 30.0], strict=True)))
         assert [e.received_at for e in events] == [20.0, 30.0]
 
     def test_last_event_without_newline_at_the_end(self) -> None:
@@ -72,7 +72,8 @@ class TestDecoding:
     def test_410_error_raises_gone_after_the_events_before_it(self) -> None:
         seen: list[str] = []
         with pytest.raises(Gone, match="410 Expired"):
-            for event in iter_watch_events([RECORDED[:30], RECORDED[30:] + GONE[:7], GONE[7:]]):
+            chunks = [RECORDED[:30], RECORDED[30:] + GONE[:7], GONE[7:]]
+            for event in iter_watch_events((chunk, 0.0) for chunk in chunks):
                 seen.append(event.type)
         assert seen == ["ADDED", "MODIFIED", "BOOKMARK", "DELETED"]
 
@@ -236,7 +237,7 @@ class FakeApi:
 
     def watch(self, resource: str, namespace: str, name: str, *, resource_version: str, field_selector: str,
               label_selector: str, timeout_s: float, initial_events: bool = False, encoding: str = "json",
-              fields: tuple[str, ...] = ()) -> Any:
+              fields: tuple[str, ...] = (), batch_s: float = 0.0) -> Any:
         self.calls.append(("WATCH", name, resource_version))
         self.initial_events.append(initial_events)
         self.encodings.append(encoding)

@@ -288,8 +288,9 @@ class TestTheRunsView:
         opened = time.monotonic()
         present = pods.flagged_now()
         assert present == {"old"}
-        pods._apply(WatchEvent("MODIFIED", self.evicted("a"), 2.0))
-        pods._apply(WatchEvent("DELETED", self.evicted("a"), 3.0))  # deleted soon after: still counted
+        # flagged when read (the watch's stamps are monotonic), not when handed on
+        pods._apply(WatchEvent("MODIFIED", self.evicted("a"), opened + 0.001))
+        pods._apply(WatchEvent("DELETED", self.evicted("a"), opened + 0.002))  # deleted soon after: still counted
         assert pods.flagged(opened, present) == 2  # "old" (there when it opened) and "a"; not "gone"
         assert pods.flagged(time.monotonic() + 1, pods.flagged_now()) == 1  # the next window: "old" alone
 

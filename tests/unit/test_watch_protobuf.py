@@ -330,16 +330,17 @@ class TestFrames:
     def test_a_truncated_last_frame_is_dropped(self) -> None:
         body = stream()
         for missing in (1, 5, len(encode_frame("DELETED", pod("103", phase="Running"), "v1", "Pod")) - 2):
-            events = list(iter_watch_events([body[:-missing]], lambda: 0.0, ProtobufWatchDecoder()))
+            events = list(iter_watch_events([(body[:-missing], 0.0)], ProtobufWatchDecoder()))
             assert summary(events) == EXPECTED[:3], missing
 
     def test_an_error_event_raises_gone_for_410_and_watch_error_otherwise(self) -> None:
         gone = encode_frame("ERROR", status(410, "Expired", "too old resource version: 1 (50)"), "v1", "Status")
         with pytest.raises(Gone, match="410 Expired: too old resource version"):
-            list(iter_watch_events([stream()[:40], stream()[40:], gone], lambda: 0.0, ProtobufWatchDecoder()))
+            chunks = [(stream()[:40], 0.0), (stream()[40:], 0.0), (gone, 0.0)]
+            list(iter_watch_events(chunks, ProtobufWatchDecoder()))
         other = encode_frame("ERROR", status(500, "InternalError", "etcd is gone"), "v1", "Status")
         with pytest.raises(WatchError, match="500 InternalError: etcd is gone"):
-            list(iter_watch_events([other], lambda: 0.0, ProtobufWatchDecoder()))
+            list(iter_watch_events([(other, 0.0)], ProtobufWatchDecoder()))
 
     def test_the_bookmark_that_ends_initial_events_is_seen(self) -> None:
         events = ProtobufWatchDecoder().feed(stream(), 0.0)

@@ -226,10 +226,11 @@ class KubeApi:
     def watch(self, resource: str, namespace: str, name: str, *, resource_version: str = "",
               field_selector: str = "", label_selector: str = "", timeout_s: float = WATCH_TIMEOUT_MIN_S,
               bookmarks: bool = True, initial_events: bool = False, encoding: str = "json",
-              fields: tuple[str, ...] = ()) -> WatchStream | None:
+              fields: tuple[str, ...] = (), batch_s: float = 0.0) -> WatchStream | None:
         """Open a watch (with `initial_events`, one that first sends the collection's state: see watch_query)
         in `encoding` (protobuf: as a kubelet asks, decoded by the answer's Content-Type, only `fields` of each
-        object when named); None when it could not be established, Gone when the server answers 410. A
+        object when named); `batch_s` is ignored: the load's watchers hand on each event as it comes, as the
+        clients they stand for do. None when it could not be established, Gone when the server answers 410. A
         connection that breaks or stalls past the read timeout later is reported once, as a failure named
         `<name> stream` (a normal end after timeoutSeconds is not a failure)."""
         query = watch_query(timeout_s=timeout_s, resource_version=resource_version, bookmarks=bookmarks,
