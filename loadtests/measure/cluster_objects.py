@@ -78,10 +78,11 @@ NODE_FIELDS = ("status.conditions.type", "status.conditions.status", "spec.taint
 POD_FIELDS = ("status.phase", "status.reason", "status.conditions.type", "status.conditions.status")
 ENCODING = "protobuf"
 # The view's watches decode what they read in batches, each held up to this long (WatchStream's batch_s): at
-# 1,000 nodes the churn's pods' watch woke ~23 times a second, each event costing ~330-375 µs of its thread's
-# CPU, mostly a TLS wake and a decode with caches gone cold after each sleep; measured held 0.1 s: 273 µs, 0.25 s:
-# 225, 1.0 s: 188. A sample every few seconds and the pod-startup probe (stamped when read, not when handed on)
-# lose nothing to a quarter of a second: a window's end waits for what was read before it (Watched.settle).
+# 1,000 nodes the churn's pods' watch woke ~23 times a second, each event costing a TLS wake and a decode with the
+# caches gone cold after each sleep; 360 µs of its thread's CPU an event handed on as read, 237 held 0.25 s
+# (benchmarks/results/watch_event_cost.md). A sample every few seconds and the pod-startup probe (stamped when read,
+# not when handed on) lose nothing to a quarter of a second: a window's end waits for what was read before it
+# (Watched.settle).
 HEALTH_BATCH_S = 0.25
 SETTLE_MARGIN_S = 1.0  # how much longer than its batch_s a window's end waits for a watch to hand on what it read
 
