@@ -437,7 +437,8 @@ def cmd_soak(args: argparse.Namespace) -> int:
 
     from loadtests.analysis.soak import judge_folder
     from loadtests.capture.replay import load_plan
-    from loadtests.config.soak import asked, soak_plan
+    from loadtests.config.plan import soak_plan
+    from loadtests.config.soak import asked
 
     plan = load_plan(args.plan or "default")
     soak = asked(plan.soak, args.hours, args.interval_s, args.step, args.settle_s)
@@ -462,7 +463,8 @@ def rehearse_soak(plan: Plan, args: argparse.Namespace, base: Path) -> int:
     from dataclasses import replace
 
     from loadtests.analysis.soak import FASTER, compare_soaks, difference_text, judge_folder
-    from loadtests.config.soak import asked, soak_plan
+    from loadtests.config.plan import soak_plan
+    from loadtests.config.soak import asked
 
     if args.rolling or (args.repeat or 1) > 1 or args.threshold:
         raise LoadTestError("--soak goes without --rolling, --repeat and --threshold: two soaks are compared by "

@@ -582,6 +582,22 @@ def _soak(source: str, value: Any, steps: list[Step]) -> soak_mod.SoakSettings |
     return soak_mod.SoakSettings(float(found.hours), float(found.interval_s), found.step, settle)
 
 
+def soak_plan(plan: Plan, soak: soak_mod.SoakSettings) -> Plan:
+    """The plan as a soak: its one step (the named or the first), its window lasting the soak's hours."""
+    names = [s.name for s in plan.steps]
+    if soak.step and soak.step not in names:
+        raise PlanError(f"{plan.source or plan.name}: no step is named {soak.step!r} (the steps: {', '.join(names)})")
+    step = copy.deepcopy(plan.steps[names.index(soak.step) if soak.step else 0])
+    if step.phase:
+        raise PlanError(f"{plan.source or plan.name}: step {step.name!r} is a ClusterLoader2 phase, which ends when "
+                        "its work is done: a soak holds a steady load; name a step without `phase`")
+    step.duration_s = soak.seconds
+    step.restart_apiserver_at_s = None
+    soaked = copy.deepcopy(plan)
+    soaked.steps = [step]
+    return soaked
+
+
 def roll_step(plan: Plan) -> int:
     """The index of the step a rolling upgrade happens in: the one `roll.step` names, else the last."""
     names = [s.name for s in plan.steps]

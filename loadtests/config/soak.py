@@ -1,20 +1,15 @@
 """A soak: one step of a plan, its load held for hours and sampled every few seconds (`loadtest soak`).
 
-The soak is the plan made into one step (the plan's first, or the one named) whose window lasts the soak's hours:
-the run walks it as any step, with one more part that samples it (run/parts.py SoakSampling). Every check here
-refuses in one line, before anything starts."""
+The soak is the plan made into one step (the plan's first, or the one named) whose window lasts the soak's hours
+(config/plan.soak_plan): the run walks it as any step, with one more part that samples it (run/parts.py
+SoakSampling). Every check here refuses in one line, before anything starts."""
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from loadtests.errors import PlanError
-
-if TYPE_CHECKING:  # the plan's parser reads a `soak:` section into SoakSettings, so this module cannot import it
-    from loadtests.config.plan import Plan
 
 DEFAULT_INTERVAL_S = 30.0
 MIN_INTERVAL_S = 1.0  # a sample of every page a second is already a load of its own
@@ -96,19 +91,3 @@ def asked(section: SoakSettings | None, hours: float | None = None, interval_s: 
                     interval_s if interval_s is not None else section.interval_s if section else DEFAULT_INTERVAL_S,
                     step if step is not None else section.step if section else "",
                     settle_s if settle_s is not None else section.settle_s if section else None)
-
-
-def soak_plan(plan: Plan, soak: SoakSettings) -> Plan:
-    """The plan as a soak: its one step (the named or the first), its window lasting the soak's hours."""
-    names = [s.name for s in plan.steps]
-    if soak.step and soak.step not in names:
-        raise PlanError(f"{plan.source or plan.name}: no step is named {soak.step!r} (the steps: {', '.join(names)})")
-    step = copy.deepcopy(plan.steps[names.index(soak.step) if soak.step else 0])
-    if step.phase:
-        raise PlanError(f"{plan.source or plan.name}: step {step.name!r} is a ClusterLoader2 phase, which ends when "
-                        "its work is done: a soak holds a steady load; name a step without `phase`")
-    step.duration_s = soak.seconds
-    step.restart_apiserver_at_s = None
-    soaked = copy.deepcopy(plan)
-    soaked.steps = [step]
-    return soaked

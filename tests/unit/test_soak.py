@@ -15,7 +15,8 @@ from loadtests.analysis.soak import judge_folder
 from loadtests.cli import run as cli_run
 from loadtests.cli.main import main
 from loadtests.config import plan as plan_mod
-from loadtests.config.soak import SoakSettings, asked, settings, soak_plan
+from loadtests.config.plan import soak_plan
+from loadtests.config.soak import SoakSettings, asked, settings
 from loadtests.errors import EXIT_BAD_INPUT, EXIT_PASSED, EXIT_SLO_FAILED, PlanError
 from loadtests.measure.soak import page_figures
 from loadtests.report.html import write_report
