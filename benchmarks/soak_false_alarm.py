@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import shlex
 import subprocess
 import sys
@@ -59,15 +60,16 @@ def steady_plan(folder: Path, nodes: int, warmup_s: float, compaction_s: int) ->
     return path
 
 
-def soak_once(plan: Path, out: Path, hours: float, interval_s: float,
-              settle_s: float | None = None) -> tuple[int, float]:
-    """One `loadtest soak` into `out`: its exit code and how long it took."""
+def soak_once(plan: Path, out: Path, hours: float, interval_s: float, settle_s: float | None = None,
+              environment: dict[str, str] | None = None) -> tuple[int, float]:
+    """One `loadtest soak` into `out` (`environment`: variables set for it): its exit code and how long it took."""
     command = [str(Path(sys.executable).with_name("loadtest")), "soak", "--plan", str(plan), "--hours", f"{hours:g}",
                "--interval-s", f"{interval_s:g}", "--out", str(out)]
     command += ["--settle-s", f"{settle_s:g}"] if settle_s is not None else []
     print("$ " + shlex.join(command), flush=True)
     started = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False,
+                          env={**os.environ, **(environment or {})})
     print("\n".join((done.stdout + done.stderr).splitlines()[-12:]), flush=True)
     return done.returncode, time.monotonic() - started
 
@@ -128,9 +130,12 @@ def main() -> int:
     parser.add_argument("--name", default="soak_false_alarm")
     parser.add_argument("--settle-s", type=float, default=None,
                         help="seconds from each soak's start not judged (default: the soak's own, a tenth of it)")
+    parser.add_argument("--environment", action="append", default=[], metavar="NAME=VALUE",
+                        help="a variable set for each soak (repeatable; with --from-raw: the one its raw ran with)")
     parser.add_argument("--from-raw", action="store_true")
     args = parser.parse_args()
     raw_dir = RAW_DIR / args.name
+    environment = dict(pair.split("=", 1) for pair in args.environment)
     found: list[SoakJudgement] = []
     with tempfile.TemporaryDirectory(prefix="soak-bench-") as tmp:
         if not args.from_raw:
@@ -139,7 +144,7 @@ def main() -> int:
             plan = steady_plan(Path(tmp), args.nodes, args.warmup_s, args.compaction_s)
             for k in range(1, args.repeat + 1):
                 out = Path(tmp) / f"soak-{k}"
-                code, took = soak_once(plan, out, args.hours, args.interval_s, args.settle_s)
+                code, took = soak_once(plan, out, args.hours, args.interval_s, args.settle_s, environment)
                 print(f"soak {k}: exit {code} in {took:.0f} s", flush=True)
                 keep(out, raw_dir / f"soak-{k}.tar.gz")
         for k, raw in enumerate(sorted(raw_dir.glob("soak-*.tar.gz")), 1):
@@ -149,7 +154,7 @@ def main() -> int:
                    else "from each soak's own settling time (soak.json; none before it existed)")
     setting = (f"{len(found)} steady soak(s) of {args.hours:g} h at {args.nodes} nodes, sampled every "
                f"{args.interval_s:g} s, etcd compacted every {args.compaction_s} s, {args.warmup_s:g} s warm-up, "
-               f"judged {judged_from}")
+               f"judged {judged_from}" + "".join(f", {name}={value} set" for name, value in environment.items()))
     lines = results_head("Soak: steady series judged to grow", setting, command,
                          ["series", "grows", "flat", "falls", "inconclusive", "not measured"])
     write_results(RESULTS / f"{args.name}.md", lines + tables(found), also=f"; raw: {raw_dir}")
