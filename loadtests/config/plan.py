@@ -216,7 +216,7 @@ class Plan:
     prometheus: promql_mod.PrometheusSettings = field(default_factory=promql_mod.PrometheusSettings)
     figures: list[promql_mod.PromQuery] = field(default_factory=list)
     checks: list[promql_mod.PromQuery] = field(default_factory=list)
-    # `loadtest soak` of this plan without flags: its hours, sampling interval and step (config/soak.py)
+    # `loadtest soak` of this plan without flags: its hours, sampling interval, step and settling (config/soak.py)
     soak: soak_mod.SoakSettings | None = None
     source: str = ""
 
