@@ -238,27 +238,9 @@ def _add_run_commands(sub: Any) -> None:
     worker.add_worker_command(sub)
 
 
-# glibc's M_ARENA_MAX (mallopt): how many malloc arenas the process may have
-M_ARENA_MAX = -8
-HARNESS_ARENAS = 2
-
-
-def few_arenas() -> None:
-    """At most HARNESS_ARENAS malloc arenas for the harness, before its threads start: glibc gives each thread that
-    allocates an arena of its own (up to 8 a core), and the harness's threads take turns under the GIL, so more
-    arenas only spread its freed memory thinner. In half-hour soaks its RSS walked up with one per thread (16 MiB/h,
-    judged `grows`) and did not with two (docs/soak.md). Nothing happens where the C library has no mallopt."""
-    import contextlib
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).mallopt(M_ARENA_MAX, HARNESS_ARENAS)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit code (docs/faults.md). Whatever it was doing, a reader of its output that went
     away (`| head -1`) makes it EXIT_OUTPUT_CLOSED, which no verdict shares."""
-    few_arenas()
     SHUTDOWN.install()
     try:
         code = _command(argv)
