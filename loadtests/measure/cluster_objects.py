@@ -49,8 +49,8 @@ class NodeState:
 
 
 class LeaseState(NamedTuple):
-    """A node Lease as the samples read it (a tuple: 1,000 are made every sample, and a frozen dataclass costs
-    twice what the reading of its two fields does)."""
+    """A node Lease as the samples read it (a tuple: 1,000 are made every sample, and a frozen dataclass's
+    __init__ is dearer than the tuple's)."""
 
     renewed_at: float | None  # renewTime as epoch seconds
     duration_s: float | None
