@@ -571,15 +571,14 @@ def _soak(source: str, value: Any, steps: list[Step]) -> soak_mod.SoakSettings |
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise field_error(source, f"soak.{key}", f"must be a number (got {value!r})")
-    settle = float(found.settle_s) if found.settle_s is not None else None
-    try:
-        soak_mod.settings(float(found.hours), float(found.interval_s), found.step, settle)
-    except PlanError as error:
-        raise field_error(source, "soak", str(error)) from None
     if not isinstance(found.step, str) or (found.step and found.step not in {s.name for s in steps}):
         raise field_error(source, "soak.step", f"no step is named {found.step!r} (the steps: "
                           + ", ".join(s.name for s in steps) + ")")
-    return soak_mod.SoakSettings(float(found.hours), float(found.interval_s), found.step, settle)
+    try:
+        return soak_mod.settings(float(found.hours), float(found.interval_s), found.step,
+                                 float(found.settle_s) if found.settle_s is not None else None)
+    except PlanError as error:
+        raise field_error(source, "soak", str(error)) from None
 
 
 def soak_plan(plan: Plan, soak: soak_mod.SoakSettings) -> Plan:

@@ -70,11 +70,11 @@ def settle_problem(settle_s: float, hours: float | None = None) -> str | None:
 def settings(hours: float, interval_s: float = DEFAULT_INTERVAL_S, step: str = "",
              settle_s: float | None = None) -> SoakSettings:
     """The soak's settings, checked: a PlanError in one line for what cannot be a soak."""
-    problems = [hours_problem(hours), interval_problem(interval_s)]
-    problems.append(settle_problem(settle_s, hours) if settle_s is not None and not problems[0] else None)
-    for problem in problems:
+    for problem in (hours_problem(hours), interval_problem(interval_s)):
         if problem:
             raise PlanError(problem)
+    if settle_s is not None and (problem := settle_problem(settle_s, hours)):
+        raise PlanError(problem)
     if interval_s * 2 > hours * HOUR_S:
         raise PlanError(f"a soak of {hours * HOUR_S:g} s sampled every {interval_s:g} s has fewer than two samples: "
                         "sample more often or soak longer")
