@@ -27,17 +27,25 @@ class _PacedReader(io.RawIOBase):
     def __init__(self, sock: Any) -> None:
         super().__init__()
         self._sock = sock
+        # read through a file of the socket's own, as http.client's reader was: the socket counts it, so a
+        # connection closed once its answer's head says it will close (a server that closes after each
+        # answer) keeps its descriptor until the body is read
+        self._file = sock.makefile("rb", buffering=0)
         self._arrived = select.poll()
         self._arrived.register(sock, select.POLLIN)
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: Any) -> int:
+    def readinto(self, buffer: Any) -> int | None:
         pending = getattr(self._sock, "pending", None)
         if not (pending is not None and pending()) and not self._arrived.poll(0):
             time.sleep(PACE_S)
-        return int(self._sock.recv_into(buffer))
+        return self._file.readinto(buffer)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 class _PacedResponse(http.client.HTTPResponse):
