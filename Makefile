@@ -68,7 +68,8 @@ lock:
 	done
 
 # `make protos`: Python modules of Kubernetes's own .proto definitions (meta/v1, runtime, schema, intstr, resource,
-# core/v1) at the pinned release, from Go's module cache, into loadtests/kube/pb/ (committed: a fresh clone needs
+# core/v1 and the API groups a node's agents use) at the pinned release, and Prometheus's metrics.proto (the protobuf
+# form of /metrics), from Go's module cache, into loadtests/kube/pb/ (committed: a fresh clone needs
 # neither). The protoc that writes them comes with the grpcio-tools that loadtests/kube/pb/generate.py names,
 # installed in a throw-away venv, so the project's own venv and locks are untouched.
 protos:

@@ -43,7 +43,7 @@ def _matches(labels: LabelSet, match: Mapping[str, Matcher]) -> bool:
     return True
 
 
-_SUFFIXES = ("", "_bucket", "_sum", "_count", "_total", "_created")
+SUFFIXES = ("", "_bucket", "_sum", "_count", "_total", "_created")
 
 
 def _family_blocks(text: str) -> Iterator[tuple[str, int, int]]:
@@ -96,9 +96,9 @@ def select_families(text: str, families: Collection[str]) -> str:
     TYPE lines and the samples after them (_family_blocks); within a kept one, only samples of its names; a name
     no HELP or TYPE line covers is looked for as a sample on its own.
     """
-    wanted = {family + suffix for family in families for suffix in _SUFFIXES}
+    wanted = {family + suffix for family in families for suffix in SUFFIXES}
     blocks = list(_family_blocks(text))
-    loose = wanted - {family + suffix for family, _, _ in blocks for suffix in _SUFFIXES}
+    loose = wanted - {family + suffix for family, _, _ in blocks for suffix in SUFFIXES}
     inside = wanted - loose  # a loose name is found below, once, wherever its samples are
     kept: list[tuple[int, str]] = []
     for family, begin, end in blocks:
@@ -113,7 +113,7 @@ def select_families(text: str, families: Collection[str]) -> str:
                 kept.append((begin, line))
     strays: dict[int, str] = {}  # by where: one family's name may begin another's
     for family in families:
-        if any(family + suffix in loose for suffix in _SUFFIXES):
+        if any(family + suffix in loose for suffix in SUFFIXES):
             strays.update(_loose_lines(text, family, loose))
     kept.extend(strays.items())
     kept.sort(key=lambda found: found[0])  # stable: a block's lines keep their order

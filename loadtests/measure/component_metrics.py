@@ -257,7 +257,7 @@ class MetricsSource:
         """The page now (None when it could not be had); the last good scrape becomes `previous`."""
         self.scrapes += 1
         try:
-            snapshot = Snapshot.parse(self.page.text(), families=self.families)
+            snapshot = Snapshot(self.page.samples(self.families))
         except (*TRANSPORT_ERRORS, OSError, ValueError) as error:
             self.failures += 1
             self.last_error = short_error(error)

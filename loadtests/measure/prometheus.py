@@ -1,7 +1,8 @@
-"""The one way the harness reads a /metrics page: over a kept-alive connection (urllib3), in the classic text
-format, gzip unless the page is on this machine, with credentials asked for at each read (an exec plugin's token
-is refreshed during a run) and through the kubeconfig's proxy for the apiserver. What a page says is read by
-analysis/metrics.py."""
+"""The one way the harness reads a /metrics page: over a kept-alive connection (urllib3), gzip unless the page is on
+this machine, in the classic text format when the page is kept (a window's edges) and in protobuf when only its
+samples are wanted (every few seconds: MetricsPage.samples), with credentials asked for at each read (an exec
+plugin's token is refreshed during a run) and through the kubeconfig's proxy for the apiserver. What a page says
+is read by analysis/metrics.py and analysis/metrics_protobuf.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from typing import Any
 
 import urllib3
 
-from loadtests.analysis.metrics import Snapshot, merge_pages
+from loadtests.analysis import metrics_protobuf
+from loadtests.analysis.metrics import INSTANCE, SeriesKey, Snapshot, merge_pages
 from loadtests.kube.access import ClusterAccess
 from loadtests.kube.paced import paced
 from loadtests.kube.rest import TRANSPORT_ERRORS, pool_manager, short_error
@@ -36,18 +38,34 @@ class MetricsPage:
     def __init__(self, url: str, pool: urllib3.PoolManager, *, auth: Callable[[], Mapping[str, str]] = dict,
                  timeout_s: float = 30.0, user_agent: str | None = None) -> None:
         self.url, self.pool, self.auth, self.timeout_s = url, pool, auth, timeout_s
-        self.headers = {"Accept": ACCEPT, "Accept-Encoding": "identity" if on_loopback(url) else "gzip"}
+        self.headers = {"Accept-Encoding": "identity" if on_loopback(url) else "gzip"}
         if user_agent:
             self.headers["User-Agent"] = user_agent
 
-    def text(self) -> str:
+    def _get(self, accept: str) -> urllib3.BaseHTTPResponse:
         """The page now; OSError naming the HTTP status when the endpoint answers with anything but 200."""
-        response = self.pool.request("GET", self.url, headers={**self.headers, **self.auth()}, retries=False,
+        response = self.pool.request("GET", self.url, headers={**self.headers, "Accept": accept, **self.auth()},
+                                     retries=False,
                                      timeout=urllib3.Timeout(connect=min(5.0, self.timeout_s), read=self.timeout_s))
         if response.status != 200:
             first_line = response.data.decode("utf-8", "replace").strip().splitlines()[:1]
             raise OSError(f"HTTP {response.status}: {' '.join(first_line)[:200]}")
-        return response.data.decode("utf-8")
+        return response
+
+    def text(self) -> str:
+        """The page now in the text format: what is kept with the results and can be read again."""
+        return self._get(ACCEPT).data.decode("utf-8")
+
+    def samples(self, families: Collection[str] | None = None,
+                extra: tuple[tuple[str, str], ...] = ()) -> dict[SeriesKey, float]:
+        """The page now as samples (only `families`, when given; `extra` labels each), asked for in protobuf,
+        which is a fifth of a kube-apiserver's text and whose unread families are skipped undecoded; an
+        endpoint that answers in text is parsed as text. For pages read every few seconds and never kept."""
+        response = self._get(metrics_protobuf.ACCEPT)
+        if metrics_protobuf.is_protobuf(response.headers.get("Content-Type", "")):
+            return metrics_protobuf.protobuf_samples(response.data, families, extra)
+        found = Snapshot.parse(response.data.decode("utf-8"), families=families)
+        return {(name, labels | frozenset(extra)): value for (name, labels), value in found.items()}
 
     def close(self) -> None:
         self.pool.clear()
@@ -116,9 +134,27 @@ class MergedPage:
                 texts[instance] = found.text()
             except (*TRANSPORT_ERRORS, OSError) as error:
                 self.missed[instance] = short_error(error)
-        if not texts:
-            raise OSError("; ".join(f"{instance}: {why}" for instance, why in self.missed.items()))
+        self._raise_if_none(texts)
         return merge_pages(texts)
+
+    def samples(self, families: Collection[str] | None = None) -> dict[SeriesKey, float]:
+        """The pages as samples (MetricsPage.samples), each labelled with its instance as merge_pages labels
+        them; an instance that does not answer is left out and named in `missed`, as for text()."""
+        found: dict[SeriesKey, float] = {}
+        self.missed = {}
+        answered = {}
+        for instance, one in self.pages.items():
+            try:
+                found.update(one.samples(families, extra=((INSTANCE, instance),)))
+                answered[instance] = True
+            except (*TRANSPORT_ERRORS, OSError, ValueError) as error:
+                self.missed[instance] = short_error(error)
+        self._raise_if_none(answered)
+        return found
+
+    def _raise_if_none(self, answered: Mapping[str, object]) -> None:
+        if not answered:
+            raise OSError("; ".join(f"{instance}: {why}" for instance, why in self.missed.items()))
 
     def close(self) -> None:
         for found in self.pages.values():

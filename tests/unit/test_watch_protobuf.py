@@ -501,7 +501,8 @@ class TestGeneratedModules:
         assert sorted(p.name for p in PB.glob("*_pb2.py")) == sorted(f"{n}_pb2.py" for n in generate.SOURCES)
         for path in PB.glob("*_pb2.py"):
             code = path.read_text()
-            assert f"{generate.MODULES_VERSION}/" in code.splitlines()[1], path.name
+            module, _ = generate.SOURCES[path.name.removesuffix("_pb2.py")]
+            assert f"{module}@{generate.version(module)}/" in code.splitlines()[1], path.name
             imports = re.findall(r"^from (\S+) import", code, re.M)
             assert all(m.startswith(("google.protobuf", "loadtests.kube.pb")) for m in imports), (path.name, imports)
             ours = set(re.findall(r"^from loadtests\.kube\.pb import (\w+)_pb2 as", code, re.M))

@@ -2,11 +2,11 @@
 never at run time.
 
 Why committed, not generated at set-up: a fresh clone then needs neither Go's module cache nor protoc, and the
-fourteen modules are small (about 195 KB). `make protos` runs this in a throw-away venv holding GRPCIO_TOOLS, whose
+fifteen modules are small (about 200 KB). `make protos` runs this in a throw-away venv holding GRPCIO_TOOLS, whose
 bundled protoc (PROTOC_VERSION) writes code that checks, on import, for a protobuf runtime of the same major
 version and at least its own minor: pyproject.toml's `protobuf` range says the same, and a unit test reads the
-version each module records. The sources are the pinned Kubernetes release's modules (MODULES_VERSION) from
-the Go module cache; each module's header names its source file and that file's sha256.
+version each module records. The sources are the pinned Kubernetes release's modules (MODULES_VERSION), and the
+client_model its component-base requires (VERSIONS), from the Go module cache; each module's header names its source file and that file's sha256.
 
 protoc names a Python module after the .proto's path (`k8s.io/api/core/v1/generated.proto` becomes the package
 path `k8s.io.api.core.v1`); this package keeps them flat instead, so the imports between them are rewritten to
@@ -24,6 +24,10 @@ import tempfile
 from pathlib import Path
 
 MODULES_VERSION = "v0.37.2"  # k8s.io/api and k8s.io/apimachinery of Kubernetes v1.37.2
+# other modules' versions: the one Kubernetes v1.37.2's component-base requires
+VERSIONS = {"github.com/prometheus/client_model": "v0.6.2"}
+# a source's file when it is not generated.proto
+FILES = {"prometheus_metrics": "metrics.proto"}
 GRPCIO_TOOLS = "grpcio-tools==1.85.1"
 PROTOC_VERSION = "35.1"  # what GRPCIO_TOOLS bundles (`python -m grpc_tools.protoc --version`)
 PACKAGE = "loadtests.kube.pb"
@@ -47,13 +51,19 @@ SOURCES = {
     "certificates_v1": ("k8s.io/api", "certificates/v1"),
     "events_v1": ("k8s.io/api", "events/v1"),
     "authentication_v1": ("k8s.io/api", "authentication/v1"),
+    # what every component's /metrics answers in its protobuf form (io.prometheus.client.MetricFamily)
+    "prometheus_metrics": ("github.com/prometheus/client_model", "io/prometheus/client"),
 }
+
+
+def version(module: str) -> str:
+    return VERSIONS.get(module, MODULES_VERSION)
 
 
 def proto_path(name: str) -> str:
     """The path a .proto is imported by (and registered under in protobuf's descriptor pool)."""
     module, folder = SOURCES[name]
-    return f"{module}/{folder}/generated.proto"
+    return f"{module}/{folder}/{FILES.get(name, 'generated.proto')}"
 
 
 def generated_module(name: str) -> str:
@@ -72,7 +82,7 @@ def module_cache() -> Path:
 
 def source_file(cache: Path, name: str) -> Path:
     module, folder = SOURCES[name]
-    return cache / f"{module}@{MODULES_VERSION}" / folder / "generated.proto"
+    return cache / f"{module}@{version(module)}" / folder / FILES.get(name, "generated.proto")
 
 
 def rewrite(code: str, name: str, digest: str) -> str:
@@ -82,9 +92,9 @@ def rewrite(code: str, name: str, digest: str) -> str:
         package, _, module = generated_module(other).rpartition(".")
         code = code.replace(f"from {package} import {module} as", f"from {PACKAGE} import {other}_pb2 as")
     code = code.replace(f"'{generated_module(name)}'", f"'{PACKAGE}.{name}_pb2'")
-    module, _ = SOURCES[name]
+    module, folder = SOURCES[name]
     header = (f"# Written by loadtests/kube/pb/generate.py (`make protos`) with protoc {PROTOC_VERSION} "
-              f"({GRPCIO_TOOLS}) from\n# {module}@{MODULES_VERSION}/{SOURCES[name][1]}/generated.proto, "
+              f"({GRPCIO_TOOLS}) from\n# {module}@{version(module)}/{folder}/{FILES.get(name, 'generated.proto')}, "
               f"sha256 {digest}\n")
     return header + code
 
@@ -95,8 +105,8 @@ def generate(cache: Path, into: Path) -> list[Path]:
 
     missing = [str(source_file(cache, n)) for n in SOURCES if not source_file(cache, n).is_file()]
     if missing:
-        raise SystemExit(f"not in Go's module cache: {', '.join(missing)} (run: go mod download "
-                         f"k8s.io/api@{MODULES_VERSION} k8s.io/apimachinery@{MODULES_VERSION})")
+        wanted = sorted({f"{module}@{version(module)}" for module, _ in SOURCES.values()})
+        raise SystemExit(f"not in Go's module cache: {', '.join(missing)} (run: go mod download {' '.join(wanted)})")
     written = []
     with tempfile.TemporaryDirectory() as tmp:
         include, out = Path(tmp, "include"), Path(tmp, "out")
@@ -104,7 +114,9 @@ def generate(cache: Path, into: Path) -> list[Path]:
             (include / proto_path(name)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source_file(cache, name), include / proto_path(name))
         out.mkdir()
-        args = ["protoc", f"-I{include}", f"--python_out={out}", *(proto_path(n) for n in SOURCES)]
+        # protoc's own well-known types (google/protobuf/timestamp.proto, which metrics.proto imports)
+        bundled = Path(protoc.__file__).parent / "_proto"
+        args = ["protoc", f"-I{include}", f"-I{bundled}", f"--python_out={out}", *(proto_path(n) for n in SOURCES)]
         if protoc.main(args) != 0:
             raise SystemExit("protoc failed (its message is above)")
         for name in SOURCES:
