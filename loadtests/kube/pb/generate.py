@@ -6,7 +6,8 @@ fifteen modules are small (about 200 KB). `make protos` runs this in a throw-awa
 bundled protoc (PROTOC_VERSION) writes code that checks, on import, for a protobuf runtime of the same major
 version and at least its own minor: pyproject.toml's `protobuf` range says the same, and a unit test reads the
 version each module records. The sources are the pinned Kubernetes release's modules (MODULES_VERSION), and the
-client_model its component-base requires (VERSIONS), from the Go module cache; each module's header names its source file and that file's sha256.
+client_model its component-base requires (VERSIONS), from the Go module cache; each module's header names its
+source file and that file's sha256.
 
 protoc names a Python module after the .proto's path (`k8s.io/api/core/v1/generated.proto` becomes the package
 path `k8s.io.api.core.v1`); this package keeps them flat instead, so the imports between them are rewritten to
