@@ -27,7 +27,7 @@ from loadtests.capture.replay_traffic import topped_up
 from loadtests.capture.traffic import LONGRUNNING, open_by_resource
 from loadtests.config.plan import Plan, Roll, Step
 from loadtests.config.scenarios import needs_node_identities, scenario_params
-from loadtests.config.soak import SoakSettings
+from loadtests.config.soak import SoakSettings, short_note
 from loadtests.config.workload import HeldWatches
 from loadtests.controlplane.base import Target, TargetInfo
 from loadtests.controlplane.health import HealthWatch
@@ -510,6 +510,9 @@ class SoakSampling(_Part):
         self.sampler = SoakSampler(run.info, pids, meta, run.run_dir, ctx.say)
         ctx.say(f"soak: sampling every {self.soak.interval_s:g} s for {self.soak.hours:g} h into "
                 f"{run.run_dir / SOAK_DIR}")
+        if note := short_note(self.soak):
+            meta.notes.append(note)
+            ctx.say(f"soak: {note}")
         self.sampler.start()
 
     def finish(self, ctx: StepContext, result: StepResult) -> None:

@@ -41,12 +41,14 @@ def test_a_planted_leak_is_judged_to_grow(bins, tmp_path: Path) -> None:
     # pages (in 45 s sometimes too few steps for a verdict): either of the two sizes, judged to grow
     assert "etcd.keys" in grown and {"etcd.db_in_use_bytes", "etcd.db_size_bytes"} & set(grown), said[-3000:]
     assert "min left" in result.stdout  # progress with the time left
+    assert "shorter than an hour" in result.stdout  # and that it is too short to call a growth a leak
     samples = load_samples(out)
     assert len(samples) >= 15, len(samples)  # every sample on disk, about one every 2 s over 45 s
     meta = load_meta(out)
     assert meta.etcd_quota_bytes and meta.etcd_quota_bytes > 0  # etcd says its quota on its page
     last = samples[-1].values
-    for row in ("harness.rss_bytes", "loadgen.rss_bytes", "kube-apiserver.rss_bytes", "etcd.db_size_bytes"):
+    for row in ("harness.rss_bytes", "loadgen.rss_bytes", "kube-apiserver.rss_bytes", "etcd.db_size_bytes",
+                "harness.python_blocks", "harness.malloc_in_use_bytes"):
         assert (last.get(row) or 0) > 0, row  # measured, the harness's and the load generator's among them
     junit = (out / "junit.xml").read_text()
     assert 'classname="soak" name="etcd.keys"' in junit and (out / "soak.html").is_file()

@@ -16,7 +16,7 @@ from loadtests.cli import run as cli_run
 from loadtests.cli.main import main
 from loadtests.config import plan as plan_mod
 from loadtests.config.plan import soak_plan
-from loadtests.config.soak import SoakSettings, asked, settings
+from loadtests.config.soak import SoakSettings, asked, settings, short_note
 from loadtests.errors import EXIT_BAD_INPUT, EXIT_PASSED, EXIT_SLO_FAILED, PlanError
 from loadtests.measure.soak import page_figures
 from loadtests.report.html import write_report
@@ -68,6 +68,11 @@ def test_the_soak_plan_is_one_step_held_for_its_hours() -> None:
     assert plan.steps[1].duration_s == 20  # the plan itself is left as it was
     with pytest.raises(PlanError, match="no step is named 'nope'"):
         soak_plan(plan, settings(1, 30, "nope"))
+
+
+def test_a_soak_shorter_than_an_hour_is_said_to_be_short() -> None:
+    assert "45 min is shorter than an hour" in (short_note(settings(0.75, 30)) or "")
+    assert short_note(settings(1, 30)) is None and short_note(settings(2, 30)) is None
 
 
 def soak_section_plan(tmp_path: Path, soak: str) -> Path:
