@@ -3,9 +3,10 @@ to exactly the samples the text format's parser gives (analysis/metrics.py): sam
 `quantile` labels spelled as Go's text writer spells them, so no figure can tell which form a page came in.
 
 Why a second form: the health sampler reads every component's page every 5 s and keeps a few dozen families of
-them. A 1,000-node step's kube-apiserver page is 2.6 MB of text, most of it label text repeated on every histogram
-bucket, and 0.5 MB of protobuf, in which each family is one length-prefixed message whose name comes first: the
-families nobody reads are stepped over by their length, never decoded. Like metrics.py, nothing here does I/O.
+them. A 20-node plane's kube-apiserver page is 2.40 MB of text, most of it label text repeated on every histogram
+bucket, and 0.47 MB of protobuf (tests/unit/data/record_protobuf_pages.py says both), in which each family is one
+length-prefixed message whose name comes first: the families nobody reads are stepped over by their length, never
+decoded. Like metrics.py, nothing here does I/O.
 """
 
 from __future__ import annotations
