@@ -14,13 +14,9 @@ side and what no row covers ("other processes") shown.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import psutil
@@ -274,36 +270,6 @@ class CpuMeter:
         if self.first is None or self.last is None or self.last[0] <= self.first[0]:
             return None
         return round((self.last[1] - self.first[1]) / (self.last[0] - self.first[0]) * 100.0, 1)
-
-
-class _MallInfo2(ctypes.Structure):
-    """glibc's struct mallinfo2 (malloc.h, glibc 2.33 and later): every field a size_t."""
-
-    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-
-@functools.cache
-def _mallinfo2() -> Callable[[], _MallInfo2] | None:
-    """glibc's mallinfo2, or None where the C library has none (musl, macOS, glibc before 2.33)."""
-    try:
-        found = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallinfo2
-    except (OSError, AttributeError):
-        return None
-    found.restype = _MallInfo2
-    return found
-
-
-def own_memory() -> dict[str, float | None]:
-    """Where this process's own memory is, so a soak can tell which part of the harness's RSS moves: the blocks
-    Python's small-object allocator holds (objects alive: a Python leak grows them), and glibc malloc's bytes in
-    use and its free bytes still held (mallinfo2, summed over every arena: native memory, e.g. TLS buffers and
-    protobuf arenas, grows the first; fragmentation the second). None where not measured (no glibc)."""
-    info = _mallinfo2()
-    found = info() if info is not None else None
-    return {"python_blocks": float(sys.getallocatedblocks()),
-            "malloc_in_use_bytes": float(found.uordblks + found.hblkhd) if found is not None else None,
-            "malloc_free_bytes": float(found.fordblks) if found is not None else None}
 
 
 def peak_rss_bytes(pid: int) -> int | None:

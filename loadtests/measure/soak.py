@@ -1,8 +1,7 @@
 """A soak's sampler: every `interval_s`, each component's memory, goroutines and file descriptors, etcd's size, the
 apiserver's watch caches and objects, its request p99 per class and its 429s and 5xx over the interval, and every
-process's RSS and CPU (the harness's and the load generator's among them), and where the harness's own memory is
-(processes.own_memory: Python's objects, malloc's bytes in use and held free), appended to the run folder as it
-goes (results/soak.py).
+process's RSS and CPU (the harness's and the load generator's among them), and the Python objects the harness
+holds, appended to the run folder as it goes (results/soak.py).
 
 It reads what the step's other probes read, through the same helpers: each component's /metrics page
 (component_metrics.metrics_sources, kept-alive connections, its own families) and the processes' counters
@@ -11,6 +10,7 @@ whose rank falls in a histogram's first or open bucket is kept with its bound.""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -21,7 +21,7 @@ from loadtests.config.topology import APISERVER, CONTROLLER_MANAGER, ETCD, SCHED
 from loadtests.controlplane.base import TargetInfo
 from loadtests.kube.rest import short_error
 from loadtests.measure.component_metrics import MetricsSource, metrics_sources
-from loadtests.measure.processes import HARNESS, CpuMeter, own_memory
+from loadtests.measure.processes import HARNESS, CpuMeter
 from loadtests.polling import every
 from loadtests.results import utc_now
 from loadtests.results.soak import SoakMeta, SoakSample, sample_log, write_meta
@@ -133,7 +133,8 @@ class SoakSampler:
                 values[f"{component}.rss_bytes"] = float(rss)
                 values[f"{component}.cpu_pct"] = cpu.get(f"cpu.{component}")
             values["machine.cpu_pct"] = cpu.get("cpu.machine")
-            values.update({f"{HARNESS}.{name}": value for name, value in own_memory().items()})
+            # Python's objects alive in the harness (its small-object allocator's blocks): a leak of them grows it
+            values[f"{HARNESS}.python_blocks"] = float(sys.getallocatedblocks())
             sample = SoakSample(round(time.monotonic() - self._origin, 3), utc_now(), values, bounds)
             self._note_units(values)
             self.log.append(sample)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from loadtests.controlplane.processes import wait_for
-from loadtests.measure.processes import HARNESS, ProcessSampler, own_memory
+from loadtests.measure.processes import HARNESS, ProcessSampler
 
 # Waits for "go" (unless told to start at once), burns CPU until the process has used `target` seconds in all,
 # says "burnt", then lives until its stdin closes.
@@ -151,20 +151,3 @@ def test_what_runs_after_close_is_in_no_figure() -> None:
     wall = harness.cpu_seconds / (harness.cpu_percent / 100.0)
     assert wall <= closed_at - started_at  # the interval ended at close(), not at gather()
     assert sampler.gather()[0].cpu_seconds == harness.cpu_seconds
-
-
-def test_the_harness_says_where_its_own_memory_is() -> None:
-    """Objects kept alive grow Python's blocks; large buffers grow malloc's bytes in use (glibc), by about what
-    they hold."""
-    before = own_memory()
-    objects = [object() for _ in range(200_000)]
-    buffers = [bytearray(1 << 20) for _ in range(40)]  # 40 MiB, each buffer malloc'd (above pymalloc's 512 B)
-    during = own_memory()
-    assert (during["python_blocks"] or 0) - (before["python_blocks"] or 0) >= 200_000
-    if before["malloc_in_use_bytes"] is None:
-        pytest.skip("no glibc mallinfo2 here: malloc's figures are not measured")
-    grew = (during["malloc_in_use_bytes"] or 0) - before["malloc_in_use_bytes"]
-    assert 38 * 2**20 <= grew <= 60 * 2**20, grew
-    assert during["malloc_free_bytes"] is not None and during["malloc_free_bytes"] >= 0
-    del objects, buffers
-    assert (own_memory()["malloc_in_use_bytes"] or 0) < during["malloc_in_use_bytes"] - 30 * 2**20
