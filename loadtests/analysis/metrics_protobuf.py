@@ -45,9 +45,10 @@ def _varint(data: bytes, at: int) -> tuple[int, int]:
         shift += 7
 
 
-def family_messages(data: bytes, families: Collection[str] | None = None) -> Iterator[pb.MetricFamily]:
-    """Each family on the page (only those named in `families`, when given), decoded; the others are stepped
-    over by their length. ValueError for a page cut short."""
+def frames(data: bytes) -> Iterator[tuple[str | None, int, int]]:
+    """(name, start, end) of each family's message on the page, stepped over by its length: the name read off the
+    message's first field when it is there (None when not: the message must be decoded to know it). ValueError for a
+    page cut short."""
     at, size = 0, len(data)
     while at < size:
         length, at = _varint(data, at)
@@ -55,14 +56,22 @@ def family_messages(data: bytes, families: Collection[str] | None = None) -> Ite
         if end > size:
             raise ValueError("protobuf /metrics page ends inside a family")
         name = None
-        if families is not None and length and data[at] == _NAME_TAG:
+        if length and data[at] == _NAME_TAG:
             name_length, begin = _varint(data, at + 1)
             name = data[begin:begin + name_length].decode("utf-8", "replace")
-        if families is None or (name in families if name is not None else True):
-            family = pb.MetricFamily.FromString(data[at:end])
-            if families is None or family.name in families:
-                yield family
+        yield name, at, end
         at = end
+
+
+def family_messages(data: bytes, families: Collection[str] | None = None) -> Iterator[pb.MetricFamily]:
+    """Each family on the page (only those named in `families`, when given), decoded; the others are never
+    decoded. ValueError for a page cut short."""
+    for name, start, end in frames(data):
+        if families is not None and name is not None and name not in families:
+            continue
+        family = pb.MetricFamily.FromString(data[start:end])
+        if families is None or family.name in families:
+            yield family
 
 
 @functools.lru_cache(maxsize=4096)

@@ -134,7 +134,7 @@ class MergedPage:
                 texts[instance] = found.text()
             except (*TRANSPORT_ERRORS, OSError) as error:
                 self.missed[instance] = short_error(error)
-        self._raise_if_none(texts)
+        self._raise_if_none_answered()
         return merge_pages(texts)
 
     def samples(self, families: Collection[str] | None = None) -> dict[SeriesKey, float]:
@@ -142,18 +142,16 @@ class MergedPage:
         them; an instance that does not answer is left out and named in `missed`, as for text()."""
         found: dict[SeriesKey, float] = {}
         self.missed = {}
-        answered = {}
         for instance, one in self.pages.items():
             try:
                 found.update(one.samples(families, extra=((INSTANCE, instance),)))
-                answered[instance] = True
             except (*TRANSPORT_ERRORS, OSError, ValueError) as error:
                 self.missed[instance] = short_error(error)
-        self._raise_if_none(answered)
+        self._raise_if_none_answered()
         return found
 
-    def _raise_if_none(self, answered: Mapping[str, object]) -> None:
-        if not answered:
+    def _raise_if_none_answered(self) -> None:
+        if len(self.missed) == len(self.pages):
             raise OSError("; ".join(f"{instance}: {why}" for instance, why in self.missed.items()))
 
     def close(self) -> None:

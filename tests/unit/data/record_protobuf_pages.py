@@ -33,13 +33,10 @@ def kept_messages(data: bytes, families: frozenset[str]) -> bytes:
     """The delimited messages of `families` (with their sample suffixes), byte for byte as the page had them."""
     wanted = {family + suffix for family in families for suffix in SUFFIXES}
     kept, at = [], 0
-    while at < len(data):
-        length, begin = metrics_protobuf._varint(data, at)
-        message = data[begin:begin + length]
-        name_length, name_at = metrics_protobuf._varint(message, 1)
-        if message[name_at:name_at + name_length].decode() in wanted:
-            kept.append(data[at:begin + length])
-        at = begin + length
+    for name, _start, end in metrics_protobuf.frames(data):
+        if name in wanted:
+            kept.append(data[at:end])  # its length prefix with it
+        at = end
     return b"".join(kept)
 
 
